@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 
 def progress(**kwargs):
-    """Show which exercises of each chapter you have passed (see ``course_utils.progress``)."""
-    from course_utils.progress import show_progress
+    """Show which exercises of each chapter you have passed (kept by ``course_utils.progress_store``)."""
+    from course_utils.progress_store import show_progress
 
     return show_progress(**kwargs)

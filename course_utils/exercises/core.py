@@ -1,0 +1,538 @@
+"""The exercise framework: ``check`` / ``hint`` / ``solution`` / ``verdict``.
+
+Every exercise is split in two halves that share nothing but plain data:
+
+* the **probe** runs the learner's code on chosen inputs and records what came out
+  (shapes, dtypes, numbers) with ``course_utils.exercises.plain``;
+* the **judge** reads only that record and decides: passed, or what exactly is wrong.
+
+In a notebook both halves run in the learner's kernel. The instructor's grader runs the probe
+in the kernel and the judge in its own process, so code that patches ``torch.allclose`` or
+returns an object whose ``__eq__`` is always true gains nothing.
+
+``check`` never raises on a wrong answer (an unsolved notebook still runs to the end), except in
+strict mode (``COURSE_STRICT=1``, or nbgrader's autograde), where anything but *passed* raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import html
+import inspect
+import os
+import random
+import signal
+import textwrap
+import threading
+import _thread
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from course_utils.display import show
+from course_utils.exercises import plain
+
+DEFAULT_TIME_LIMIT_S = 5.0
+
+
+# --------------------------------------------------------------------------------------------
+# The placeholder learners replace
+# --------------------------------------------------------------------------------------------
+class _PlaceholderUsed:
+    """Marks the errors raised by using ``____`` (not an exception on its own)."""
+
+
+class PlaceholderError(NotImplementedError, _PlaceholderUsed):
+    """Raised when code computes with ``____`` instead of a real value."""
+
+
+class _Placeholder:
+    """``____``: a blank to fill in. Any use of it stops with a clear message."""
+
+    _MESSAGE = "____ is a blank for you to fill in: replace it with your code"
+
+    def __repr__(self):
+        return "____"
+
+    def _refuse(self, *args, **kwargs):
+        raise PlaceholderError(self._MESSAGE)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise PlaceholderError(self._MESSAGE)
+
+    __call__ = __bool__ = __iter__ = __len__ = __getitem__ = _refuse
+    __int__ = __float__ = __index__ = __complex__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __matmul__ = __rmatmul__ = __truediv__ = __rtruediv__ = __floordiv__ = _refuse
+    __pow__ = __rpow__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+
+____ = _Placeholder()
+
+
+def _holds_placeholder(value, depth: int = 0) -> bool:
+    if value is ____:
+        return True
+    if depth > 3:
+        return False
+    if type(value) in (list, tuple, set):
+        return any(_holds_placeholder(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return any(_holds_placeholder(item, depth + 1) for item in value.values())
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# Outcomes and verdicts
+# --------------------------------------------------------------------------------------------
+class Outcome(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_ATTEMPTED = "not attempted"
+    RAISED = "your code raised"
+
+
+_SYMBOL = {
+    Outcome.PASSED: "✅",
+    Outcome.FAILED: "❌",
+    Outcome.NOT_ATTEMPTED: "⏳",
+    Outcome.RAISED: "💥",
+}
+_COLOUR = {  # background, border
+    Outcome.PASSED: ("#e9f7ef", "#2e7d32"),
+    Outcome.FAILED: ("#fdecea", "#c62828"),
+    Outcome.NOT_ATTEMPTED: ("#f4f4f4", "#757575"),
+    Outcome.RAISED: ("#fff4e5", "#ef6c00"),
+}
+
+
+@dataclass
+class Verdict:
+    """What a check decided, and the one message a learner needs to act on it."""
+
+    exercise: str
+    title: str
+    outcome: Outcome
+    message: str
+    _shown: bool = field(default=False, repr=False, compare=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is Outcome.PASSED
+
+    def heading(self) -> str:
+        return f"{_SYMBOL[self.outcome]} {self.title}: {self.outcome.value}"
+
+    def __str__(self) -> str:
+        return f"{self.heading()}\n{textwrap.indent(self.message, '   ')}"
+
+    def _repr_html_(self) -> str:
+        background, border = _COLOUR[self.outcome]
+        body = html.escape(self.message).replace("\n", "<br>")
+        return (
+            f'<div style="background:{background};border-left:4px solid {border};'
+            f'padding:6px 10px;margin:4px 0;color:#222;font-family:sans-serif">'
+            f"<b>{html.escape(self.heading())}</b><br>{body}</div>"
+        )
+
+    def _ipython_display_(self):
+        # check() has shown this verdict already; as a cell's last value it would show twice.
+        if not self._shown:
+            show(self)
+
+    def to_dict(self) -> dict:
+        return {
+            "exercise": self.exercise,
+            "title": self.title,
+            "outcome": self.outcome.value,
+            "message": self.message,
+        }
+
+
+class ExerciseNotPassed(AssertionError):
+    """Raised by ``check`` in strict mode, so CI and nbgrader see a failed exercise."""
+
+
+def strict_mode() -> bool:
+    """Strict when CI asks for it, or when nbgrader is autograding (a failed check must error)."""
+    return os.environ.get("COURSE_STRICT") == "1" or os.environ.get("NBGRADER_EXECUTION") in (
+        "autograde",
+        "validate",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Running the learner's code
+# --------------------------------------------------------------------------------------------
+class CheckTimeout(BaseException):
+    """The learner's code ran past the time limit (a BaseException, so `except Exception` in
+    the learner's code cannot swallow it)."""
+
+
+class LearnerRaised(Exception):
+    """The learner's code raised; carries the input it was given."""
+
+    def __init__(self, error: BaseException, on: str):
+        super().__init__(on)
+        self.error = error
+        self.on = on
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Stop the code inside after ``seconds`` by raising ``CheckTimeout`` in it.
+
+    SIGALRM where it exists (Linux, macOS; only in the main thread, where notebook cells run);
+    elsewhere a timer thread interrupts the main thread.
+    """
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if hasattr(signal, "setitimer") and in_main_thread:
+
+        def on_alarm(signum, frame):
+            raise CheckTimeout()
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    elif in_main_thread:
+        fired = threading.Event()
+
+        def interrupt():
+            fired.set()
+            _thread.interrupt_main()
+
+        timer = threading.Timer(seconds, interrupt)
+        timer.start()
+        try:
+            yield
+        except KeyboardInterrupt:
+            if fired.is_set():
+                raise CheckTimeout() from None
+            raise
+        finally:
+            timer.cancel()
+    else:  # no way to interrupt another thread: run without a limit
+        yield
+
+
+@contextlib.contextmanager
+def _learner_state_preserved():
+    """Checking must not change the learner's session: random streams, grad mode."""
+    import torch
+
+    python_state = random.getstate()
+    try:
+        import numpy as np
+
+        numpy_state = np.random.get_state()
+    except ImportError:  # pragma: no cover - numpy ships with the course
+        np = numpy_state = None
+    grad_enabled = torch.is_grad_enabled()
+    default_dtype = torch.get_default_dtype()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        random.setstate(python_state)
+        if np is not None:
+            np.random.set_state(numpy_state)
+        torch.set_grad_enabled(grad_enabled)
+        torch.set_default_dtype(default_dtype)
+
+
+def describe_input(value) -> str:
+    """A short, readable description of an input, for "on which input" messages."""
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return f"a tensor of shape {tuple(value.shape)} ({value.dtype}, {value.device})"
+    except ImportError:  # pragma: no cover
+        pass
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Runner:
+    """Handed to a probe: calls the learner's code and labels any exception with its input."""
+
+    def __call__(self, fn: Callable, *args, on: str | None = None, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (Exception, KeyboardInterrupt) as error:  # KeyboardInterrupt: a user's stop
+            if isinstance(error, KeyboardInterrupt):
+                raise
+            label = on if on is not None else ", ".join(describe_input(a) for a in args)
+            raise LearnerRaised(error, label) from None
+
+
+# --------------------------------------------------------------------------------------------
+# What a probe returns
+# --------------------------------------------------------------------------------------------
+class Status(str, enum.Enum):
+    OK = "ok"
+    NOT_ATTEMPTED = "not_attempted"
+    RAISED = "raised"
+    TIMEOUT = "timeout"
+    BAD_ANSWER = "bad_answer"  # check() was given the wrong kind of thing
+
+
+@dataclass
+class ProbeResult:
+    """Plain data only: safe to write to disk and to judge in another process."""
+
+    status: Status
+    data: Any = None
+    error: dict | None = None
+
+    def to_plain(self) -> dict:
+        return plain.to_plain({"status": self.status.value, "data": self.data, "error": self.error})
+
+    @classmethod
+    def from_plain(cls, record) -> "ProbeResult":
+        record = plain.to_plain(record)
+        if type(record) is not dict or set(record) != {"status", "data", "error"}:
+            raise ValueError("not a probe result")
+        error = record["error"]
+        if error is not None and not (
+            type(error) is dict and all(type(v) is str for v in error.values())
+        ):
+            raise ValueError("a probe result's error must map str to str")
+        return cls(Status(record["status"]), record["data"], error)
+
+
+# --------------------------------------------------------------------------------------------
+# What check() accepts
+# --------------------------------------------------------------------------------------------
+def _kind_of(value) -> str:
+    kind = type(value)
+    if kind.__module__ == "builtins":
+        return kind.__name__
+    return f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
+
+
+@dataclass(frozen=True)
+class Function:
+    """check() expects a function called like ``name(params...)``."""
+
+    name: str
+    params: tuple[str, ...]
+
+    def call_text(self) -> str:
+        return f"{self.name}({', '.join(self.params)})"
+
+    def problem_with(self, answer) -> str | None:
+        """One sentence saying what was expected, when ``answer`` is not such a function."""
+        how = f"pass the function itself, without calling it: .check({self.name})"
+        if answer is None:
+            return (
+                f"check() got None; it needs your function {self.call_text()} — {how}. "
+                "(A function that forgets `return` also gives None when called.)"
+            )
+        if not callable(answer):
+            return (
+                f"check() got a {_kind_of(answer)}; it needs your function "
+                f"{self.call_text()}, not its result — {how}."
+            )
+        try:
+            signature = inspect.signature(answer)
+        except (TypeError, ValueError):
+            return None  # a builtin without a signature: let the call decide
+        try:
+            signature.bind(*self.params)
+        except TypeError:
+            shown = ", ".join(signature.parameters) or "no arguments"
+            count = len(self.params)
+            return (
+                f"check() needs a function that takes {count} argument"
+                f"{'s' if count != 1 else ''}, like {self.call_text()}; yours takes ({shown})."
+            )
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# The exercise
+# --------------------------------------------------------------------------------------------
+Probe = Callable[[Any, Runner], Any]
+Judge = Callable[[Any], "str | None"]
+
+
+class Exercise:
+    """A declarative exercise: what the answer is, how to probe it, how to judge the record.
+
+    ``probe(answer, run)`` calls the learner's code through ``run(fn, *args, on=...)`` and
+    returns plain data. ``judge(data)`` returns ``None`` when the answer is right, else the
+    message that says what is wrong (and, where a classic mistake explains it, names it).
+    ``error_notes`` pairs a clue found in an exception's message with the classic mistake
+    that usually causes it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        chapter: str,
+        title: str,
+        expects: Function,
+        probe: Probe,
+        judge: Judge,
+        hints: Sequence[str],
+        reference: Callable,
+        passed_message: str = "Correct.",
+        error_notes: Sequence[tuple[str, str]] = (),
+        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    ):
+        self.name = name
+        self.chapter = chapter
+        self.id = f"{chapter}.{name}"
+        self.title = title
+        self.expects = expects
+        self._probe = probe
+        self._judge = judge
+        self.hints = tuple(hints)
+        self.reference = reference
+        self.passed_message = passed_message
+        self.error_notes = tuple(error_notes)
+        self.time_limit_s = time_limit_s
+        self._next_hint = 0
+
+    def __repr__(self):
+        return f"<Exercise {self.id}: {self.title}>"
+
+    # -- the two halves ------------------------------------------------------------------
+    def probe(self, answer) -> ProbeResult:
+        """Run the learner's answer and record what happened, as plain data."""
+        if answer is ____ or _holds_placeholder(answer):
+            return ProbeResult(Status.NOT_ATTEMPTED)
+        problem = self.expects.problem_with(answer)
+        if problem is not None:
+            return ProbeResult(Status.BAD_ANSWER, error={"message": problem})
+        try:
+            with _learner_state_preserved(), time_limit(self.time_limit_s):
+                data = self._probe(answer, Runner())
+        except CheckTimeout:
+            return ProbeResult(Status.TIMEOUT, error={"seconds": f"{self.time_limit_s:g}"})
+        except LearnerRaised as raised:
+            error = raised.error
+            if isinstance(error, _PlaceholderUsed) or (
+                type(error) is NotImplementedError and not str(error)
+            ):
+                return ProbeResult(Status.NOT_ATTEMPTED)
+            return ProbeResult(
+                Status.RAISED,
+                error={
+                    "type": type(error).__name__,
+                    "message": _first_lines(str(error)),
+                    "on": raised.on,
+                },
+            )
+        return ProbeResult(Status.OK, plain.to_plain(data))
+
+    def judge(self, result: ProbeResult) -> Verdict:
+        """Decide from the record alone. Pure: no learner code runs here."""
+        if result.status is Status.NOT_ATTEMPTED:
+            return self._verdict(
+                Outcome.NOT_ATTEMPTED,
+                f"Not attempted yet: write {self.expects.call_text()} in the cell above "
+                "(replace the `raise NotImplementedError()` line), run it, then run this check.",
+            )
+        if result.status is Status.BAD_ANSWER:
+            return self._verdict(Outcome.FAILED, result.error["message"])
+        if result.status is Status.TIMEOUT:
+            return self._verdict(
+                Outcome.FAILED,
+                f"Your code was stopped after {result.error['seconds']} s. Look for a loop that "
+                "never ends, or work far bigger than the task needs.",
+            )
+        if result.status is Status.RAISED:
+            error = result.error
+            message = f"{error['type']}: {error['message']}\n(on {error['on']})"
+            notes = [note for clue, note in self.error_notes if clue in error["message"]]
+            if notes:
+                message += "\nLikely cause: " + notes[0]
+            return self._verdict(Outcome.RAISED, message)
+        try:
+            problem = self._judge(result.data)
+        except (KeyError, IndexError, TypeError, ValueError) as error:
+            return self._verdict(
+                Outcome.FAILED, f"The check could not read your answer's results ({error})."
+            )
+        if problem is None:
+            return self._verdict(Outcome.PASSED, self.passed_message)
+        return self._verdict(Outcome.FAILED, problem)
+
+    def _verdict(self, outcome: Outcome, message: str) -> Verdict:
+        return Verdict(self.id, self.title, outcome, message)
+
+    # -- what learners call ----------------------------------------------------------------
+    def verdict(self, answer=____) -> Verdict:
+        """The outcome, without showing anything or recording progress (tests, grading)."""
+        return self.judge(self.probe(answer))
+
+    def check(self, answer=____) -> Verdict:
+        """Check ``answer``, show the verdict and return it. Strict mode raises unless passed."""
+        verdict = self.verdict(answer)
+        verdict._shown = True
+        show(verdict)
+        if verdict.passed:
+            from course_utils import progress_store
+
+            progress_store.record_pass(self.id)
+        elif strict_mode():
+            raise ExerciseNotPassed(str(verdict))
+        return verdict
+
+    def hint(self, level: int | None = None) -> None:
+        """Show the next hint (each call goes one further), or hint number ``level``."""
+        if level is None:
+            index = min(self._next_hint, len(self.hints) - 1)
+            self._next_hint = index + 1
+        else:
+            if not 1 <= level <= len(self.hints):
+                print(f"{self.title} has hints 1 to {len(self.hints)}.")
+                return
+            index = level - 1
+        show(_Note(f"Hint {index + 1} of {len(self.hints)}", self.hints[index]))
+
+    def solution(self) -> None:
+        """Show the reference solution as code."""
+        show(_Note(f"Solution: {self.title}", _source_of(self.reference), code=True))
+
+
+def _first_lines(text: str, limit: int = 600) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _source_of(function: Callable) -> str:
+    try:
+        return textwrap.dedent(inspect.getsource(function)).strip()
+    except (OSError, TypeError):  # pragma: no cover - source files ship with the package
+        return f"# the source of {function.__name__} is not available"
+
+
+@dataclass
+class _Note:
+    """A hint or a solution, shown like a verdict."""
+
+    heading: str
+    body: str
+    code: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.heading}\n{textwrap.indent(self.body, '   ')}"
+
+    def _repr_html_(self) -> str:
+        body = html.escape(self.body)
+        body = f"<pre style='margin:4px 0'>{body}</pre>" if self.code else body
+        return (
+            '<div style="background:#eef4fb;border-left:4px solid #1565c0;padding:6px 10px;'
+            f'margin:4px 0;color:#222;font-family:sans-serif"><b>{html.escape(self.heading)}'
+            f"</b><br>{body}</div>"
+        )

@@ -1,0 +1,95 @@
+"""Recording what a learner's code returned (probe side) and comparing records (judge side).
+
+A record is plain data: ``{"kind": "tensor", "shape": [...], "dtype": "torch.float32",
+"device": "cpu", "requires_grad": False, "values": ndarray}`` for a tensor, and
+``{"kind": "list", "repr": "[1, 2]"}`` for anything else.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_REPR_LIMIT = 80
+
+
+def value_facts(value) -> dict:
+    """Describe ``value`` as plain data, reading a tensor's numbers without trusting its type."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        tensor = torch.Tensor.detach(value)
+        facts = {
+            "kind": "tensor",
+            "shape": [int(n) for n in tensor.shape],
+            "dtype": str(tensor.dtype),
+            "device": str(tensor.device),
+            "requires_grad": bool(torch.Tensor.requires_grad.__get__(value)),
+        }
+        if tensor.device.type != "meta":
+            readable = tensor.to("cpu")
+            if readable.dtype in (torch.bfloat16, torch.float16):
+                readable = readable.float()
+            facts["values"] = readable.numpy().copy()
+        return facts
+    kind = type(value)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+    try:
+        text = repr(value)
+    except Exception:  # a learner's object whose repr is broken
+        text = f"<{name}>"
+    if len(text) > _REPR_LIMIT:
+        text = text[: _REPR_LIMIT - 3] + "..."
+    return {"kind": name, "repr": text}
+
+
+def shape_text(shape) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def tensor_problem(
+    got: dict,
+    expected: dict,
+    *,
+    what: str = "your result",
+    on: str | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    check_device: bool = True,
+) -> str | None:
+    """The first way ``got`` differs from ``expected`` (kind, shape, dtype, device, values)."""
+    where = f" (on {on})" if on else ""
+    if got["kind"] != "tensor":
+        return f"{what} is a {got['kind']} ({got['repr']}); expected a torch.Tensor{where}."
+    if got["shape"] != expected["shape"]:
+        return (
+            f"{what} has shape {shape_text(got['shape'])}; expected "
+            f"{shape_text(expected['shape'])}{where}."
+        )
+    if got["dtype"] != expected["dtype"]:
+        return f"{what} has dtype {got['dtype']}; expected {expected['dtype']}{where}."
+    if check_device and got["device"] != expected["device"]:
+        return f"{what} is on {got['device']}; expected {expected['device']}{where}."
+    if "values" in got and "values" in expected:
+        return values_problem(got["values"], expected["values"], what=what, on=on, rtol=rtol, atol=atol)
+    return None
+
+
+def values_problem(got, expected, *, what="your result", on=None, rtol=1e-5, atol=1e-6):
+    """None when the numbers agree within tolerance, else where they first differ."""
+    got = np.asarray(got, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    close = np.isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return None
+    index = tuple(int(i) for i in np.argwhere(~close)[0])
+    where = f" (on {on})" if on else ""
+    at = f" at index {index}" if index else ""
+    return (
+        f"{what} has the right shape but wrong values{where}: {np.count_nonzero(~close)} of "
+        f"{close.size} differ; first{at}: got {got[index]:.6g}, expected {expected[index]:.6g}."
+    )
+
+
+def same_values(a, b, rtol=1e-5, atol=1e-6) -> bool:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
