@@ -1,0 +1,262 @@
+import json
+import random
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from course_utils import env
+from course_utils.env import Check, HealthReport, NvidiaSmiInfo, diagnose_build
+
+H200 = NvidiaSmiInfo(gpu_names=("NVIDIA H200",), driver_version="550.54.15", cuda_version="12.4")
+
+NVIDIA_SMI_BANNER = """\
+Tue Mar  4 10:00:00 2025
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+"""
+
+
+# --- device and seeds -------------------------------------------------------------------------
+
+
+def test_pick_device_is_the_cpu_here():
+    device = env.pick_device()
+    assert isinstance(device, torch.device)
+    assert device.type == "cpu"
+
+
+def test_pick_device_survives_a_torch_without_xpu(monkeypatch):
+    monkeypatch.delattr(torch, "xpu", raising=False)
+    assert env.pick_device().type == "cpu"
+
+
+def test_seed_everything_repeats_torch_numpy_and_random():
+    def draw():
+        return torch.rand(4).tolist(), np.random.rand(4).tolist(), [random.random() for _ in range(4)]
+
+    env.seed_everything(7)
+    first = draw()
+    env.seed_everything(7)
+    assert draw() == first
+    env.seed_everything(8)
+    assert draw() != first
+
+
+@pytest.mark.parametrize("seed", [True, 1.5, "42", None])
+def test_seed_everything_rejects_what_is_not_an_int(seed):
+    with pytest.raises(TypeError, match="seed must be an int"):
+        env.seed_everything(seed)
+
+
+def test_seed_everything_rejects_seeds_numpy_cannot_take():
+    with pytest.raises(ValueError, match="between 0 and"):
+        env.seed_everything(-1)
+
+
+# --- the health check on this machine --------------------------------------------------------
+
+
+def test_health_check_passes_here_quickly():
+    start = time.perf_counter()
+    report = env.health_check(show=False)
+    assert time.perf_counter() - start < 2.0
+
+    assert isinstance(report, HealthReport)
+    assert report.ok
+    assert {check.status for check in report.checks} <= {"ok", "skipped"}
+    names = [check.name for check in report.checks]
+    assert names == [
+        "versions", "create and compute", "autograd", "accelerator", "seed", "silent CPU fallback"
+    ]
+    assert report.device == "cpu"
+    assert report.versions["torch"] == torch.__version__
+    assert report.versions["NumPy"] == np.__version__
+
+
+def test_health_check_report_is_json_text_and_html():
+    report = env.health_check(show=False)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["ok"] is True
+    assert [check["name"] for check in data["checks"]] == [check.name for check in report.checks]
+
+    text, page = str(report), report._repr_html_()
+    for check in report.checks:
+        assert check.name in text
+        assert check.name in page
+    assert "Python executable" in text and "Python executable" in page
+
+
+def test_health_check_shows_a_table(capsys):
+    env.health_check(show=True)
+    assert "silent CPU fallback" in capsys.readouterr().out
+
+
+def test_health_check_leaves_random_generators_alone():
+    env.seed_everything(3)
+    expected = torch.rand(3).tolist(), np.random.rand(), random.random()
+    env.seed_everything(3)
+    env.health_check(show=False)
+    assert (torch.rand(3).tolist(), np.random.rand(), random.random()) == expected
+
+
+def test_no_accelerator_is_skipped_in_plain_words():
+    (check,) = env.check_accelerators([])
+    assert check.status == "skipped"
+    assert "the course runs on the CPU" in check.detail
+
+
+# --- accelerators that fail ------------------------------------------------------------------
+
+
+def test_failing_round_trip_is_reported_and_the_report_completes(monkeypatch):
+    def broken(device):
+        raise RuntimeError("CUDA error: CUDA driver version is insufficient for CUDA runtime version")
+
+    monkeypatch.setattr(env, "available_accelerators", lambda: [torch.device("cuda", 0)])
+    monkeypatch.setattr(env, "round_trip", broken)
+    report = env.health_check(show=False)
+
+    failed = [check for check in report.checks if check.status == "failed"]
+    assert [check.name for check in failed] == ["accelerator cuda:0"]
+    assert "driver version is insufficient" in failed[0].detail
+    assert "reinstall torch" in failed[0].fix
+    assert report.checks[-1].name == "silent CPU fallback"
+    assert not report.ok
+    assert "driver version is insufficient" in str(report)
+
+
+def test_a_real_failure_carries_the_real_message():
+    # This torch has no CUDA, so allocating on a CUDA device raises for real.
+    check = env.check_accelerator(torch.device("cuda", 0))
+    assert check.status == "failed"
+    assert check.detail.startswith("computing on cuda:0 failed: ")
+    assert len(check.detail) > len("computing on cuda:0 failed: ") + 10
+
+
+# --- simulated machines ----------------------------------------------------------------------
+
+
+def test_gpu_with_a_cpu_only_torch_is_named_with_its_fix():
+    check = diagnose_build(None, False, H200, torch_version="2.13.0+cpu")
+    assert check.status == "failed"
+    assert "NVIDIA H200" in check.detail
+    assert "CPU" in check.detail
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu" in check.fix
+    assert "12.4" in check.fix
+    assert "pytorch.org" in check.fix
+
+
+def test_driver_older_than_torchs_cuda_fails():
+    check = diagnose_build("12.8", False, H200)
+    assert check.status == "failed"
+    assert "update the NVIDIA driver, or install a torch build for an older CUDA" in check.fix
+    assert "12.8" in check.detail and "12.4" in check.detail
+
+
+def test_driver_older_by_a_minor_version_but_working_warns():
+    check = diagnose_build("12.6", True, H200)
+    assert check.status == "warning"
+    assert "update the NVIDIA driver" in check.fix
+
+
+def test_cuda_build_without_a_driver_warns():
+    check = diagnose_build("12.4", False, None)
+    assert check.status == "warning"
+    assert "built for CUDA 12.4 but no NVIDIA driver is visible" in check.detail
+
+
+def test_gpu_seen_by_the_driver_but_not_by_torch_fails():
+    check = diagnose_build("12.4", False, H200)
+    assert check.status == "failed"
+    assert "CUDA_VISIBLE_DEVICES" in check.fix
+
+
+@pytest.mark.parametrize(
+    "torch_cuda, available, gpu",
+    [("12.4", True, H200), ("11.8", True, H200), (None, False, None), ("12.4", True, None)],
+)
+def test_matching_setups_are_ok(torch_cuda, available, gpu):
+    check = diagnose_build(torch_cuda, available, gpu)
+    assert check.status == "ok"
+    assert check.fix == ""
+
+
+def test_health_check_on_a_simulated_gpu_machine_with_a_cpu_build():
+    report = env.run_checks(gpu_info=H200, accelerators=[], cuda_available=False, torch_cuda_version=None)
+    assert not report.ok
+    assert report.versions["NVIDIA GPU"] == "NVIDIA H200"
+    assert report.versions["driver's newest CUDA"] == "12.4"
+    assert "CPU-only build" in report._repr_html_()
+
+
+# --- nvidia-smi ------------------------------------------------------------------------------
+
+
+def test_missing_nvidia_smi_gives_none(monkeypatch):
+    monkeypatch.setattr(env.shutil, "which", lambda name: None)
+    assert env.query_nvidia_smi() is None
+
+
+def test_nvidia_smi_timing_out_gives_none(monkeypatch):
+    def too_slow(command, **kwargs):
+        raise subprocess.TimeoutExpired(command, kwargs.get("timeout"))
+
+    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(env.subprocess, "run", too_slow)
+    assert env.query_nvidia_smi() is None
+
+
+@pytest.mark.parametrize("error", [FileNotFoundError("gone"), PermissionError("denied")])
+def test_nvidia_smi_that_cannot_start_gives_none(monkeypatch, error):
+    def cannot_start(command, **kwargs):
+        raise error
+
+    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(env.subprocess, "run", cannot_start)
+    assert env.query_nvidia_smi() is None
+
+
+def test_nvidia_smi_without_a_driver_gives_none(monkeypatch):
+    failed = subprocess.CompletedProcess([], 9, stdout="", stderr="NVIDIA-SMI has failed")
+    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(env.subprocess, "run", lambda command, **kwargs: failed)
+    assert env.query_nvidia_smi() is None
+
+
+def test_nvidia_smi_output_is_read(monkeypatch):
+    def fake_run(command, **kwargs):
+        assert kwargs["timeout"] <= env.NVIDIA_SMI_TIMEOUT_S
+        if "--query-gpu=name" in command:
+            return subprocess.CompletedProcess(command, 0, stdout="NVIDIA H200\nNVIDIA H200\n", stderr="")
+        return subprocess.CompletedProcess(command, 0, stdout=NVIDIA_SMI_BANNER, stderr="")
+
+    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(env.subprocess, "run", fake_run)
+    info = env.query_nvidia_smi()
+    assert info == NvidiaSmiInfo(("NVIDIA H200", "NVIDIA H200"), "550.54.15", "12.4")
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def test_report_escapes_html_and_counts_failures():
+    report = HealthReport(
+        checks=[Check("a <b>", "failed", "x < y & z", "run <this>"), Check("c", "warning", "w")],
+        versions={"torch": "<odd>"},
+    )
+    page = report._repr_html_()
+    assert "a <b>" not in page and "<odd>" not in page
+    assert "a &lt;b&gt;" in page and "x &lt; y &amp; z" in page and "run &lt;this&gt;" in page
+    assert "&lt;odd&gt;" in page
+    assert "❌" in page and "⚠️" in page
+    assert "1 check failed, 1 warning" in str(report)
+    assert not report.ok
+
+
+def test_check_rejects_unknown_status():
+    with pytest.raises(ValueError):
+        Check("x", "fine", "")
