@@ -71,9 +71,9 @@ def load(path: Path | None = None) -> dict:
     return record
 
 
-def _set_aside(path: Path) -> Path:
+def _set_aside(path: Path, label: str = "corrupt") -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    kept = path.with_name(f"{path.name}.corrupt-{stamp}")
+    kept = path.with_name(f"{path.name}.{label}-{stamp}")
     try:
         os.replace(path, kept)
     except OSError:
@@ -114,7 +114,7 @@ def reset(path: Path | None = None) -> None:
     """Forget all progress (the file is kept aside, not deleted)."""
     path = path or progress_file()
     if path.exists():
-        _set_aside(path)
+        _set_aside(path, "before-reset")
 
 
 @dataclass

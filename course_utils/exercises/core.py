@@ -317,6 +317,10 @@ def _kind_of(value) -> str:
     return f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
 
 
+def a_or_an(word: str) -> str:
+    return f"{'an' if word[:1].lower() in 'aeio' else 'a'} {word}"
+
+
 @dataclass(frozen=True)
 class Function:
     """check() expects a function called like ``name(params...)``."""
@@ -337,7 +341,7 @@ class Function:
             )
         if not callable(answer):
             return (
-                f"check() got a {_kind_of(answer)}; it needs your function "
+                f"check() got {a_or_an(_kind_of(answer))}; it needs your function "
                 f"{self.call_text()}, not its result — {how}."
             )
         try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from course_utils.exercises.core import a_or_an
+
 _REPR_LIMIT = 80
 
 
@@ -17,20 +19,8 @@ def value_facts(value) -> dict:
     import torch
 
     if isinstance(value, torch.Tensor):
-        tensor = torch.Tensor.detach(value)
-        facts = {
-            "kind": "tensor",
-            "shape": [int(n) for n in tensor.shape],
-            "dtype": str(tensor.dtype),
-            "device": str(tensor.device),
-            "requires_grad": bool(torch.Tensor.requires_grad.__get__(value)),
-        }
-        if tensor.device.type != "meta":
-            readable = tensor.to("cpu")
-            if readable.dtype in (torch.bfloat16, torch.float16):
-                readable = readable.float()
-            facts["values"] = readable.numpy().copy()
-        return facts
+        with _subclass_overrides_disabled():
+            return _tensor_facts(value)
     kind = type(value)
     name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
     try:
@@ -40,6 +30,35 @@ def value_facts(value) -> dict:
     if len(text) > _REPR_LIMIT:
         text = text[: _REPR_LIMIT - 3] + "..."
     return {"kind": name, "repr": text}
+
+
+def _subclass_overrides_disabled():
+    """A tensor subclass could fake its numbers through ``__torch_function__``; read past it."""
+    import contextlib
+
+    import torch
+
+    disable = getattr(torch._C, "DisableTorchFunctionSubclass", None)
+    return disable() if disable is not None else contextlib.nullcontext()
+
+
+def _tensor_facts(value) -> dict:
+    import torch
+
+    tensor = torch.Tensor.detach(value)
+    facts = {
+        "kind": "tensor",
+        "shape": [int(n) for n in tensor.shape],
+        "dtype": str(tensor.dtype),
+        "device": str(tensor.device),
+        "requires_grad": bool(value.requires_grad),
+    }
+    if tensor.device.type != "meta":
+        readable = tensor.to("cpu")
+        if readable.dtype in (torch.bfloat16, torch.float16):
+            readable = readable.float()
+        facts["values"] = readable.numpy().copy()
+    return facts
 
 
 def shape_text(shape) -> str:
@@ -59,7 +78,7 @@ def tensor_problem(
     """The first way ``got`` differs from ``expected`` (kind, shape, dtype, device, values)."""
     where = f" (on {on})" if on else ""
     if got["kind"] != "tensor":
-        return f"{what} is a {got['kind']} ({got['repr']}); expected a torch.Tensor{where}."
+        return f"{what} is {a_or_an(got['kind'])} ({got['repr']}); expected a torch.Tensor{where}."
     if got["shape"] != expected["shape"]:
         return (
             f"{what} has shape {shape_text(got['shape'])}; expected "

@@ -1,0 +1,273 @@
+"""The exercise framework as a learner meets it: four outcomes, clear messages, no tracebacks."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from course_utils.exercises import plain
+from course_utils.exercises.core import (
+    ____,
+    Exercise,
+    ExerciseNotPassed,
+    Function,
+    Outcome,
+    ProbeResult,
+    Status,
+)
+from course_utils.exercises.facts import tensor_problem, value_facts
+
+
+def reference_double(x):
+    return x * 2
+
+
+def _probe(answer, run):
+    cases = []
+    for shape in [(3,), (2, 2)]:
+        x = torch.arange(float(np.prod(shape))).reshape(shape)
+        cases.append(
+            {"on": str(shape), "got": value_facts(run(answer, x.clone())), "expected": value_facts(x * 2)}
+        )
+    return cases
+
+
+def _judge(cases):
+    for case in cases:
+        problem = tensor_problem(case["got"], case["expected"], on=case["on"])
+        if problem:
+            return problem
+    return None
+
+
+def make_exercise(**overrides):
+    settings = dict(
+        chapter="testing",
+        title="Double it",
+        expects=Function("double", ("x",)),
+        probe=_probe,
+        judge=_judge,
+        hints=["Multiply.", "By two."],
+        reference=reference_double,
+        error_notes=[("unsupported operand", "you added a string")],
+        time_limit_s=0.5,
+    )
+    settings.update(overrides)
+    return Exercise("double", **settings)
+
+
+@pytest.fixture
+def double():
+    return make_exercise()
+
+
+def test_reference_and_an_alternative_pass(double):
+    assert double.verdict(reference_double).outcome is Outcome.PASSED
+    assert double.verdict(lambda x: x + x).outcome is Outcome.PASSED
+
+
+def test_wrong_values_say_where_they_differ(double):
+    verdict = double.verdict(lambda x: x * 3)
+    assert verdict.outcome is Outcome.FAILED
+    assert "wrong values" in verdict.message and "got 3, expected 2" in verdict.message
+
+
+def test_wrong_shape_and_kind_are_named(double):
+    assert "shape (1, 3); expected (3,)" in double.verdict(lambda x: (x * 2)[None]).message
+    assert "is a list" in double.verdict(lambda x: (x * 2).tolist()).message
+
+
+def test_stub_and_placeholder_are_not_attempted(double):
+    def stub(x):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+
+    def half_filled(x):
+        return x * ____
+
+    for answer in (stub, half_filled, ____):
+        verdict = double.verdict(answer)
+        assert verdict.outcome is Outcome.NOT_ATTEMPTED, answer
+        assert "Not attempted" in verdict.message
+    assert double.verdict().outcome is Outcome.NOT_ATTEMPTED
+
+
+def test_a_not_implemented_error_with_a_message_is_the_learners_error(double):
+    def uses_missing_kernel(x):
+        raise NotImplementedError("Could not run 'aten::foo' with arguments from the 'MPS' backend")
+
+    verdict = double.verdict(uses_missing_kernel)
+    assert verdict.outcome is Outcome.RAISED and "aten::foo" in verdict.message
+
+
+def test_learner_exception_shows_type_message_input_and_likely_cause(double):
+    verdict = double.verdict(lambda x: x + "2")
+    assert verdict.outcome is Outcome.RAISED
+    assert verdict.message.startswith("TypeError: unsupported operand")
+    assert "(on a tensor of shape (3,) (torch.float32, cpu))" in verdict.message
+    assert "Likely cause: you added a string" in verdict.message
+    assert "Traceback" not in str(verdict) and "course_utils" not in str(verdict)
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        (None, "check() got None; it needs your function double(x)"),
+        (torch.ones(3), "check() got a torch.Tensor; it needs your function double(x), not its result"),
+        (lambda a, b: a, "takes 1 argument, like double(x); yours takes (a, b)"),
+        (lambda: 1, "yours takes (no arguments)"),
+        (3, "check() got an int"),
+    ],
+    ids=["None", "tensor", "two args", "no args", "int"],
+)
+def test_wrong_things_passed_to_check_get_one_sentence(double, answer, expected):
+    verdict = double.verdict(answer)
+    assert verdict.outcome is Outcome.FAILED
+    assert expected in verdict.message
+    assert "\n" not in verdict.message
+
+
+def test_endless_loop_is_stopped_with_a_clear_message(double):
+    def spins(x):
+        while True:
+            pass
+
+    verdict = double.verdict(spins)
+    assert verdict.outcome is Outcome.FAILED
+    assert "stopped after 0.5 s" in verdict.message
+
+
+def test_endless_loop_cannot_swallow_the_stop(double):
+    def stubborn(x):
+        while True:
+            try:
+                while True:
+                    pass
+            except Exception:
+                pass
+
+    assert "stopped after" in double.verdict(stubborn).message
+
+
+def test_checking_leaves_the_learners_session_as_it_was(double):
+    def meddles(x):
+        torch.manual_seed(0)
+        random.seed(0)
+        np.random.seed(0)
+        torch.set_grad_enabled(False)
+        return x * 2
+
+    torch.manual_seed(123)
+    random.seed(123)
+    np.random.seed(123)
+    expected = (torch.rand(3), random.random(), np.random.rand())
+    torch.manual_seed(123)
+    random.seed(123)
+    np.random.seed(123)
+    assert double.verdict(meddles).passed
+    assert torch.is_grad_enabled()
+    got = (torch.rand(3), random.random(), np.random.rand())
+    assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
+
+
+def test_a_rigged_result_cannot_fool_the_judge(double, monkeypatch):
+    class AlwaysEqual(torch.Tensor):
+        def __eq__(self, other):
+            return True
+
+    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+    monkeypatch.setattr(torch.testing, "assert_close", lambda *a, **k: None)
+    verdict = double.verdict(lambda x: torch.zeros_like(x).as_subclass(AlwaysEqual))
+    assert verdict.outcome is Outcome.FAILED
+
+
+def test_check_shows_and_returns_verdict_and_verdict_shows_nothing(double, capsys):
+    quiet = double.verdict(reference_double)
+    assert capsys.readouterr().out == ""
+    shown = double.check(reference_double)
+    assert shown.passed and "✅ Double it: passed" in capsys.readouterr().out
+    assert quiet.to_dict() == shown.to_dict()
+
+
+def test_check_does_not_raise_outside_strict_mode(double):
+    assert double.check(lambda x: x).outcome is Outcome.FAILED
+
+
+@pytest.mark.parametrize("variable, value", [("COURSE_STRICT", "1"), ("NBGRADER_EXECUTION", "autograde")])
+def test_strict_mode_raises_unless_passed(double, monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ExerciseNotPassed, match="Double it: failed"):
+        double.check(lambda x: x)
+    with pytest.raises(ExerciseNotPassed, match="not attempted"):
+        double.check()
+    assert double.check(reference_double).passed
+
+
+def test_verdict_renders_as_html_and_text(double):
+    verdict = double.verdict(lambda x: x * 3)
+    assert "<div" in verdict._repr_html_() and "❌ Double it: failed" in verdict._repr_html_()
+    assert str(verdict).startswith("❌ Double it: failed\n   ")
+    evil = make_exercise(title="<script>")
+    assert "<script>" not in evil.verdict(reference_double)._repr_html_()
+
+
+def test_hints_advance_and_can_be_chosen(double, capsys):
+    double.hint()
+    double.hint()
+    double.hint()
+    double.hint(1)
+    double.hint(7)
+    out = capsys.readouterr().out
+    assert out.count("Hint 1 of 2") == 2 and out.count("Hint 2 of 2") == 2
+    assert "hints 1 to 2" in out
+
+
+def test_solution_shows_the_reference_source(double, capsys):
+    double.solution()
+    out = capsys.readouterr().out
+    assert "def reference_double(x):" in out and "return x * 2" in out
+
+
+def test_probe_results_survive_the_trip_to_another_process(double, tmp_path):
+    """What the grader does: probe in the kernel, save, load elsewhere, judge."""
+    for answer in (reference_double, lambda x: x * 3, lambda x: x + "2", None):
+        result = double.probe(answer)
+        plain.save(result.to_plain(), tmp_path / "r.json")
+        again = ProbeResult.from_plain(plain.load(tmp_path / "r.json"))
+        assert double.judge(again).to_dict() == double.judge(result).to_dict()
+
+
+def test_a_malformed_probe_record_is_refused():
+    with pytest.raises(ValueError):
+        ProbeResult.from_plain({"status": "ok"})
+    with pytest.raises(ValueError):
+        ProbeResult.from_plain({"status": "raised", "data": None, "error": {"type": 3}})
+    with pytest.raises(ValueError):
+        ProbeResult.from_plain({"status": "passed!", "data": None, "error": None})
+
+
+def test_a_record_the_judge_cannot_read_fails_closed(double):
+    verdict = double.judge(ProbeResult(Status.OK, data=[{"nonsense": 1}]))
+    assert verdict.outcome is Outcome.FAILED and "could not read" in verdict.message
+
+
+def test_passing_check_records_progress_but_verdict_does_not(double, tmp_path):
+    from course_utils import progress_store
+
+    double.verdict(reference_double)
+    assert "testing.double" not in progress_store.load()["passed"]
+    double.check(reference_double)
+    assert "testing.double" in progress_store.load()["passed"]
+
+
+def test_a_tensor_subclass_cannot_fake_its_numbers(double):
+    class Liar(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.detach or func is torch.Tensor.to:
+                return torch.arange(3.0) * 2
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    verdict = double.verdict(lambda x: torch.zeros(3).as_subclass(Liar))
+    assert verdict.outcome is Outcome.FAILED
