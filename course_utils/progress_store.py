@@ -170,10 +170,8 @@ def progress_report(path: Path | None = None) -> ProgressReport:
     return ProgressReport(chapters, path)
 
 
-def show_progress(path: Path | None = None) -> ProgressReport:
-    """Show, per chapter, which exercises are done; returns the report."""
+def show_progress(path: Path | None = None) -> None:
+    """Show, per chapter, which exercises are done (``progress_report`` returns the data)."""
     from course_utils.display import show
 
-    report = progress_report(path)
-    show(report)
-    return report
+    show(progress_report(path))

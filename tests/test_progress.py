@@ -12,7 +12,8 @@ from course_utils.exercises import environment as ex
 
 def test_a_passed_check_is_recorded_and_shown_per_chapter(capsys):
     ex.seeded_draw.check(ex.seeded_draw.reference)
-    report = progress()
+    progress()
+    report = progress_store.progress_report()
     chapter = next(c for c in report.chapters if c.chapter == "00_environment")
     assert chapter.done == ["seeded_draw"]
     assert "kernel_environment" in chapter.todo

@@ -362,7 +362,8 @@ device_smoke_test = Exercise(
     judge=_judge_device_smoke_test,
     reference=device_smoke_test,
     passed_message=(
-        "Correct: the tensor was made on each device, multiplied there and copied back."
+        "Correct: on every device this machine has, the matrix was made there, multiplied "
+        "there and copied back."
     ),
     hints=[
         "Factories such as torch.arange take a device= argument.",
