@@ -1,0 +1,75 @@
+"""Command line: ``python -m course_utils.authoring {release,check} [--root DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from course_utils.authoring.errors import AuthoringError
+from course_utils.authoring.project import (
+    NOTEBOOKS,
+    RELEASE_COMMAND,
+    SOLUTIONS,
+    check_details,
+    release_changes,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    root_help = f"the course folder, holding {SOLUTIONS}/ and {NOTEBOOKS}/ (default: .)"
+    # --root is accepted before or after the command; SUPPRESS keeps the subcommand's
+    # default from overwriting a --root given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", default=argparse.SUPPRESS, help=root_help)
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.authoring",
+        description=f"Generate the learner notebooks ({NOTEBOOKS}/) from {SOLUTIONS}/.",
+    )
+    parser.add_argument("--root", default=".", help=root_help)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser(
+        "release", parents=[common], help=f"regenerate {NOTEBOOKS}/ from {SOLUTIONS}/"
+    )
+    commands.add_parser(
+        "check",
+        parents=[common],
+        help=f"exit 1 unless {NOTEBOOKS}/ is exactly what release would write",
+    )
+    args = parser.parse_args(argv)
+    return run_release(args.root) if args.command == "release" else run_check(args.root)
+
+
+def run_release(root: str) -> int:
+    try:
+        written, removed = release_changes(root)
+    except AuthoringError as error:
+        print(f"Nothing released: fix these in {SOLUTIONS}/ first:", file=sys.stderr)
+        for problem in error.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"wrote {NOTEBOOKS}/{path.name}")
+    for path in removed:
+        print(f"removed {NOTEBOOKS}/{path.name} (no {SOLUTIONS}/{path.name})")
+    return 0
+
+
+def run_check(root: str) -> int:
+    errors, out_of_sync = check_details(root)
+    if not errors and not out_of_sync:
+        print(f"{NOTEBOOKS}/ is in sync with {SOLUTIONS}/.")
+        return 0
+    print(f"{NOTEBOOKS}/ is not what release would make of {SOLUTIONS}/:", file=sys.stderr)
+    for problem in errors + out_of_sync:
+        print(f"  - {problem}", file=sys.stderr)
+    if errors:
+        print(
+            f"Fix the errors above in {SOLUTIONS}/, then run `{RELEASE_COMMAND}`.", file=sys.stderr
+        )
+    else:
+        print(f"Run `{RELEASE_COMMAND}` to regenerate {NOTEBOOKS}/.", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
