@@ -204,6 +204,13 @@ def test_strict_mode_raises_unless_passed(double, monkeypatch, variable, value):
     assert double.check(reference_double).passed
 
 
+def test_the_learner_notebook_run_requires_not_attempted(double, monkeypatch):
+    monkeypatch.setenv("COURSE_EXPECT", "not_attempted")
+    assert double.check().outcome is Outcome.NOT_ATTEMPTED
+    with pytest.raises(ExerciseNotPassed, match="requires 'not attempted'"):
+        double.check(lambda x: x)
+
+
 def test_verdict_renders_as_html_and_text(double):
     verdict = double.verdict(lambda x: x * 3)
     assert "<div" in verdict._repr_html_() and "❌ Double it: failed" in verdict._repr_html_()

@@ -152,15 +152,29 @@ class Verdict:
 
 
 class ExerciseNotPassed(AssertionError):
-    """Raised by ``check`` in strict mode, so CI and nbgrader see a failed exercise."""
+    """Raised by ``check`` when a run requires another outcome, so CI and nbgrader see it."""
+
+
+def required_outcome() -> "Outcome | None":
+    """The outcome every check must have in this run, or None for a learner's own session.
+
+    ``COURSE_STRICT=1`` (CI on solutions/) and nbgrader's autograde require *passed*: a check
+    cell must error when the exercise is not solved. ``COURSE_EXPECT=not_attempted`` (CI on the
+    generated learner notebooks) requires *not attempted*: a blank exercise that reports
+    anything else would confuse every learner who opens it.
+    """
+    if os.environ.get("COURSE_STRICT") == "1":
+        return Outcome.PASSED
+    if os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate"):
+        return Outcome.PASSED
+    expected = os.environ.get("COURSE_EXPECT", "")
+    if expected:
+        return Outcome(expected.replace("_", " "))
+    return None
 
 
 def strict_mode() -> bool:
-    """Strict when CI asks for it, or when nbgrader is autograding (a failed check must error)."""
-    return os.environ.get("COURSE_STRICT") == "1" or os.environ.get("NBGRADER_EXECUTION") in (
-        "autograde",
-        "validate",
-    )
+    return required_outcome() is not None
 
 
 # --------------------------------------------------------------------------------------------
@@ -480,16 +494,20 @@ class Exercise:
         return self.judge(self.probe(answer))
 
     def check(self, answer=____) -> Verdict:
-        """Check ``answer``, show the verdict and return it. Strict mode raises unless passed."""
+        """Check ``answer``, show the verdict and return it.
+
+        Raises only in a run that requires an outcome (see ``required_outcome``).
+        """
         verdict = self.verdict(answer)
         verdict._shown = True
         show(verdict)
+        required = required_outcome()
+        if required is not None and verdict.outcome is not required:
+            raise ExerciseNotPassed(f"this run requires '{required.value}'; got:\n{verdict}")
         if verdict.passed:
             from course_utils import progress_store
 
             progress_store.record_pass(self.id)
-        elif strict_mode():
-            raise ExerciseNotPassed(str(verdict))
         return verdict
 
     def hint(self, level: int | None = None) -> None:
