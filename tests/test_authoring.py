@@ -113,7 +113,13 @@ def test_solution_becomes_stub_at_the_markers_indentation_and_raises():
         namespace["add"](1, 2)
 
 
-def test_several_regions_in_one_cell_and_markers_in_any_case():
+def test_markers_in_other_case_are_refused_as_nbgrader_would_not_see_them():
+    source = "def f():\n    ### begin solution\n    return 1\n    ### end solution\n"
+    with pytest.raises(AuthoringError, match="wrong case"):
+        release_notebook(new_notebook(cells=[solution_cell(source)]), NAME)
+
+
+def test_several_regions_in_one_cell():
     source = (
         "class Net:\n"
         "    def __init__(self):\n"
@@ -122,9 +128,9 @@ def test_several_regions_in_one_cell_and_markers_in_any_case():
         "        ### END SOLUTION\n"
         "\n"
         "    def forward(self, x):\n"
-        "\t\t### begin solution\n"
+        "\t\t### BEGIN SOLUTION\n"
         "\t\treturn x * self.w\n"
-        "\t\t### End Solution\n"
+        "\t\t### END SOLUTION\n"
     )
     learner = release_notebook(new_notebook(cells=[solution_cell(source)]), NAME)
     assert learner.cells[0].source == (

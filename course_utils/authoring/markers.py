@@ -15,12 +15,14 @@ from course_utils.authoring.errors import Where
 SOLUTION = "SOLUTION"
 HIDDEN_TESTS = "HIDDEN TESTS"
 
-# A marker is a line of its own: indentation, the marker, nothing after it. Case is ignored.
-MARKER_LINE = re.compile(
+# A marker is a line of its own: indentation, the marker in capitals, nothing after it.
+# nbgrader matches the capitals exactly, so a marker in other case is refused, not guessed at.
+_MARKER_PATTERN = (
     r"^(?P<indent>[ \t]*)###[ \t]*"
-    r"(?P<edge>BEGIN|END)[ \t]+(?P<kind>SOLUTION|HIDDEN[ \t]+TESTS)\s*$",
-    re.IGNORECASE,
+    r"(?P<edge>BEGIN|END)[ \t]+(?P<kind>SOLUTION|HIDDEN[ \t]+TESTS)\s*$"
 )
+MARKER_LINE = re.compile(_MARKER_PATTERN)
+MARKER_LINE_ANY_CASE = re.compile(_MARKER_PATTERN, re.IGNORECASE)
 
 # nbgrader itself treats ANY line containing one of these (exact case) as a marker. A line
 # that nbgrader would cut but we would keep is refused, so the two never disagree.
@@ -49,8 +51,8 @@ def parse_marker(line: str, line_number: int) -> Marker | None:
     match = MARKER_LINE.match(line)
     if match is None:
         return None
-    kind = SOLUTION if match["kind"].upper() == SOLUTION else HIDDEN_TESTS
-    return Marker(line_number, match["edge"].upper(), kind, match["indent"])
+    kind = SOLUTION if match["kind"] == SOLUTION else HIDDEN_TESTS
+    return Marker(line_number, match["edge"], kind, match["indent"])
 
 
 def mentions_marker(line: str) -> bool:
@@ -64,6 +66,12 @@ def find_regions(source: str, where: Where) -> list[Region]:
     opened: Marker | None = None
     for number, line in enumerate(source.split("\n")):
         marker = parse_marker(line, number)
+        if marker is None and MARKER_LINE_ANY_CASE.match(line):
+            raise where.error(
+                f"line {number + 1} of the cell, {line.strip()!r}, is a marker in the wrong case; "
+                "nbgrader only knows markers in capitals (### BEGIN SOLUTION), so it would leave "
+                "this region in the learner's notebook. Write it in capitals."
+            )
         if marker is None:
             for delimiter in NBGRADER_DELIMITERS:
                 if delimiter in line:
