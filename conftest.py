@@ -25,31 +25,14 @@ def _gpu_required() -> bool:
     return os.environ.get("REQUIRE_GPU", "").strip().lower() in {"1", "true", "yes"}
 
 
-def _local_pick_device():
-    """The same order as course_utils.env.pick_device: cuda, mps, xpu, then cpu."""
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return torch.device("mps")
-    xpu = getattr(torch, "xpu", None)
-    if xpu is not None and xpu.is_available():
-        return torch.device("xpu")
-    return torch.device("cpu")
-
-
 def _device():
     """(torch module, torch.device); (None, None) when torch is not installed."""
     try:
         import torch
     except ImportError:
         return None, None
-    try:
-        from course_utils.env import pick_device
-    except Exception:  # not written yet, or broken: the local check still answers
-        pick_device = _local_pick_device
+    from course_utils.env import pick_device
+
     return torch, pick_device()
 
 
@@ -78,8 +61,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if device.type == "cpu":
         cuda = torch.version.cuda
         pytest.exit(
-            f"REQUIRE_GPU=1 but torch sees no accelerator (torch {torch.__version__}, "
-            f"built for CUDA {cuda}): "
+            f"REQUIRE_GPU=1 but torch sees no accelerator ({_describe(torch, device)}): "
             + (
                 "check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES."
                 if cuda

@@ -1,7 +1,6 @@
 import json
 import random
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -60,10 +59,8 @@ def test_seed_everything_rejects_seeds_numpy_cannot_take():
 # --- the health check on this machine --------------------------------------------------------
 
 
-def test_health_check_passes_here_quickly():
-    start = time.perf_counter()
+def test_health_check_passes_here():
     report = env.health_check(show=False)
-    assert time.perf_counter() - start < 2.0
 
     assert isinstance(report, HealthReport)
     assert report.ok
