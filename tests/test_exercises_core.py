@@ -278,3 +278,16 @@ def test_a_tensor_subclass_cannot_fake_its_numbers(double):
 
     verdict = double.verdict(lambda x: torch.zeros(3).as_subclass(Liar))
     assert verdict.outcome is Outcome.FAILED
+
+
+def test_a_result_the_probe_cannot_handle_gets_a_sentence_not_a_traceback():
+    class BrokenKey:
+        def __str__(self):
+            raise RuntimeError("no text for you")
+
+    from course_utils.exercises import environment as ex
+
+    verdict = ex.kernel_environment.verdict(lambda: {BrokenKey(): 1})
+    assert verdict.outcome is Outcome.FAILED
+    assert verdict.message.startswith("The check could not handle what your function returned")
+    assert "Traceback" not in verdict.message

@@ -450,6 +450,17 @@ class Exercise:
                     "on": raised.on,
                 },
             )
+        except Exception as error:  # the probe tripped over what the answer returned
+            return ProbeResult(
+                Status.BAD_ANSWER,
+                error={
+                    "message": (
+                        f"The check could not handle what your function returned "
+                        f"({type(error).__name__}: {_first_lines(str(error), 200)}). It should "
+                        f"return what the exercise asks for; see .hint()."
+                    )
+                },
+            )
         return ProbeResult(Status.OK, plain.to_plain(data))
 
     def judge(self, result: ProbeResult) -> Verdict:
