@@ -204,6 +204,15 @@ def test_strict_mode_raises_unless_passed(double, monkeypatch, variable, value):
     assert double.check(reference_double).passed
 
 
+def test_an_answer_cell_cannot_switch_nbgrader_grading_off(double, monkeypatch):
+    from course_utils.exercises import core
+
+    monkeypatch.setattr(core, "_NBGRADER_GRADING_AT_IMPORT", True)  # set when the kernel imported it
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)  # what a hostile answer cell does
+    with pytest.raises(ExerciseNotPassed):
+        double.check(lambda x: x)
+
+
 def test_the_learner_notebook_run_requires_not_attempted(double, monkeypatch):
     monkeypatch.setenv("COURSE_EXPECT", "not_attempted")
     assert double.check().outcome is Outcome.NOT_ATTEMPTED

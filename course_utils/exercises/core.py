@@ -155,6 +155,15 @@ class ExerciseNotPassed(AssertionError):
     """Raised by ``check`` when a run requires another outcome, so CI and nbgrader see it."""
 
 
+def _nbgrader_grading() -> bool:
+    return os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate")
+
+
+# Read once, when the notebook's first cell imports the exercises and before any answer cell
+# runs: an answer cell that deletes the variable must not turn grading off.
+_NBGRADER_GRADING_AT_IMPORT = _nbgrader_grading()
+
+
 def required_outcome() -> "Outcome | None":
     """The outcome every check must have in this run, or None for a learner's own session.
 
@@ -165,7 +174,7 @@ def required_outcome() -> "Outcome | None":
     """
     if os.environ.get("COURSE_STRICT") == "1":
         return Outcome.PASSED
-    if os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate"):
+    if _NBGRADER_GRADING_AT_IMPORT or _nbgrader_grading():
         return Outcome.PASSED
     expected = os.environ.get("COURSE_EXPECT", "")
     if expected:
