@@ -433,7 +433,7 @@ def _accelerator_fix(device: torch.device, message: str) -> str:
 
 def check_seeding() -> Check:
     name = "seed"
-    with _random_state_preserved():
+    with random_state_preserved():
         first, again, other = _draws_after_seed(1234), _draws_after_seed(1234), _draws_after_seed(4321)
     if first != again:
         return Check(name, "failed", "the same seed gave different random numbers", _REPORT_BUG)
@@ -453,8 +453,11 @@ def _draws_after_seed(seed: int) -> list[float]:
 
 
 @contextlib.contextmanager
-def _random_state_preserved() -> Iterator[None]:
-    """Run the seed check without changing the numbers a notebook that seeded earlier gets next."""
+def random_state_preserved() -> Iterator[None]:
+    """Run code without changing the random numbers a notebook that seeded earlier gets next.
+
+    Python's, NumPy's and torch's generators on the CPU and every accelerator are put back.
+    """
     numpy = _numpy_or_none()
     python_state = random.getstate()
     numpy_state = numpy.random.get_state() if numpy is not None else None

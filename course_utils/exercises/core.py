@@ -21,7 +21,6 @@ import enum
 import html
 import inspect
 import os
-import random
 import signal
 import textwrap
 import threading
@@ -246,25 +245,17 @@ def time_limit(seconds: float):
 
 @contextlib.contextmanager
 def _learner_state_preserved():
-    """Checking must not change the learner's session: random streams, grad mode."""
+    """Checking must not change the learner's session: random streams, grad mode, dtype."""
     import torch
 
-    python_state = random.getstate()
-    try:
-        import numpy as np
+    from course_utils.env import random_state_preserved
 
-        numpy_state = np.random.get_state()
-    except ImportError:  # pragma: no cover - numpy ships with the course
-        np = numpy_state = None
     grad_enabled = torch.is_grad_enabled()
     default_dtype = torch.get_default_dtype()
     try:
-        with torch.random.fork_rng(devices=[]):
+        with random_state_preserved():
             yield
     finally:
-        random.setstate(python_state)
-        if np is not None:
-            np.random.set_state(numpy_state)
         torch.set_grad_enabled(grad_enabled)
         torch.set_default_dtype(default_dtype)
 
