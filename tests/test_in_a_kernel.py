@@ -1,7 +1,6 @@
 """What a learner sees in a real Jupyter kernel: one verdict per check, and endless loops stopped."""
 
 import nbclient
-import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 

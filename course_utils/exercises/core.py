@@ -16,71 +16,26 @@ strict mode (``COURSE_STRICT=1``, or nbgrader's autograde), where anything but *
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import html
 import inspect
 import os
-import signal
 import textwrap
-import threading
-import _thread
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from course_utils.display import show
 from course_utils.exercises import plain
+from course_utils.exercises.placeholder import ____, _PlaceholderUsed, holds_placeholder  # noqa: F401
+from course_utils.exercises.running import (
+    CheckTimeout,
+    LearnerRaised,
+    Runner,
+    learner_state_preserved,
+    time_limit,
+)
 
 DEFAULT_TIME_LIMIT_S = 5.0
-
-
-# --------------------------------------------------------------------------------------------
-# The placeholder learners replace
-# --------------------------------------------------------------------------------------------
-class _PlaceholderUsed:
-    """Marks the errors raised by using ``____`` (not an exception on its own)."""
-
-
-class PlaceholderError(NotImplementedError, _PlaceholderUsed):
-    """Raised when code computes with ``____`` instead of a real value."""
-
-
-class _Placeholder:
-    """``____``: a blank to fill in. Any use of it stops with a clear message."""
-
-    _MESSAGE = "____ is a blank for you to fill in: replace it with your code"
-
-    def __repr__(self):
-        return "____"
-
-    def _refuse(self, *args, **kwargs):
-        raise PlaceholderError(self._MESSAGE)
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise PlaceholderError(self._MESSAGE)
-
-    __call__ = __bool__ = __iter__ = __len__ = __getitem__ = _refuse
-    __int__ = __float__ = __index__ = __complex__ = _refuse
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
-    __matmul__ = __rmatmul__ = __truediv__ = __rtruediv__ = __floordiv__ = _refuse
-    __pow__ = __rpow__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
-
-
-____ = _Placeholder()
-
-
-def _holds_placeholder(value, depth: int = 0) -> bool:
-    if value is ____:
-        return True
-    if depth > 3:
-        return False
-    if type(value) in (list, tuple, set):
-        return any(_holds_placeholder(item, depth + 1) for item in value)
-    if type(value) is dict:
-        return any(_holds_placeholder(item, depth + 1) for item in value.values())
-    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,107 +138,6 @@ def required_outcome() -> "Outcome | None":
 
 def strict_mode() -> bool:
     return required_outcome() is not None
-
-
-# --------------------------------------------------------------------------------------------
-# Running the learner's code
-# --------------------------------------------------------------------------------------------
-class CheckTimeout(BaseException):
-    """The learner's code ran past the time limit (a BaseException, so `except Exception` in
-    the learner's code cannot swallow it)."""
-
-
-class LearnerRaised(Exception):
-    """The learner's code raised; carries the input it was given."""
-
-    def __init__(self, error: BaseException, on: str):
-        super().__init__(on)
-        self.error = error
-        self.on = on
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float):
-    """Stop the code inside after ``seconds`` by raising ``CheckTimeout`` in it.
-
-    SIGALRM where it exists (Linux, macOS; only in the main thread, where notebook cells run);
-    elsewhere a timer thread interrupts the main thread.
-    """
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    if hasattr(signal, "setitimer") and in_main_thread:
-
-        def on_alarm(signum, frame):
-            raise CheckTimeout()
-
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-    elif in_main_thread:
-        fired = threading.Event()
-
-        def interrupt():
-            fired.set()
-            _thread.interrupt_main()
-
-        timer = threading.Timer(seconds, interrupt)
-        timer.start()
-        try:
-            yield
-        except KeyboardInterrupt:
-            if fired.is_set():
-                raise CheckTimeout() from None
-            raise
-        finally:
-            timer.cancel()
-    else:  # no way to interrupt another thread: run without a limit
-        yield
-
-
-@contextlib.contextmanager
-def _learner_state_preserved():
-    """Checking must not change the learner's session: random streams, grad mode, dtype."""
-    import torch
-
-    from course_utils.env import random_state_preserved
-
-    grad_enabled = torch.is_grad_enabled()
-    default_dtype = torch.get_default_dtype()
-    try:
-        with random_state_preserved():
-            yield
-    finally:
-        torch.set_grad_enabled(grad_enabled)
-        torch.set_default_dtype(default_dtype)
-
-
-def describe_input(value) -> str:
-    """A short, readable description of an input, for "on which input" messages."""
-    try:
-        import torch
-
-        if isinstance(value, torch.Tensor):
-            return f"a tensor of shape {tuple(value.shape)} ({value.dtype}, {value.device})"
-    except ImportError:  # pragma: no cover
-        pass
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-class Runner:
-    """Handed to a probe: calls the learner's code and labels any exception with its input."""
-
-    def __call__(self, fn: Callable, *args, on: str | None = None, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except (Exception, KeyboardInterrupt) as error:  # KeyboardInterrupt: a user's stop
-            if isinstance(error, KeyboardInterrupt):
-                raise
-            label = on if on is not None else ", ".join(describe_input(a) for a in args)
-            raise LearnerRaised(error, label) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,13 +280,13 @@ class Exercise:
     # -- the two halves ------------------------------------------------------------------
     def probe(self, answer) -> ProbeResult:
         """Run the learner's answer and record what happened, as plain data."""
-        if answer is ____ or _holds_placeholder(answer):
+        if answer is ____ or holds_placeholder(answer):
             return ProbeResult(Status.NOT_ATTEMPTED)
         problem = self.expects.problem_with(answer)
         if problem is not None:
             return ProbeResult(Status.BAD_ANSWER, error={"message": problem})
         try:
-            with _learner_state_preserved(), time_limit(self.time_limit_s):
+            with learner_state_preserved(), time_limit(self.time_limit_s):
                 data = self._probe(answer, Runner())
         except CheckTimeout:
             return ProbeResult(Status.TIMEOUT, error={"seconds": f"{self.time_limit_s:g}"})
