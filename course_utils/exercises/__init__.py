@@ -13,6 +13,7 @@ from course_utils.exercises.core import ____, Exercise, Outcome, Verdict  # noqa
 # Chapter notebook → module of its exercises, in course order.
 CHAPTERS = {
     "00_environment": "environment",
+    "01_tensors": "tensors",
 }
 
 
