@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_utils.authoring {release,check} [--root DIR]``."""
+"""Command line: ``python -m course_utils.authoring {release,check,refresh}``."""
 
 from __future__ import annotations
 
@@ -35,8 +35,29 @@ def main(argv: list[str] | None = None) -> int:
         parents=[common],
         help=f"exit 1 unless {NOTEBOOKS}/ is exactly what release would write",
     )
+    refresh = commands.add_parser(
+        "refresh",
+        help=f"re-run {SOLUTIONS}/ notebooks and keep only the outputs nbval compares",
+    )
+    refresh.add_argument("notebooks", nargs="+", help=f"paths of {SOLUTIONS}/ notebooks")
     args = parser.parse_args(argv)
+    if args.command == "refresh":
+        return run_refresh(args.notebooks)
     return run_release(args.root) if args.command == "release" else run_check(args.root)
+
+
+def run_refresh(paths: list[str]) -> int:
+    from course_utils.authoring.refresh import refresh
+
+    for path in paths:
+        try:
+            refresh(path)
+        except AuthoringError as error:
+            print(error, file=sys.stderr)
+            return 1
+        print(f"refreshed {path}")
+    print(f"Now run `{RELEASE_COMMAND}`.")
+    return 0
 
 
 def run_release(root: str) -> int:
