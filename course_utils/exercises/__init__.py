@@ -14,6 +14,7 @@ from course_utils.exercises.core import ____, Exercise, Outcome, Verdict  # noqa
 CHAPTERS = {
     "00_environment": "environment",
     "01_tensors": "tensors",
+    "02_autograd": "autograd",
 }
 
 
