@@ -52,8 +52,8 @@ B_MISSING = "missing in b → added"
 MISMATCH = "mismatch"
 
 BIGGER_WARNING = (
-    "the result is bigger than both inputs: is that what you meant? "
-    "(N,) against (N, 1) broadcasts to (N, N)"
+    "the result is bigger than both inputs: right for an outer product made on purpose, a "
+    "silent bug if you meant element by element, like (N,) against (N, 1) → (N, N)"
 )
 
 _STRETCHED_IN_A = {A_STRETCHED, A_MISSING}
