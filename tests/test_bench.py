@@ -1,0 +1,209 @@
+"""bench: the structure and units of what is measured, never which of two things is faster."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from course_utils import bench
+from course_utils.bench import (
+    Comparison,
+    MemoryPeak,
+    SavedTensors,
+    Timing,
+    compare,
+    format_bytes,
+    format_seconds,
+    peak_memory,
+    saved_for_backward,
+    time_it,
+)
+
+QUICK = 0.01  # seconds per timing: enough to get a number, too short to mean much
+
+
+def test_importing_bench_and_diagnose_does_not_pull_in_plotting():
+    code = (
+        "import sys, course_utils.bench, course_utils.diagnose\n"
+        "print('matplotlib' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+# --- units ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (5e-9, "5.0 ns"),
+        (1.234e-5, "12.3 µs"),
+        (0.25, "250.0 ms"),
+        (0.99999, "1.0 s"),
+        (12, "12.0 s"),
+    ],
+)
+def test_format_seconds(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+@pytest.mark.parametrize(
+    "n, text",
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1536, "1.5 KB"),
+        (4_000_000, "3.8 MB"),
+        (3 * 1024**3, "3.0 GB"),
+    ],
+)
+def test_format_bytes_counts_1024_bytes_to_the_kilobyte(n, text):
+    assert format_bytes(n) == text
+
+
+# --- timing ---------------------------------------------------------------------------------
+
+
+def test_time_it_measures_something_positive():
+    x = torch.ones(100)
+    timing = time_it(lambda: x * 2, label="double", min_run_time=QUICK)
+    assert isinstance(timing, Timing)
+    assert timing.label == "double"
+    assert timing.median > 0
+    assert timing.iqr >= 0
+    assert timing.runs >= timing.measurements >= 1
+
+
+def test_time_it_waits_for_the_accelerator_before_reading_the_clock(monkeypatch):
+    waits = []
+    monkeypatch.setattr(bench, "_accelerator_synchronize", lambda: lambda: waits.append(1))
+    time_it(lambda: None, min_run_time=QUICK)
+    assert waits
+
+
+def test_timing_prints_label_median_iqr_and_runs_in_readable_units():
+    timing = Timing(label="no_grad", median=1.23e-5, iqr=4e-7, runs=1234, measurements=12)
+    assert str(timing) == "no_grad: 12.3 µs (IQR 0.4 µs, 1,234 runs)"
+    assert str(Timing("", 0.5, 0.01, 3, 3)) == "500.0 ms (IQR 10.0 ms, 3 runs)"
+    assert format_seconds(4e-7, unit_of=1.23e-5) == "0.4 µs"
+
+
+def test_compare_tables_every_name_against_the_first():
+    x = torch.ones(100)
+    comparison = compare({"add": lambda: x + 1, "mul": lambda: x * 2}, min_run_time=QUICK)
+    assert list(comparison.timings) == ["add", "mul"]
+    assert comparison.ratio("add", "add") == 1.0
+    lines = str(comparison).splitlines()
+    assert lines[0].split() == ["name", "median", "IQR", "×", "vs", "first"]
+    assert lines[1].startswith("add") and lines[1].endswith("1.00×")
+    assert lines[2].startswith("mul")
+    assert len({len(line) for line in lines}) == 1  # aligned columns
+    assert "<table>" in comparison._repr_html_() and "mul" in comparison._repr_html_()
+
+
+def test_comparison_ratio_divides_medians():
+    slow, fast = Timing("slow", 2e-3, 0, 1, 1), Timing("fast", 1e-3, 0, 1, 1)
+    comparison = Comparison({"slow": slow, "fast": fast})
+    assert comparison.ratio("slow", "fast") == 2.0
+    assert str(comparison).splitlines()[2].endswith("0.50×")
+
+
+# --- memory that autograd keeps -------------------------------------------------------------
+
+
+def test_a_graph_saves_tensors_and_no_grad_saves_none():
+    x = torch.ones(100, 100)
+    w = torch.ones(100, 100, requires_grad=True)
+    with_graph = saved_for_backward(lambda: (x * w).sum())
+    assert with_graph.count == 1  # x, needed for the gradient of w; sum() saves only a shape
+    assert with_graph.bytes == x.numel() * x.element_size()
+    with torch.no_grad():
+        assert saved_for_backward(lambda: (x * w).sum()) == SavedTensors(count=0, bytes=0)
+
+
+def test_sin_saves_its_input_and_a_tensor_saved_twice_counts_once():
+    x = torch.ones(10, requires_grad=True)
+    assert saved_for_backward(lambda: torch.sin(x)) == SavedTensors(count=1, bytes=40)
+    assert saved_for_backward(lambda: x * x) == SavedTensors(count=1, bytes=40)
+
+
+def test_a_saved_view_counts_the_whole_storage_it_keeps_alive():
+    big = torch.ones(1000, requires_grad=True)
+    assert saved_for_backward(lambda: torch.sin(big[:10])).bytes == 4000
+
+
+def test_saved_tensors_print():
+    assert str(SavedTensors(count=3, bytes=1536 * 1024)) == "3 tensors, 1.5 MB kept for backward"
+    assert str(SavedTensors(count=1, bytes=40)) == "1 tensor, 40 B kept for backward"
+
+
+# --- peak memory ----------------------------------------------------------------------------
+
+
+def test_cpu_peak_sees_a_tensor_allocated_inside_fn():
+    peak = peak_memory(lambda: torch.ones(1000, 1000), device="cpu")
+    assert peak.bytes >= 4_000_000
+    assert peak.method == "CPU memory events recorded by torch.profiler"
+    assert str(peak).endswith("at peak (CPU memory events recorded by torch.profiler)")
+
+
+def test_cpu_peak_counts_memory_freed_before_fn_returns():
+    def temporary_then_small():
+        big = torch.ones(1000, 1000)
+        return big.sum()
+
+    assert peak_memory(temporary_then_small, device="cpu").bytes >= 4_000_000
+
+
+def test_cpu_peak_does_not_count_what_existed_before():
+    existing = torch.ones(1000, 1000)
+    assert peak_memory(lambda: existing.view(-1), device="cpu").bytes < 1_000
+
+
+def test_allocator_statistics_are_read_around_fn(monkeypatch):
+    allocated = {"now": 1000, "peak": 1000}
+    calls = []
+
+    def allocate():
+        calls.append("fn")
+        allocated["peak"] = 5000
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append("sync"))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated["now"])
+    monkeypatch.setattr(
+        torch.cuda, "reset_peak_memory_stats", lambda device=None: calls.append("reset")
+    )
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: allocated["peak"])
+    peak = peak_memory(allocate, device="cuda")
+    assert calls == ["sync", "reset", "fn", "sync"]
+    assert peak == MemoryPeak(4000, "CUDA allocator statistics (max_memory_allocated)")
+
+
+def test_mps_reports_a_difference_and_says_it_is_no_peak(monkeypatch):
+    allocated = iter([1000, 3048])
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: next(allocated))
+    peak = peak_memory(lambda: None, device="mps")
+    assert peak.bytes == 2048 and not peak.is_peak
+    assert str(peak).startswith("2.0 KB (MPS keeps no peak")
+
+
+def test_a_device_without_statistics_says_so():
+    peak = peak_memory(lambda: None, device="meta")
+    assert peak.bytes is None
+    assert str(peak).startswith("not measurable:")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_peak_sees_a_tensor_allocated_inside_fn():
+    peak = peak_memory(lambda: torch.ones(1000, 1000, device="cuda"), device="cuda")
+    assert peak.bytes >= 4_000_000
+
+
+def test_the_default_device_is_the_course_device(monkeypatch):
+    monkeypatch.setattr(bench, "_course_device", lambda: torch.device("meta"))
+    assert peak_memory(lambda: None).bytes is None
