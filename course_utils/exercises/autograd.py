@@ -349,8 +349,8 @@ sgd_update = Exercise(
     reference=sgd_update,
     passed_message=(
         "Correct: w changed in place, is still a leaf that requires grad, and nothing was "
-        "recorded. (If you used w.data, it works here; section A6 shows why torch.no_grad() "
-        "is the safer habit.)"
+        "recorded. (If you used w.data, it works here; the section on detach() versus .data "
+        "shows why torch.no_grad() is the safer habit.)"
     ),
     hints=[
         "w must change in place (the caller and the optimizer hold that very tensor), so "
