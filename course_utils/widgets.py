@@ -334,6 +334,21 @@ def _row_labels(report: BroadcastReport) -> list[str]:
     ]
 
 
+def _display_figure(fig) -> None:
+    """Show a figure as a PNG whatever matplotlib backend the kernel uses.
+
+    Only the inline backend teaches IPython to render figures; under another one (MPLBACKEND=Agg,
+    as in the course's tests) a displayed figure would be the text "<Figure ...>".
+    """
+    import io
+
+    from IPython.display import Image, display
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    display(Image(data=buffer.getvalue(), format="png"))
+
+
 def draw_broadcast(shape_a, shape_b):
     """A picture of the alignment: one box per dimension, stretched ones shaded, clashes red.
 
@@ -403,7 +418,7 @@ def _live_broadcast_explorer(shape_a: tuple[int, ...], shape_b: tuple[int, ...])
                 print(f"⚠ {error}")
                 return
             show(broadcast_report(a, b))
-            display(draw_broadcast(a, b))
+            _display_figure(draw_broadcast(a, b))
 
     box_a.observe(update, names="value")
     box_b.observe(update, names="value")
@@ -654,9 +669,7 @@ def show_graph(tensor, names: dict[str, torch.Tensor] | None = None) -> GraphRep
     """Show what autograd recorded for ``tensor``: a drawing and the tree (live), or the tree."""
     report = backward_graph(tensor, names)
     if _live():
-        from IPython.display import display
-
-        display(draw_backward_graph(tensor, names))
+        _display_figure(draw_backward_graph(tensor, names))
     show(report)
     report._shown = True
     return report
