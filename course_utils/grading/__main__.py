@@ -1,0 +1,70 @@
+"""``python -m course_utils.grading SUBMISSIONS --out RESULTS``: grade a class in one command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from course_utils.grading.batch import Batch, exercise_columns, in_shard, run_batch
+from course_utils.grading.reports import read_results, write_gradebook
+from course_utils.grading.sandbox import Limits, sandbox_status
+from course_utils.grading.submissions import discover
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("write it as K/N, e.g. 1/4") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError("K must be between 1 and N")
+    return k, n
+
+
+def main(argv: list[str] | None = None) -> int:
+    defaults = Limits()
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.grading",
+        description="Grade learners' notebooks: one folder per learner (SUBMISSIONS/alice/01_tensors.ipynb) "
+        "or one file per learner (SUBMISSIONS/alice.ipynb).",
+    )
+    parser.add_argument("submissions", type=Path)
+    parser.add_argument("--out", type=Path, required=True, help="results folder (created)")
+    parser.add_argument("--course", type=Path, default=Path(__file__).resolve().parents[2],
+                        help="the course folder (default: the one this grader belongs to)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--shard", type=_shard, help="grade part K of N of the learners")
+    parser.add_argument("--cell-timeout", type=int, default=defaults.cell_timeout_s, help="seconds")
+    parser.add_argument("--notebook-timeout", type=int, default=defaults.notebook_timeout_s, help="seconds")
+    parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb)
+    parser.add_argument("--max-processes", type=int, default=defaults.max_processes)
+    parser.add_argument("--output-cap-kb", type=int, default=defaults.output_cap_kb)
+    parser.add_argument("--no-cache", action="store_true", help="grade everything again")
+    args = parser.parse_args(argv)
+
+    if not args.submissions.is_dir():
+        parser.error(f"{args.submissions} is not a folder")
+    limits = Limits(args.cell_timeout, args.notebook_timeout, args.memory_mb, args.max_processes,
+                    defaults.max_file_mb, args.output_cap_kb)
+    batch = Batch(args.course.resolve(), args.submissions.resolve(), args.out.resolve(), limits, not args.no_cache)
+    learners = [l for l in discover(batch.submissions) if in_shard(l.id, args.shard)]
+    sandbox = sandbox_status()
+    print(f"Grading {len(learners)} learners with {args.workers} workers; sandbox: {sandbox}")
+    if sandbox != "bubblewrap":
+        print("WARNING: not sandboxed. Submissions run with limits only: they can read the "
+              "instructor's files and use the network. Install bubblewrap (bwrap) to fix this.")
+    start = time.perf_counter()
+    results, cached = run_batch(batch, learners, args.workers, print)
+    everything = read_results(batch.out)
+    chapters = {c for r in everything for c in r["notebooks"]}
+    gradebook = write_gradebook(batch.out, everything, exercise_columns(chapters))
+    print(f"Done in {time.perf_counter() - start:.1f} s: {len(results) - cached} graded, "
+          f"{cached} from the cache; gradebook: {gradebook}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""What the grader runs: the course's learner notebook with only the learner's answers in it.
+
+Every cell but the answer cells comes from the course, so edited or deleted check cells, pasted
+outputs and rewritten metadata in a submission change nothing. Each check cell becomes a probe
+cell that records the exercise's plain data to a file whose name the learner's code cannot
+guess (a random token, sent only with the probe cell itself).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import secrets
+from dataclasses import dataclass, field
+
+import nbformat
+
+from course_utils.exercises import CHAPTERS
+
+CHECK_CALL = re.compile(r"^\s*ex\.(\w+)\.check\((\w+)\)\s*$")
+
+
+@dataclass
+class Probe:
+    """One graded exercise: which check cell, which exercise, where its record will be."""
+
+    grade_id: str
+    exercise: str
+    variable: str
+    answer_id: str
+    record_name: str
+
+
+@dataclass
+class Assembly:
+    notebook: nbformat.NotebookNode
+    probes: list[Probe]
+    answer_ids: set[str]
+    missing: set[str] = field(default_factory=set)  # answer grade_ids the submission lacks
+    cell_of_probe: dict[int, Probe] = field(default_factory=dict)
+    answer_cells: dict[int, str] = field(default_factory=dict)  # cell index → answer grade_id
+
+
+def course_answer_ids(course_nb) -> set[str]:
+    return {
+        cell.metadata["nbgrader"]["grade_id"]
+        for cell in course_nb.cells
+        if cell.metadata.get("nbgrader", {}).get("solution")
+    }
+
+
+def probe_source(module: str, probe: Probe) -> str:
+    # Imported afresh in the cell itself: nothing the learner's cells bound to a name is used.
+    return (
+        "__import__('importlib').import_module('course_utils.grading.kernel_probe').record("
+        f"{module!r}, {probe.exercise!r}, {probe.variable!r}, {probe.record_name!r}, globals())"
+    )
+
+
+def assemble(chapter: str, course_nb, answers: dict[str, str]) -> Assembly:
+    """The notebook to run for ``chapter``, given the learner's answer sources by grade_id."""
+    module = CHAPTERS[chapter]
+    nb = copy.deepcopy(course_nb)
+    token = secrets.token_hex(16)
+    probes, missing = [], set()
+    result = Assembly(nb, probes, course_answer_ids(course_nb))
+    for index, cell in enumerate(nb.cells):
+        cell.outputs = [] if cell.cell_type == "code" else cell.get("outputs", [])
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            grade_id = meta["grade_id"]
+            result.answer_cells[index] = grade_id
+            if grade_id in answers:
+                cell.source = answers[grade_id]
+            else:
+                missing.add(grade_id)
+        elif meta.get("grade") and cell.cell_type == "code":
+            match = CHECK_CALL.match(cell.source)
+            if match is None:
+                raise ValueError(f"{chapter}: check cell {meta['grade_id']} is not `ex.NAME.check(NAME)`")
+            exercise, variable = match.groups()
+            probe = Probe(meta["grade_id"], exercise, variable, variable, f"{token}-{index}.json")
+            probes.append(probe)
+            result.cell_of_probe[index] = probe
+            cell.source = probe_source(module, probe)
+    result.missing = missing
+    return result

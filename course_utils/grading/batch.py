@@ -1,0 +1,196 @@
+"""Grading a batch: one learner per task, in parallel, each from a clean run folder.
+
+A learner's failure, of any kind, becomes that learner's result with a reason; the batch goes
+on. Results are cached by a hash of the submission, the course and the grader, so a re-run
+grades only what changed. ``--shard K/N`` takes the learners whose id hashes to K of N, so a
+batch splits across machines the same way every time.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import multiprocessing
+import shutil
+import tempfile
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import nbformat
+
+from course_utils.exercises import CHAPTERS, chapter_exercises
+from course_utils.grading import GRADER_VERSION
+from course_utils.grading.assemble import assemble, course_answer_ids
+from course_utils.grading.sandbox import Limits, RunFolder, sandbox_status
+from course_utils.grading.submissions import Learner, Unreadable, answer_sources, read_submission
+
+
+@dataclass
+class Batch:
+    course: Path
+    submissions: Path
+    out: Path
+    limits: Limits
+    use_cache: bool = True
+
+
+def course_notebooks(course: Path) -> dict[str, nbformat.NotebookNode]:
+    notebooks = {}
+    for chapter in CHAPTERS:
+        path = course / "notebooks" / f"{chapter}.ipynb"
+        if path.exists():
+            notebooks[chapter] = nbformat.read(path, as_version=4)
+    return notebooks
+
+
+def exercise_columns(chapters) -> list[str]:
+    return [f"{c}/{e.name}" for c in CHAPTERS if c in chapters for e in chapter_exercises(CHAPTERS[c])]
+
+
+def course_version(course: Path) -> str:
+    digest = hashlib.sha256()
+    files = sorted((course / "notebooks").glob("*.ipynb"))
+    files += sorted((Path(__file__).resolve().parents[1]).rglob("*.py"))
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def in_shard(learner_id: str, shard: tuple[int, int] | None) -> bool:
+    if shard is None:
+        return True
+    k, n = shard
+    return int(hashlib.sha256(learner_id.encode()).hexdigest(), 16) % n == k - 1
+
+
+def cache_key(learner: Learner, batch: Batch, version: str) -> str:
+    digest = hashlib.sha256(f"{GRADER_VERSION}\0{version}\0{json.dumps(asdict(batch.limits))}".encode())
+    for path in learner.files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _chapter_of(path: Path, nb, courses: dict) -> str | None:
+    if path.stem in courses:
+        return path.stem
+    ids = set(answer_sources(nb)[0])
+    overlap = {chapter: len(ids & course_answer_ids(course_nb)) for chapter, course_nb in courses.items()}
+    best = max(overlap, key=overlap.get, default=None)
+    return best if best is not None and overlap[best] > 0 else None
+
+
+def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
+    """Everything about one learner, as plain JSON-able data."""
+    from course_utils.grading.execute import execute
+    from course_utils.grading.scoring import score_notebook
+
+    courses = course_notebooks(batch.course)
+    result = {"learner": learner.id, "sandbox": sandbox, "grader_version": GRADER_VERSION,
+              "notebooks": {}, "problems": []}
+    if not learner.files:
+        result["problems"].append("no notebook submitted")
+    hidden = [batch.course / "solutions", batch.submissions, batch.out]
+    for path in learner.files:
+        try:
+            nb = read_submission(path)
+        except Unreadable as error:
+            result["problems"].append(str(error))
+            continue
+        chapter = _chapter_of(path, nb, courses)
+        if chapter is None:
+            result["problems"].append(f"{path.name}: no answer cell of this course's notebooks in it")
+            continue
+        if chapter in result["notebooks"]:
+            result["problems"].append(f"{path.name}: a second notebook for {chapter}; only the first counts")
+            continue
+        answers, duplicated = answer_sources(nb)
+        assembly = assemble(chapter, courses[chapter], answers)
+        problems = [f"answer cell {d} appears more than once; the last one was graded" for d in duplicated]
+        with tempfile.TemporaryDirectory(prefix="course-grading-") as root:
+            folder = RunFolder(Path(root))
+            execution = execute(assembly, folder, batch.limits, sandbox, hidden)
+        if execution.stopped:
+            problems.append(execution.stopped)
+        if execution.truncated_outputs:
+            problems.append(f"output was cut off {execution.truncated_outputs} times (over "
+                            f"{batch.limits.output_cap_kb} KB in a cell)")
+        scores = score_notebook(CHAPTERS[chapter], assembly, execution)
+        result["notebooks"][chapter] = {
+            "exercises": {s.exercise: s.to_dict() for s in scores},
+            "score": sum(s.score for s in scores),
+            "max": sum(s.max for s in scores),
+            "problems": problems,
+        }
+    _add_unsubmitted(result, courses)
+    result["total"] = sum(n["score"] for n in result["notebooks"].values())
+    result["max"] = sum(n["max"] for n in result["notebooks"].values())
+    return result
+
+
+def _add_unsubmitted(result: dict, courses: dict) -> None:
+    """A learner with no readable notebook still gets a row: every exercise 0, with why."""
+    if result["notebooks"]:
+        return
+    why = "; ".join(result["problems"]) or "nothing graded"
+    for chapter in courses:
+        exercises = chapter_exercises(CHAPTERS[chapter])
+        result["notebooks"][chapter] = {
+            "exercises": {e.name: {"score": 0, "max": 1, "outcome": "missing", "reason": why} for e in exercises},
+            "score": 0, "max": len(exercises), "problems": [],
+        }
+        break  # the first chapter only: which one was meant is unknown
+
+
+def _grade_safely(learner: Learner, batch: Batch, sandbox: str) -> dict:
+    try:
+        return grade_learner(learner, batch, sandbox)
+    except Exception as error:  # a grader bug must not lose the batch either
+        return {"learner": learner.id, "sandbox": sandbox, "grader_version": GRADER_VERSION,
+                "notebooks": {}, "total": 0, "max": 0,
+                "problems": [f"the grader failed on this learner: {type(error).__name__}: {error}",
+                             traceback.format_exc(limit=3)]}
+
+
+def run_batch(batch: Batch, learners: list[Learner], workers: int, report) -> tuple[list[dict], int]:
+    """Grade ``learners`` with ``workers`` processes; ``report(line)`` is told each outcome.
+
+    Returns the results and how many of them came from the cache.
+    """
+    from course_utils.grading.reports import write_learner
+
+    sandbox = sandbox_status()
+    version = course_version(batch.course)
+    cache_dir = batch.out / ".cache"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    results, todo = [], []
+    for learner in learners:
+        key = cache_key(learner, batch, version)
+        cached = cache_dir / f"{key}.json"
+        if batch.use_cache and cached.exists():
+            result = json.loads(cached.read_text(encoding="utf-8"))
+            write_learner(batch.out, result)
+            results.append(result)
+            report(f"{learner.id}: {result['total']}/{result['max']} (cached)")
+        else:
+            todo.append((learner, cached))
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context) as pool:
+        futures = {pool.submit(_grade_safely, learner, batch, sandbox): (learner, cached) for learner, cached in todo}
+        for future in concurrent.futures.as_completed(futures):
+            learner, cached = futures[future]
+            try:
+                result = future.result()
+            except Exception as error:  # the worker process itself died
+                result = {"learner": learner.id, "sandbox": sandbox, "grader_version": GRADER_VERSION,
+                          "notebooks": {}, "total": 0, "max": 0,
+                          "problems": [f"the grading worker died: {type(error).__name__}: {error}"]}
+            write_learner(batch.out, result)
+            if not any("the grader failed" in p or "worker died" in p for p in result["problems"]):
+                from course_utils.grading.reports import write_atomically
+
+                write_atomically(cached, json.dumps(result))
+            results.append(result)
+            report(f"{learner.id}: {result['total']}/{result['max']}")
+    return results, len(learners) - len(todo)

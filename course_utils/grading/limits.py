@@ -1,0 +1,76 @@
+"""Start a command with resource limits and an environment of our choosing.
+
+``python -m course_utils.grading.limits [--memory-mb M] [--max-processes P] [--max-file-mb F]
+[--cpu-seconds S] [--cgroup DIR] [--env KEY=VALUE ...] -- COMMAND...``
+
+Limits are set on this process and then it ``exec``s the command, which inherits them. Run as
+root, RLIMIT_NPROC means nothing; the grader then passes ``--cgroup``, a pids cgroup (see
+``processes``) that this process joins, so everything it starts is counted and can be ended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+
+
+def _set(limit: int, value: int) -> None:
+    _, hard = resource.getrlimit(limit)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(limit, (value, value))
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m course_utils.grading.limits")
+    parser.add_argument("--memory-mb", type=int)
+    parser.add_argument("--max-processes", type=int)
+    parser.add_argument("--max-file-mb", type=int)
+    parser.add_argument("--cpu-seconds", type=int)
+    parser.add_argument("--cgroup", help="a pids cgroup folder to join before starting")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE; nothing else is kept")
+    parser.add_argument("--log", help="send the command's stdout and stderr to this file")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+
+    if args.memory_mb:
+        _set(resource.RLIMIT_AS, args.memory_mb * 1024 * 1024)
+    if args.max_file_mb:
+        _set(resource.RLIMIT_FSIZE, args.max_file_mb * 1024 * 1024)
+    if args.cpu_seconds:
+        _set(resource.RLIMIT_CPU, args.cpu_seconds)
+    _set(resource.RLIMIT_CORE, 0)
+    if args.cgroup:
+        with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as procs:
+            procs.write(str(os.getpid()))
+    elif args.max_processes:
+        # The limit counts every process of the user; leave room for what already runs.
+        _set(resource.RLIMIT_NPROC, _processes_of(os.geteuid()) + args.max_processes)
+    if args.log:
+        log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+    environment = dict(item.split("=", 1) for item in args.env)
+    os.execvpe(command[0], command, environment)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,121 @@
+"""Verdicts, decided in the grading process from plain records alone.
+
+A record is judged by the exercise's own judge, as in a notebook. Before that, its expected
+values are compared with those of a run of the reference solution in this process: the
+expected half of a record is computed from seeded inputs, so it must match exactly, and a
+record whose expectations were rewritten in the kernel is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from course_utils.exercises.core import ProbeResult
+from course_utils.grading.assemble import Assembly
+from course_utils.grading.execute import Execution
+
+
+@dataclass
+class ExerciseScore:
+    exercise: str
+    score: int
+    max: int
+    outcome: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"score": self.score, "max": self.max, "outcome": self.outcome, "reason": self.reason}
+
+
+@functools.lru_cache(maxsize=None)
+def _exercise(module: str, name: str):
+    return getattr(importlib.import_module(f"course_utils.exercises.{module}"), name)
+
+
+@functools.lru_cache(maxsize=None)
+def _trusted_record(module: str, name: str):
+    exercise = _exercise(module, name)
+    return exercise.probe(exercise.reference).data
+
+
+def _expected_parts(record, path=()):
+    """(path, value) of every "expected" entry in a record."""
+    if isinstance(record, dict):
+        for key, value in record.items():
+            if key == "expected":
+                yield path + (key,), value
+            else:
+                yield from _expected_parts(value, path + (key,))
+    elif isinstance(record, list):
+        for index, value in enumerate(record):
+            yield from _expected_parts(value, path + (index,))
+
+
+def _at(record, path):
+    for step in path:
+        record = record[step]
+    return record
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (
+            isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+            and bool(np.allclose(a, b, rtol=1e-6, atol=1e-7, equal_nan=True))
+        )
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def tampered(module: str, name: str, data) -> bool:
+    trusted = _trusted_record(module, name)
+    for path, value in _expected_parts(trusted):
+        try:
+            if not _same(_at(data, path), value):
+                return True
+        except (KeyError, IndexError, TypeError):
+            return True
+    return False
+
+
+def score_notebook(module: str, assembly: Assembly, execution: Execution) -> list[ExerciseScore]:
+    scores = []
+    for probe in assembly.probes:
+        name = probe.exercise
+        if probe.answer_id in assembly.missing:
+            scores.append(ExerciseScore(name, 0, 1, "missing", "missing: the submission has no answer cell for it"))
+            continue
+        record = execution.records.get(probe.grade_id)
+        if record is None:
+            if execution.stopped:
+                outcome = "timeout" if execution.stopped.startswith("timeout") else (
+                    "kernel died" if execution.stopped.startswith("kernel died") else "no result")
+                scores.append(ExerciseScore(name, 0, 1, outcome, execution.stopped))
+            else:
+                error = execution.answer_errors.get(probe.answer_id)
+                why = f"the answer cell raised {error}" if error else "its check produced no result"
+                scores.append(ExerciseScore(name, 0, 1, "no result", why))
+            continue
+        try:
+            result = ProbeResult.from_plain(record)
+        except (ValueError, TypeError) as error:
+            scores.append(ExerciseScore(name, 0, 1, "no result", f"unreadable check result ({error})"))
+            continue
+        if result.data is not None and tampered(module, name, result.data):
+            scores.append(ExerciseScore(
+                name, 0, 1, "failed", "the check's own expected values were changed from inside the notebook"))
+            continue
+        verdict = _exercise(module, name).judge(result)
+        reason = verdict.message
+        error = execution.answer_errors.get(probe.answer_id)
+        if not verdict.passed and error and result.status.value == "not_attempted":
+            reason = f"the answer cell raised {error}"
+        scores.append(ExerciseScore(name, int(verdict.passed), 1, verdict.outcome.value, reason))
+    return scores
