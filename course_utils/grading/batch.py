@@ -111,6 +111,7 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
         with tempfile.TemporaryDirectory(prefix="course-grading-") as root:
             folder = RunFolder(Path(root))
             execution = execute(assembly, folder, batch.limits, sandbox, hidden)
+        result["process_limit"] = execution.process_limit
         if execution.stopped:
             problems.append(execution.stopped)
         if execution.truncated_outputs:
