@@ -1,33 +1,19 @@
 """Chapter 02's exercises: the reference passes, other right answers pass, classic mistakes
 fail with the message that names them."""
 
-import time
-
 import torch
 import torch.nn.functional as F
 
 from course_utils.exercises import autograd as ex
 from course_utils.exercises.core import Outcome
+from exercise_asserts import assert_fails, assert_passes
 
 
-def assert_passes(exercise, answer):
-    verdict = exercise.verdict(answer)
-    assert verdict.outcome is Outcome.PASSED, str(verdict)
 
 
-def assert_fails(exercise, answer, *fragments, outcome=Outcome.FAILED):
-    verdict = exercise.verdict(answer)
-    assert verdict.outcome is outcome, str(verdict)
-    for fragment in fragments:
-        assert fragment in verdict.message, str(verdict)
-
-
-def test_every_check_is_quick_and_leaves_grad_mode_alone():
+def test_every_check_leaves_grad_mode_alone():
     for exercise in (ex.new_parameter, ex.fresh_gradient, ex.sgd_update, ex.softplus):
-        exercise.verdict(exercise.reference)  # the first backward() of a process starts autograd's engine
-        start = time.perf_counter()
         assert_passes(exercise, exercise.reference)
-        assert time.perf_counter() - start < 0.5, exercise
         assert torch.is_grad_enabled()
 
 

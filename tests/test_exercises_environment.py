@@ -14,23 +14,7 @@ import torch
 from course_utils.env import seed_everything
 from course_utils.exercises import environment as ex
 from course_utils.exercises.core import Outcome, ProbeResult, Status
-
-
-def outcome_and_message(exercise, answer):
-    verdict = exercise.verdict(answer)
-    return verdict.outcome, verdict.message
-
-
-def assert_passes(exercise, answer):
-    verdict = exercise.verdict(answer)
-    assert verdict.outcome is Outcome.PASSED, str(verdict)
-
-
-def assert_fails(exercise, answer, *fragments, outcome=Outcome.FAILED):
-    verdict = exercise.verdict(answer)
-    assert verdict.outcome is outcome, str(verdict)
-    for fragment in fragments:
-        assert fragment in verdict.message, str(verdict)
+from exercise_asserts import assert_fails, assert_passes
 
 
 # -- kernel_environment (E4) ------------------------------------------------------------------
