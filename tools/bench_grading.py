@@ -1,0 +1,178 @@
+"""Benchmark the batch grader against plain nbclient on the same notebooks.
+
+    .venv/bin/python tools/bench_grading.py                   # 6 learners, 2 per chapter
+    .venv/bin/python tools/bench_grading.py --learners 4 --all-chapters --repeat 3
+
+Builds a batch in a temporary folder: learner i submits a copy of ``solutions/<chapter>.ipynb``
+(chapters taken in turn; ``--all-chapters`` gives every learner every chapter). Then, for each
+repeat, it times
+
+* **plain**: the notebooks the grader would run (the course's learner notebook with the
+  learner's answers and probe cells, built by ``course_utils.grading.assemble``), executed one
+  after the other with plain nbclient: a fresh kernel each, no sandbox, no limits;
+* **workers=1** and **workers=2**: ``python -m course_utils.grading`` on the batch with
+  ``--no-cache``, the whole command (start-up included).
+
+It prints the median wall times, the overhead (workers=1 / plain; aim ≤ 1.2) and the speed-up
+(workers=1 / workers=2; aim ≥ 1.8 on two cores). A benchmark, not a test: it reports and never
+fails on a slow figure. Timings on a busy machine jump; trust only what repeats.
+
+The plain runs get the two settings of the grader's kernel environment that change speed,
+``OMP_NUM_THREADS=1`` and ``MPLBACKEND=Agg``, so that the comparison measures the grader's
+own cost (sandbox, limits, probes, judging, start-up), not a different thread count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbclient
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = ("00_environment", "01_tensors", "02_autograd")
+OVERHEAD_AIM = 1.2
+SPEEDUP_AIM = 1.8
+
+
+def build_batch(submissions: Path, learners: int, all_chapters: bool) -> list[tuple[str, Path]]:
+    """Write the batch; returns (learner, notebook path) for every submitted notebook."""
+    files = []
+    for i in range(learners):
+        learner = f"learner{i + 1:02d}"
+        folder = submissions / learner
+        folder.mkdir(parents=True)
+        chapters = CHAPTERS if all_chapters else (CHAPTERS[i % len(CHAPTERS)],)
+        for chapter in chapters:
+            path = folder / f"{chapter}.ipynb"
+            shutil.copyfile(ROOT / "solutions" / f"{chapter}.ipynb", path)
+            files.append((learner, path))
+    return files
+
+
+def assembled(files: list[tuple[str, Path]]) -> list[tuple[str, nbformat.NotebookNode]]:
+    """What the grader runs for each submitted notebook (falls back to the submission itself
+    if the grader's assembly API is not importable)."""
+    try:
+        from course_utils.grading.assemble import assemble
+        from course_utils.grading.submissions import answer_sources, read_submission
+    except ImportError as error:
+        print(f"(course_utils.grading.assemble not importable: {error}; plain runs the submissions as they are)")
+        return [(path.stem, nbformat.read(path, as_version=4)) for _, path in files]
+    result = []
+    for _, path in files:
+        chapter = path.stem
+        course_nb = nbformat.read(ROOT / "notebooks" / f"{chapter}.ipynb", as_version=4)
+        answers, _ = answer_sources(read_submission(path))
+        result.append((chapter, assemble(chapter, course_nb, answers).notebook))
+    return result
+
+
+def run_plain(notebooks, work: Path) -> float:
+    """Execute each notebook with plain nbclient, one after the other; total wall seconds."""
+    saved = {key: os.environ.get(key) for key in ("OMP_NUM_THREADS", "MPLBACKEND", "COURSE_NO_PROGRESS")}
+    os.environ.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg", COURSE_NO_PROGRESS="1")
+    try:
+        start = time.perf_counter()
+        for index, (_, nb) in enumerate(notebooks):
+            folder = work / f"plain-{index}"
+            folder.mkdir(parents=True, exist_ok=True)
+            client = nbclient.NotebookClient(
+                nbformat.from_dict(nb), timeout=600, kernel_name="python3", allow_errors=True,
+                resources={"metadata": {"path": str(folder)}},
+            )
+            client.execute()
+        return time.perf_counter() - start
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_grader(submissions: Path, out: Path, workers: int, extra: list[str]) -> tuple[float, str]:
+    """The grader CLI, timed from the outside; returns (wall seconds, its stdout)."""
+    if out.exists():
+        shutil.rmtree(out)
+    env = {k: v for k, v in os.environ.items() if k not in {"COURSE_STRICT", "COURSE_EXPECT", "NBGRADER_EXECUTION"}}
+    command = [sys.executable, "-m", "course_utils.grading", str(submissions), "--out", str(out),
+               "--workers", str(workers), "--no-cache", *extra]
+    start = time.perf_counter()
+    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if run.returncode != 0:
+        print(f"  grader --workers {workers} exited with {run.returncode}:\n{run.stderr[-2000:]}")
+    return seconds, run.stdout
+
+
+def scores_line(stdout: str) -> str:
+    """"all full marks", or the learners that were not (the benchmark must grade for real)."""
+    short = [line for line in stdout.splitlines()
+             if (m := re.match(r"^(\S+): (\d+)/(\d+)", line)) and m.group(2) != m.group(3)]
+    return "all full marks" if not short else "NOT full marks: " + "; ".join(short)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--learners", type=int, default=6)
+    parser.add_argument("--all-chapters", action="store_true", help="every learner submits every chapter")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each kind (median shown)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument("grader_args", nargs="*", help="more grader options, after --")
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-grading-"))
+    try:
+        submissions = work / "submissions"
+        files = build_batch(submissions, args.learners, args.all_chapters)
+        notebooks = assembled(files)
+        counts = {c: sum(1 for _, p in files if p.stem == c) for c in CHAPTERS}
+        from course_utils.grading.sandbox import sandbox_status
+
+        print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPU cores; sandbox: {sandbox_status()}")
+        print(f"batch: {args.learners} learners, {len(files)} notebooks "
+              f"({', '.join(f'{c} x{n}' for c, n in counts.items() if n)}); repeat {args.repeat}")
+
+        times: dict[str, list[float]] = {"plain": [], "workers=1": [], "workers=2": []}
+        for round_ in range(args.repeat):
+            times["plain"].append(run_plain(notebooks, work / "plain"))
+            print(f"  [{round_ + 1}] plain nbclient, sequential: {times['plain'][-1]:6.1f} s")
+            for workers in (1, 2):
+                seconds, stdout = run_grader(submissions, work / f"out-{workers}", workers, args.grader_args)
+                times[f"workers={workers}"].append(seconds)
+                inner = re.search(r"Done in ([\d.]+) s", stdout)
+                inner_text = f" (grader's own timer {inner.group(1)} s)" if inner else ""
+                print(f"  [{round_ + 1}] grader --workers {workers}:       {seconds:6.1f} s{inner_text}; "
+                      f"{scores_line(stdout)}")
+
+        median = {kind: statistics.median(values) for kind, values in times.items()}
+        overhead = median["workers=1"] / median["plain"]
+        speedup = median["workers=1"] / median["workers=2"]
+        print()
+        print(f"plain nbclient, sequential     {median['plain']:7.1f} s")
+        print(f"grader --workers 1             {median['workers=1']:7.1f} s")
+        print(f"grader --workers 2             {median['workers=2']:7.1f} s")
+        print(f"overhead  (workers 1 / plain)  {overhead:7.2f}   aim <= {OVERHEAD_AIM}  "
+              f"{'met' if overhead <= OVERHEAD_AIM else 'MISSED'}")
+        print(f"speed-up  (workers 1 / 2)      {speedup:7.2f}   aim >= {SPEEDUP_AIM}  "
+              f"{'met' if speedup >= SPEEDUP_AIM else 'MISSED'}")
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
