@@ -54,12 +54,13 @@ def test_only_answer_cells_are_taken_and_checks_become_probes():
     assert "print('hacked')" not in sources
     assert not any(".check(" in s for s in sources)
     assert len(assembly.probes) == 7 and "match_reference" in assembly.missing
+    assert assembly.notebook.cells[0].source == "import course_utils.grading.kernel_probe"
     tokens = {probe.record_name.split("-")[0] for probe in assembly.probes}
     assert len(tokens) == 1 and len(tokens.pop()) == 32  # unguessable, one per run
 
 
 def _record(answer):
-    return tensors.outer_sum.probe(answer).to_plain()
+    return {"probe": tensors.outer_sum.probe(answer).to_plain(), "code": None}
 
 
 def test_a_record_with_rewritten_expectations_is_refused():
@@ -67,7 +68,7 @@ def test_a_record_with_rewritten_expectations_is_refused():
         return a + 0 * b[:1]
 
     record = _record(wrong)
-    for case in record["data"]:
+    for case in record["probe"]["data"]:
         case["expected"] = case["got"]  # what a patched probe inside the kernel could write
     assembly = assemble("01_tensors", COURSE_01, {"outer_sum": "x"})
     probe = next(p for p in assembly.probes if p.exercise == "outer_sum")
@@ -103,3 +104,17 @@ def test_the_launcher_sets_limits_and_keeps_only_the_given_environment():
     ).stdout.split(" ", 2)
     assert out[0] == "2048" and out[1] == "8"
     assert "SECRET" not in out[2] and "HOME" in out[2]
+
+
+def test_the_checked_function_must_be_written_in_its_answer_cell():
+    from course_utils.grading.kernel_probe import code_fingerprint
+
+    def outer_sum(a, b):
+        return a[:, None] + b[None, :]
+
+    mine = "def outer_sum(a, b):\n    return a[:, None] + b[None, :]\n"
+    assert scoring.defined_in(code_fingerprint(outer_sum.__code__), mine)
+    lam = "outer_sum = lambda a, b: a[:, None] + b[None, :]"
+    assert scoring.defined_in(code_fingerprint(eval(lam.split("=", 1)[1]).__code__), lam)
+    borrowed = "outer_sum = ex.outer_sum.reference"
+    assert not scoring.defined_in(code_fingerprint(tensors.outer_sum.reference.__code__), borrowed)

@@ -112,6 +112,8 @@ def independent_copy(array):
 
 
 def _probe_independent_copy(answer, run):
+    # The probe records numbers only; whether memory is shared is decided by the judge, so a
+    # patched np.array_equal in the learner's session cannot decide it.
     rng = np.random.default_rng(3)
     cases = []
     for shape, dtype in [((4,), np.float64), ((2, 3), np.float32), ((3,), np.int64)]:
@@ -122,22 +124,29 @@ def _probe_independent_copy(answer, run):
         case = {"on": on, "got": value_facts(got), "expected": value_facts(torch.from_numpy(original))}
         if isinstance(got, torch.Tensor) and tuple(got.shape) == shape:
             array += 1  # does the tensor see a change of the array?
-            case["tensor_followed_array"] = bool(
-                np.array_equal(got.detach().cpu().numpy(), array) and not np.array_equal(array, original)
-            )
+            case["array_changed_to"] = array.copy()
+            case["tensor_after_array_change"] = got.detach().cpu().numpy().copy()
             array[...] = original
             got.add_(100)  # does the array see a change of the tensor?
-            case["array_followed_tensor"] = not np.array_equal(array, original)
+            case["array_after_tensor_change"] = array.copy()
             got.sub_(100)
         cases.append(case)
     return cases
+
+
+def _shares_memory(case) -> bool:
+    if "array_changed_to" not in case:
+        return False
+    followed_array = same_values(case["tensor_after_array_change"], case["array_changed_to"], rtol=0, atol=0)
+    followed_tensor = not same_values(case["array_after_tensor_change"], case["expected"]["values"], rtol=0, atol=0)
+    return followed_array or followed_tensor
 
 
 def _judge_independent_copy(cases):
     for case in cases:
         got, on = case["got"], case["on"]
         if got["kind"] == "tensor" and got["shape"] == case["expected"]["shape"]:
-            if case.get("tensor_followed_array") or case.get("array_followed_tensor"):
+            if _shares_memory(case):
                 return (
                     f"Your tensor shares memory with the array ({on}): changing one changed "
                     "the other. torch.from_numpy and torch.as_tensor share; torch.tensor(array) "

@@ -49,11 +49,14 @@ def course_answer_ids(course_nb) -> set[str]:
     }
 
 
-def probe_source(module: str, probe: Probe) -> str:
-    # Imported afresh in the cell itself: nothing the learner's cells bound to a name is used.
+SETUP_SOURCE = "import course_utils.grading.kernel_probe"
+
+
+def probe_source(module: str, probe: Probe, alias: str) -> str:
+    # An import statement, not a name lookup: an answer cell cannot rebind what it finds.
     return (
-        "__import__('importlib').import_module('course_utils.grading.kernel_probe').record("
-        f"{module!r}, {probe.exercise!r}, {probe.variable!r}, {probe.record_name!r}, globals())"
+        f"import course_utils.grading.kernel_probe as {alias}\n"
+        f"{alias}.record({module!r}, {probe.exercise!r}, {probe.variable!r}, {probe.record_name!r})"
     )
 
 
@@ -82,6 +85,12 @@ def assemble(chapter: str, course_nb, answers: dict[str, str]) -> Assembly:
             probe = Probe(meta["grade_id"], exercise, variable, variable, f"{token}-{index}.json")
             probes.append(probe)
             result.cell_of_probe[index] = probe
-            cell.source = probe_source(module, probe)
+            cell.source = probe_source(module, probe, f"_probe_{token[:12]}")
+    # First of all, before any of the learner's code: the probe's copies are taken then.
+    setup = nbformat.v4.new_code_cell(SETUP_SOURCE)
+    setup.id = f"grader-setup-{token[:8]}"
+    nb.cells.insert(0, setup)
+    result.cell_of_probe = {index + 1: probe for index, probe in result.cell_of_probe.items()}
+    result.answer_cells = {index + 1: grade_id for index, grade_id in result.answer_cells.items()}
     result.missing = missing
     return result

@@ -91,12 +91,14 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
               "notebooks": {}, "problems": []}
     if not learner.files:
         result["problems"].append("no notebook submitted")
-    hidden = [batch.course / "solutions", batch.submissions, batch.out]
+    hidden = [batch.course / "solutions", batch.course / ".git", batch.submissions, batch.out]
     for path in learner.files:
         try:
             nb = read_submission(path)
         except Unreadable as error:
             result["problems"].append(str(error))
+            if path.stem in courses and path.stem not in result["notebooks"]:
+                result["notebooks"][path.stem] = _nothing_graded(path.stem, str(error))
             continue
         chapter = _chapter_of(path, nb, courses)
         if chapter is None:
@@ -117,7 +119,7 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
         if execution.truncated_outputs:
             problems.append(f"output was cut off {execution.truncated_outputs} times (over "
                             f"{batch.limits.output_cap_kb} KB in a cell)")
-        scores = score_notebook(CHAPTERS[chapter], assembly, execution)
+        scores = score_notebook(CHAPTERS[chapter], assembly, execution, answers)
         result["notebooks"][chapter] = {
             "exercises": {s.exercise: s.to_dict() for s in scores},
             "score": sum(s.score for s in scores),
@@ -130,18 +132,21 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
     return result
 
 
+def _nothing_graded(chapter: str, why: str) -> dict:
+    exercises = chapter_exercises(CHAPTERS[chapter])
+    return {
+        "exercises": {e.name: {"score": 0, "max": 1, "outcome": "missing", "reason": why} for e in exercises},
+        "score": 0, "max": len(exercises), "problems": [why],
+    }
+
+
 def _add_unsubmitted(result: dict, courses: dict) -> None:
-    """A learner with no readable notebook still gets a row: every exercise 0, with why."""
-    if result["notebooks"]:
+    """A learner with nothing gradable still gets a row: the first chapter, every exercise 0."""
+    if result["notebooks"] or not courses:
         return
     why = "; ".join(result["problems"]) or "nothing graded"
-    for chapter in courses:
-        exercises = chapter_exercises(CHAPTERS[chapter])
-        result["notebooks"][chapter] = {
-            "exercises": {e.name: {"score": 0, "max": 1, "outcome": "missing", "reason": why} for e in exercises},
-            "score": 0, "max": len(exercises), "problems": [],
-        }
-        break  # the first chapter only: which one was meant is unknown
+    first = next(iter(courses))
+    result["notebooks"][first] = _nothing_graded(first, why)
 
 
 def _grade_safely(learner: Learner, batch: Batch, sandbox: str) -> dict:
@@ -171,6 +176,7 @@ def run_batch(batch: Batch, learners: list[Learner], workers: int, report) -> tu
         cached = cache_dir / f"{key}.json"
         if batch.use_cache and cached.exists():
             result = json.loads(cached.read_text(encoding="utf-8"))
+            result["learner"] = learner.id  # the same bytes may come from another learner
             write_learner(batch.out, result)
             results.append(result)
             report(f"{learner.id}: {result['total']}/{result['max']} (cached)")

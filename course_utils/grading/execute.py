@@ -129,10 +129,10 @@ async def _run(assembly: Assembly, folder: RunFolder, limits: Limits, sandbox: s
     client.on_cell_executed = cell_done
     try:
         await asyncio.wait_for(client.async_execute(), timeout=limits.notebook_timeout_s)
+    except CellTimeoutError:  # first: it is a TimeoutError too
+        result.stopped = f"timeout: a cell ran past {limits.cell_timeout_s} s"
     except asyncio.TimeoutError:
         result.stopped = f"timeout: the notebook ran past {limits.notebook_timeout_s} s"
-    except CellTimeoutError:
-        result.stopped = f"timeout: a cell ran past {limits.cell_timeout_s} s"
     except DeadKernelError:
         result.stopped = "kernel died (it exited, or ran out of memory)"
     except Exception as error:  # anything else nbclient raises: fail closed, batch goes on

@@ -8,8 +8,10 @@ record whose expectations were rewritten in the kernel is refused.
 
 from __future__ import annotations
 
+import __future__
 import functools
 import importlib
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +19,7 @@ import numpy as np
 from course_utils.exercises.core import ProbeResult
 from course_utils.grading.assemble import Assembly
 from course_utils.grading.execute import Execution
+from course_utils.grading.kernel_probe import code_fingerprint
 
 
 @dataclass
@@ -85,7 +88,34 @@ def tampered(module: str, name: str, data) -> bool:
     return False
 
 
-def score_notebook(module: str, assembly: Assembly, execution: Execution) -> list[ExerciseScore]:
+def _code_objects(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def defined_in(fingerprint: str, source: str) -> bool:
+    """Whether a function with this code is written in ``source`` (compiled here, never run).
+
+    A cell that is not plain Python (IPython magics) cannot be compiled here; it gets the
+    benefit of the doubt.
+    """
+    for flags in (0, __future__.annotations.compiler_flag):  # a cell may have turned it on
+        try:
+            compiled = compile(source, "<answer>", "exec", flags=flags, dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return True
+        if any(code_fingerprint(code) == fingerprint for code in _code_objects(compiled)):
+            return True
+    return False
+
+
+def score_notebook(
+    module: str, assembly: Assembly, execution: Execution, answers: dict[str, str] | None = None
+) -> list[ExerciseScore]:
+    """Score every exercise; ``answers`` (grade_id → source) enables the code check."""
+    answers = answers or {}
     scores = []
     for probe in assembly.probes:
         name = probe.exercise
@@ -104,9 +134,15 @@ def score_notebook(module: str, assembly: Assembly, execution: Execution) -> lis
                 scores.append(ExerciseScore(name, 0, 1, "no result", why))
             continue
         try:
-            result = ProbeResult.from_plain(record)
-        except (ValueError, TypeError) as error:
+            result = ProbeResult.from_plain(record["probe"])
+            code = record["code"]
+        except (ValueError, TypeError, KeyError) as error:
             scores.append(ExerciseScore(name, 0, 1, "no result", f"unreadable check result ({error})"))
+            continue
+        if code is not None and not defined_in(code, answers.get(probe.answer_id, "")):
+            scores.append(ExerciseScore(
+                name, 0, 1, "failed",
+                f"the {probe.variable} that was checked is not a function written in your answer cell"))
             continue
         if result.data is not None and tampered(module, name, result.data):
             scores.append(ExerciseScore(
