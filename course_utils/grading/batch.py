@@ -12,7 +12,7 @@ import concurrent.futures
 import hashlib
 import json
 import multiprocessing
-import shutil
+import sys
 import tempfile
 import traceback
 from dataclasses import asdict, dataclass
@@ -182,7 +182,9 @@ def run_batch(batch: Batch, learners: list[Learner], workers: int, report) -> tu
             report(f"{learner.id}: {result['total']}/{result['max']} (cached)")
         else:
             todo.append((learner, cached))
-    context = multiprocessing.get_context("spawn")
+    # fork (Linux) starts a worker without importing torch again; spawn elsewhere.
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux") else "spawn"
+    context = multiprocessing.get_context(method)
     with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context) as pool:
         futures = {pool.submit(_grade_safely, learner, batch, sandbox): (learner, cached) for learner, cached in todo}
         for future in concurrent.futures.as_completed(futures):
