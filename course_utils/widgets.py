@@ -404,7 +404,6 @@ def broadcast_explorer(shape_a=(4,), shape_b=(4, 1)):
 
 def _live_broadcast_explorer(shape_a: tuple[int, ...], shape_b: tuple[int, ...]):
     import ipywidgets as widgets
-    from IPython.display import display
 
     box_a, box_b = _shape_input("a shape", shape_a), _shape_input("b shape", shape_b)
     output = widgets.Output()

@@ -1,7 +1,6 @@
 """Chapter 01's exercises: references and other right answers pass; classic mistakes get
 the message that names them."""
 
-import numpy as np
 import pytest
 import torch
 

@@ -1,7 +1,5 @@
 """The grader's parts: reading submissions, assembling what runs, judging records, limits."""
 
-import json
-import resource
 import subprocess
 import sys
 from pathlib import Path

@@ -7,8 +7,6 @@ every device, and a check must finish in well under a second.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 
