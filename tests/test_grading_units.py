@@ -116,3 +116,20 @@ def test_the_checked_function_must_be_written_in_its_answer_cell():
     assert scoring.defined_in(code_fingerprint(eval(lam.split("=", 1)[1]).__code__), lam)
     borrowed = "outer_sum = ex.outer_sum.reference"
     assert not scoring.defined_in(code_fingerprint(tensors.outer_sum.reference.__code__), borrowed)
+
+
+def test_the_sandbox_keeps_tmp_only_when_the_course_lives_there(tmp_path, monkeypatch):
+    import tempfile
+
+    from course_utils.grading import sandbox
+
+    folder = sandbox.RunFolder(tmp_path / "run")
+    tmp = str(Path(tempfile.gettempdir()).resolve())
+    monkeypatch.setattr(sandbox, "_needed_inside", lambda: [Path("/usr"), ROOT])
+    args = sandbox.bubblewrap_prefix(folder, [tmp_path / "hidden-does-not-exist"])
+    in_tmp = Path(ROOT).resolve().is_relative_to(tmp)
+    assert (["--tmpfs", tmp] == args[7:9]) is (not in_tmp)
+    monkeypatch.setattr(sandbox, "_needed_inside", lambda: [Path(tmp) / "a-clone"])
+    args = sandbox.bubblewrap_prefix(folder, [])
+    assert ["--tmpfs", tmp] != args[7:9]
+    assert args[args.index("--bind") + 1] == str(folder.root) and "--unshare-all" in args

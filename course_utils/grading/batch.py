@@ -23,7 +23,7 @@ import nbformat
 from course_utils.exercises import CHAPTERS, chapter_exercises
 from course_utils.grading import GRADER_VERSION
 from course_utils.grading.assemble import assemble, course_answer_ids
-from course_utils.grading.sandbox import Limits, RunFolder, sandbox_status
+from course_utils.grading.sandbox import RUNS_ROOT, Limits, RunFolder, sandbox_status
 from course_utils.grading.submissions import Learner, Unreadable, answer_sources, read_submission
 
 
@@ -110,7 +110,8 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
         answers, duplicated = answer_sources(nb)
         assembly = assemble(chapter, courses[chapter], answers)
         problems = [f"answer cell {d} appears more than once; the last one was graded" for d in duplicated]
-        with tempfile.TemporaryDirectory(prefix="course-grading-") as root:
+        RUNS_ROOT.mkdir(mode=0o700, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="run-", dir=RUNS_ROOT) as root:
             folder = RunFolder(Path(root))
             execution = execute(assembly, folder, batch.limits, sandbox, hidden)
         result["process_limit"] = execution.process_limit

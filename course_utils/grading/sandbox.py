@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,10 +68,38 @@ def kernel_environment(folder: RunFolder) -> dict[str, str]:
     }
 
 
+RUNS_ROOT = Path(tempfile.gettempdir()) / "course-grading"
+
+
+def _needed_inside() -> list[Path]:
+    """What the kernel must see: its Python and the course's own package."""
+    import course_utils
+
+    return [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve(),
+            Path(course_utils.__file__).resolve().parents[1]]
+
+
+def _under(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
 def bubblewrap_prefix(folder: RunFolder, hidden: list[Path]) -> list[str]:
-    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in hidden:
-        if path.is_dir():
+    """bwrap's arguments: the system read-only, hidden folders empty, only this run writable.
+
+    /tmp is replaced by an empty one unless the course or its Python lives there (a clone in
+    /tmp, as CI may make); every run folder lies in RUNS_ROOT, which is always hidden, so no
+    kernel sees another run's files.
+    """
+    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    tmp = Path(tempfile.gettempdir())
+    if not any(_under(path, tmp) for path in _needed_inside()):
+        args += ["--tmpfs", str(tmp.resolve())]
+    for path in [*hidden, RUNS_ROOT]:
+        if path.is_dir() and not any(_under(needed, path) for needed in _needed_inside()):
             args += ["--tmpfs", str(path.resolve())]
     args += ["--bind", str(folder.root), str(folder.root)]
     args += ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
