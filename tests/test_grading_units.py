@@ -128,8 +128,8 @@ def test_the_sandbox_keeps_tmp_only_when_the_course_lives_there(tmp_path, monkey
     monkeypatch.setattr(sandbox, "_needed_inside", lambda: [Path("/usr"), ROOT])
     args = sandbox.bubblewrap_prefix(folder, [tmp_path / "hidden-does-not-exist"])
     in_tmp = Path(ROOT).resolve().is_relative_to(tmp)
-    assert (["--tmpfs", tmp] == args[7:9]) is (not in_tmp)
+    assert (["--tmpfs", tmp] == args[8:10]) is (not in_tmp)
     monkeypatch.setattr(sandbox, "_needed_inside", lambda: [Path(tmp) / "a-clone"])
     args = sandbox.bubblewrap_prefix(folder, [])
-    assert ["--tmpfs", tmp] != args[7:9]
+    assert ["--tmpfs", tmp] != args[8:10]
     assert args[args.index("--bind") + 1] == str(folder.root) and "--unshare-all" in args
