@@ -1,0 +1,116 @@
+"""Small real data for the course, read from files shipped in the repository's ``data/`` folder.
+
+The course never downloads anything while it runs: a learner offline, behind a proxy or in an
+exam room gets the same data as everyone else, and the tests can check it by its sha256
+(see ``data/README.md`` for where each file comes from and its licence).
+
+The package's ``__init__`` does not import this module, so ``import course_utils`` stays cheap;
+importing ``course_utils.data`` itself loads torch, because ``DigitsDataset`` subclasses
+``torch.utils.data.Dataset``, but never matplotlib. ``DigitsDataset`` lives here, in a real module, rather than in a notebook cell: DataLoader
+workers started by "spawn" (macOS and Windows) unpickle the dataset by importing the module
+that defines its class, and a class defined in a notebook cannot be imported.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DIGITS_FILE = DATA_DIR / "digits.csv.gz"
+
+_DIGITS_N_PIXELS = 64
+_DIGITS_MAX_VALUE = 16.0
+
+# Filled by the first load_digits(); the file is read and parsed only once per process.
+_digits_cache: dict = {}
+
+
+
+def load_digits():
+    """The 1797 UCI handwritten digits as ``(images, labels)``, ready for a model.
+
+    Pixels are divided by 16 so they lie in [0, 1], the scale that default weight
+    initialisations and learning rates expect; images stay flat, shape (1797, 64), so a
+    linear layer takes them as they are (``images.view(-1, 8, 8)`` shows them as pictures).
+    Labels are int64 because ``torch.nn.functional.cross_entropy`` wants class indices of that
+    type. The file is parsed once and cached; each call returns clones, so a learner who edits
+    the tensors in place cannot change what the next call (or the next exercise) sees.
+    """
+    if "digits" not in _digits_cache:
+        _digits_cache["digits"] = _read_digits(DIGITS_FILE)
+    images, labels = _digits_cache["digits"]
+    return images.clone(), labels.clone()
+
+
+def _read_digits(path: Path):
+    """Parse the shipped CSV; kept apart from load_digits so the cache logic stays readable."""
+    import numpy as np
+
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"The digits data file {path} is missing: it ships with the course repository "
+            "(data/digits.csv.gz), so restore it with `git checkout -- data/digits.csv.gz`."
+        )
+    with gzip.open(path, "rt", encoding="ascii") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.int64, ndmin=2)
+    if table.shape[1] != _DIGITS_N_PIXELS + 1:
+        raise ValueError(f"{path} has {table.shape[1]} columns per row, expected 65 (64 pixels and a label).")
+    images = torch.from_numpy(table[:, :_DIGITS_N_PIXELS].astype(np.float32) / _DIGITS_MAX_VALUE)
+    labels = torch.from_numpy(np.ascontiguousarray(table[:, _DIGITS_N_PIXELS]))
+    return images, labels
+
+
+def train_val_split(x, y, val_fraction: float = 0.2, seed: int = 0):
+    """Hold out a random part of the data as ``(x_train, y_train, x_val, y_val)``.
+
+    Measuring accuracy on examples the model never trained on is the only honest estimate of
+    how it will do on new data. The split uses its own seeded ``torch.Generator`` so the same
+    seed gives the same split on every machine and run, without touching the global random
+    state that the rest of a notebook relies on. It is a plain shuffle, not stratified: with
+    1797 roughly balanced digits every class still lands in both parts.
+    """
+    n = len(x)
+    if len(y) != n:
+        raise ValueError(f"x and y must have the same length, got {n} and {len(y)}.")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}.")
+    n_val = int(round(n * val_fraction))
+    if n_val == 0 or n_val == n:
+        raise ValueError(
+            f"val_fraction={val_fraction} of {n} examples leaves an empty training or validation set."
+        )
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(n, generator=generator)
+    val_idx, train_idx = order[:n_val], order[n_val:]
+    return x[train_idx], y[train_idx], x[val_idx], y[val_idx]
+
+
+class DigitsDataset(Dataset):
+    """Pairs of (image, label) that a ``torch.utils.data.DataLoader`` can batch and shuffle.
+
+    Wrapping tensors in a Dataset is the step that lets the same training loop later read data
+    too large for memory, apply a random augmentation per example (``transform``), or load in
+    parallel worker processes. Defined in this module, not in a notebook, so that workers
+    started by "spawn" can unpickle it. A ``transform`` must be picklable too (a function
+    defined at module level, not a lambda) when ``num_workers > 0`` on such platforms.
+    """
+
+    def __init__(self, x, y, transform=None):
+        if len(x) != len(y):
+            raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}.")
+        self.x = x
+        self.y = y
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, index):
+        image = self.x[index]
+        if self.transform is not None:
+            image = self.transform(image)
+        return image, self.y[index]
