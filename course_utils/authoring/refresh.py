@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from unittest import mock
 
 import nbclient
 
@@ -26,24 +27,17 @@ def refresh(path: str | os.PathLike, *, kernel_name: str = "python3") -> Path:
     path = Path(path)
     nb = read_source(path, str(path))
     environment = {"COURSE_STRICT": "1", "COURSE_NO_PROGRESS": "1", "MPLBACKEND": "Agg"}
-    saved = {key: os.environ.get(key) for key in environment}
-    os.environ.update(environment)
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=REFRESH_TIMEOUT_S,
+        kernel_name=kernel_name,
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+    )
     try:
-        client = nbclient.NotebookClient(
-            nb,
-            timeout=REFRESH_TIMEOUT_S,
-            kernel_name=kernel_name,
-            resources={"metadata": {"path": str(path.parent.resolve())}},
-        )
-        client.execute()
+        with mock.patch.dict(os.environ, environment):  # the kernel inherits them; restored after
+            client.execute()
     except nbclient.exceptions.CellExecutionError as error:
         raise AuthoringError(f"{path}: a cell failed while refreshing:\n{error}") from None
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     for index, cell in enumerate(nb.cells):
         where = Where.of(str(path), index, cell)
         clean_cell_metadata(clear_outputs(cell, where), where)
