@@ -35,7 +35,6 @@ class Probe:
 class Assembly:
     notebook: nbformat.NotebookNode
     probes: list[Probe]
-    answer_ids: set[str]
     missing: set[str] = field(default_factory=set)  # answer grade_ids the submission lacks
     cell_of_probe: dict[int, Probe] = field(default_factory=dict)
     answer_cells: dict[int, str] = field(default_factory=dict)  # cell index → answer grade_id
@@ -66,7 +65,7 @@ def assemble(chapter: str, course_nb, answers: dict[str, str]) -> Assembly:
     nb = copy.deepcopy(course_nb)
     token = secrets.token_hex(16)
     probes, missing = [], set()
-    result = Assembly(nb, probes, course_answer_ids(course_nb))
+    result = Assembly(nb, probes)
     for index, cell in enumerate(nb.cells):
         cell.outputs = [] if cell.cell_type == "code" else cell.get("outputs", [])
         meta = cell.metadata.get("nbgrader", {})
