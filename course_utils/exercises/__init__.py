@@ -15,6 +15,7 @@ CHAPTERS = {
     "00_environment": "environment",
     "01_tensors": "tensors",
     "02_autograd": "autograd",
+    "03_models": "models",
 }
 
 
