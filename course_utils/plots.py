@@ -296,8 +296,8 @@ def _quiet_progress(iterable, total, desc):
     start, count, finished = time.perf_counter(), 0, False
     try:
         for item in iterable:
+            count += 1  # counted when handed out: a loop that breaks after item k stopped at k
             yield item
-            count += 1
         finished = True
     finally:
         print(_progress_text(desc, count, total, time.perf_counter() - start, finished))
@@ -314,8 +314,8 @@ def _live_progress(iterable, total, desc):
     count, finished = 0, False
     try:
         for item in iterable:
-            yield item
             count += 1
+            yield item
             now = time.perf_counter()
             if now - last_shown >= PROGRESS_INTERVAL_S:
                 last_shown = now

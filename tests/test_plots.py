@@ -175,7 +175,8 @@ def test_headless_progress_without_a_length_and_stopped_early(capsys):
     for item in plots.progress(range(10), desc="d"):
         if item == 3:
             break
-    assert capsys.readouterr().out.startswith("d: stopped at 3/10 after ")
+    # Items 0 to 3 were handed out: the loop stopped at the 4th of 10.
+    assert capsys.readouterr().out.startswith("d: stopped at 4/10 after ")
 
 
 def test_live_progress_is_one_widget_updated_in_place(live, capsys):

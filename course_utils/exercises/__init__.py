@@ -16,6 +16,7 @@ CHAPTERS = {
     "01_tensors": "tensors",
     "02_autograd": "autograd",
     "03_models": "models",
+    "04_training_loop": "training_loop",
 }
 
 
