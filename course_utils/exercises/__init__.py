@@ -17,6 +17,7 @@ CHAPTERS = {
     "02_autograd": "autograd",
     "03_models": "models",
     "04_training_loop": "training_loop",
+    "07_reliable_practice": "reliable_practice",
 }
 
 

@@ -1,0 +1,590 @@
+"""Chapter 07 — Reliable practice: weights that load safely, checkpoints that resume exactly,
+and old weights mapped onto renamed layers.
+
+Each reference solution below is what ``.solution()`` shows, so it is written the way a learner
+would write it. Every probe works in its own temporary folder, on the CPU, with its own seeds;
+the framework puts the learner's random streams back afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.checkpoints import restore_rng_state, save_checkpoint
+from course_utils.exercises.core import Exercise, Function
+
+CHAPTER = "reliable_practice"
+
+
+def _kind(value) -> str:
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _error_text(error: BaseException, limit: int = 400) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip()  # torch colours part of its message
+    text = f"{type(error).__name__}: {text}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _unpickler_complaint(message: str) -> str:
+    """The sentence of a weights-only error that names what was refused, else its first line."""
+    found = re.search(r"(Unsupported global: GLOBAL \S+ was not an allowed global by default\.)", message)
+    return found.group(1) if found else message.splitlines()[0]
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Tiny models run faster on one thread, and much faster on a busy machine; put it back after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _arrays(state: dict) -> dict:
+    return {key: value.detach().cpu().numpy().copy() for key, value in state.items()}
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def _max_difference(a: dict, b: dict) -> float:
+    return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64)))) for k in a)
+
+
+# ============================================================================================
+# S1 — save the state_dict, so that torch.load(weights_only=True) can read it
+# ============================================================================================
+def save_weights(model, path):
+    torch.save(model.state_dict(), path)
+
+
+def _weights_model() -> nn.Module:
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    with torch.no_grad():  # one batch in training mode: the running statistics move off their defaults
+        model(torch.randn(16, 6, generator=torch.Generator().manual_seed(50)))
+    return model
+
+
+_WEIGHTS_ON = "a Sequential(Linear, BatchNorm1d, ReLU, Linear) and a path in an empty temporary folder"
+
+
+def _probe_save_weights(answer, run):
+    model = _weights_model()
+    expected = _arrays(model.state_dict())
+    parameters = [name for name, _ in model.named_parameters()]
+    record = {"expected_keys": list(expected), "parameters": parameters}
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "weights.pt")
+        run(answer, model, path, on=_WEIGHTS_ON)
+        record["files"] = sorted(os.listdir(folder))
+        record["changed"] = sorted(k for k, v in _arrays(model.state_dict()).items()
+                                   if not np.array_equal(v, expected[k]))
+        if not os.path.isfile(path):
+            return record
+        try:
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # what weights_only=True says about the file is the lesson
+            record["load_error"] = _unpickler_complaint(_error_text(error, 2000))
+            found = re.search(r"GLOBAL (\S+)", str(error))
+            record["global"] = found.group(1) if found else ""
+            return record
+        record["kind"] = _kind(loaded)
+        if isinstance(loaded, (list, tuple)):
+            record["length"] = len(loaded)
+            return record
+        if not isinstance(loaded, dict):
+            return record
+        record["keys"] = [str(k) for k in loaded]
+        record["not_tensors"] = [str(k) for k, v in loaded.items() if not isinstance(v, torch.Tensor)]
+        tensors = {str(k): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+        record["differ"] = sorted(
+            k for k, v in tensors.items()
+            if k in expected and not np.array_equal(v.detach().cpu().numpy(), expected[k])
+        )
+        fresh = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+        try:
+            fresh.load_state_dict(loaded, strict=True)
+            record["strict_error"] = None
+        except Exception as error:
+            record["strict_error"] = _error_text(error)
+    return record
+
+
+def _judge_save_weights(record):
+    if record["changed"]:
+        return f"Your function changed the model ({', '.join(record['changed'])}); saving must only read it."
+    if "weights.pt" not in record["files"]:
+        others = f" It wrote {', '.join(record['files'])} instead." if record["files"] else ""
+        return f"No file was written at the path you were given.{others} Save to exactly that path."
+    if "load_error" in record:
+        found = record["global"]
+        if found.startswith("torch.nn.modules."):
+            return (
+                "You saved the whole model object (torch.save(model, path)): the file holds a "
+                f"pickled {found}, and torch.load(path, weights_only=True) refuses to rebuild "
+                "classes, because unpickling a class can run any code. It says: "
+                f"\"{record['load_error']}\" Save model.state_dict(): names and tensors only."
+            )
+        return (
+            "torch.load(path, weights_only=True) cannot read your file. Save only tensors in a "
+            "dict (model.state_dict()), not other Python objects. It says: "
+            f"\"{record['load_error']}\""
+        )
+    kind = record.get("kind")
+    if "length" in record:
+        return (
+            f"Your file holds {record['kind']} of {record['length']} tensors without their names "
+            "(list(model.parameters())?). load_state_dict matches tensors to layers by name, so it "
+            "cannot use them; and the BatchNorm running statistics are not parameters at all. "
+            "Save model.state_dict()."
+        )
+    if "keys" not in record:
+        return f"Your file holds {kind}; expected the model's state_dict (a dict of named tensors)."
+    keys, expected = record["keys"], record["expected_keys"]
+    missing = [k for k in expected if k not in keys]
+    if missing and set(keys) == set(record["parameters"]):
+        return (
+            f"Your file has the parameters but not the buffers: {', '.join(missing[:3])} are "
+            "missing. named_parameters() skips buffers such as BatchNorm's running mean and "
+            "variance, which the model needs in eval mode. model.state_dict() holds both."
+        )
+    if record["not_tensors"]:
+        return (
+            f"Your file's dict holds something other than tensors under "
+            f"{', '.join(record['not_tensors'][:3])} (keys {keys[:4]}). Save the state_dict itself: "
+            "torch.save(model.state_dict(), path)."
+        )
+    if record["differ"]:
+        return f"The tensors in your file differ from the model's, e.g. {record['differ'][0]}: save them as they are."
+    if record["strict_error"]:
+        return (
+            "A fresh model of the same architecture cannot load your file with "
+            f"load_state_dict(strict=True): {record['strict_error']}"
+        )
+    return None
+
+
+save_weights = Exercise(
+    "save_weights",
+    chapter=CHAPTER,
+    title="Save the weights, not the object",
+    expects=Function("save_weights", ("model", "path")),
+    probe=_probe_save_weights,
+    judge=_judge_save_weights,
+    reference=save_weights,
+    passed_message=(
+        "Correct: the file holds names and tensors only, so torch.load(path, weights_only=True) "
+        "reads it without running any code, and any model with the same layer names can load it."
+    ),
+    hints=[
+        "The check loads your file with torch.load(path, weights_only=True), then into a fresh "
+        "model of the same architecture with load_state_dict(strict=True).",
+        "weights_only=True accepts tensors, dicts, lists and plain numbers, never a class such as "
+        "nn.Sequential: save a dict of named tensors.",
+        "torch.save(model.state_dict(), path)",
+    ],
+)
+
+
+# ============================================================================================
+# S2 — resume from a checkpoint exactly
+# ============================================================================================
+def resume(path, model, optimizer, scheduler, scaler):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"])
+    return checkpoint["epoch"] + 1  # the saved epoch is finished: continue with the next one
+
+
+_EPOCHS, _SAVED_EPOCH = 6, 2  # train 0..2, save, resume, train 3..5
+
+
+def _resume_data():
+    generator = torch.Generator().manual_seed(11)
+    return torch.randn(48, 6, generator=generator), torch.randint(0, 3, (48,), generator=generator)
+
+
+def _resume_parts():
+    """Model, optimizer, scheduler, scaler; the model's initial weights come from the global seed."""
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=_EPOCHS)
+    # Enabled on the CPU (torch >= 2.3); a small growth_interval makes its scale move.
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=3)
+    return model, optimizer, scheduler, scaler
+
+
+def _train_epoch(parts, x, y):
+    model, optimizer, scheduler, scaler = parts
+    model.train()
+    order = torch.randperm(len(x))  # the global generator: the batch order depends on it
+    for start in range(0, len(x), 16):
+        batch = order[start:start + 16]
+        loss = F.cross_entropy(model(x[batch]), y[batch])  # dropout draws its masks here
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    scheduler.step()
+
+
+def _lr(optimizer) -> float:
+    return float(optimizer.param_groups[0]["lr"])
+
+
+def _adam_moments(optimizer) -> list:
+    return [
+        state["exp_avg"].detach().cpu().numpy().copy()
+        for state in (optimizer.state.get(p) for g in optimizer.param_groups for p in g["params"])
+        if state and "exp_avg" in state
+    ]
+
+
+def _probe_resume(answer, run):
+    with _one_thread():
+        return _resume_record(answer, run)
+
+
+def _resume_record(answer, run):
+    x, y = _resume_data()
+    torch.manual_seed(0)
+    straight = _resume_parts()
+    lrs_straight = []
+    for _ in range(_EPOCHS):
+        lrs_straight.append(_lr(straight[1]))
+        _train_epoch(straight, x, y)
+    record = {
+        "epochs": _EPOCHS,
+        "saved_epoch": _SAVED_EPOCH,
+        "straight": _arrays(straight[0].state_dict()),
+        "lrs_straight": lrs_straight,
+        "scaler_straight": float(straight[3].get_scale()),
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "checkpoint.pt")
+        torch.manual_seed(0)
+        first = _resume_parts()
+        for _ in range(_SAVED_EPOCH + 1):
+            _train_epoch(first, x, y)
+        save_checkpoint(path, _SAVED_EPOCH, *first)
+        saved_rng = torch.get_rng_state()
+        record["saved_weights"] = _arrays(first[0].state_dict())
+        record["saved_moments"] = _adam_moments(first[1])
+        record["saved_scaler"] = {k: float(v) for k, v in first[3].state_dict().items()}
+        del first
+        # A new process: other seeds, freshly built objects with their own initial weights.
+        torch.manual_seed(12345)
+        torch.rand(7)
+        fresh = _resume_parts()
+        start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
+        record["start_kind"] = _kind(start)
+        record["start"] = int(start) if isinstance(start, int) and not isinstance(start, bool) else None
+        record["weights_after"] = _arrays(fresh[0].state_dict())
+        record["moments_after"] = _adam_moments(fresh[1])
+        record["scaler_after"] = {k: float(v) for k, v in fresh[3].state_dict().items()}
+        record["rng_restored"] = bool(torch.equal(torch.get_rng_state(), saved_rng))
+        if record["start"] is None or not 0 <= record["start"] <= _EPOCHS:
+            return record
+        lrs = []
+        for _ in range(record["start"], _EPOCHS):
+            lrs.append(_lr(fresh[1]))
+            _train_epoch(fresh, x, y)
+        record["lrs_resumed"] = lrs
+        record["resumed"] = _arrays(fresh[0].state_dict())
+    return record
+
+
+def _judge_resume(record):
+    saved = record["saved_epoch"]
+    if record["start"] is None:
+        return (
+            f"resume returned {record['start_kind']}; it should return the epoch to continue "
+            f"from, an int: the checkpoint was saved after epoch {saved}, so {saved + 1}."
+        )
+    if not _same(record["weights_after"], record["saved_weights"]):
+        return (
+            "After resume the model's weights are not the checkpoint's (they are still the fresh "
+            "model's random start). Load them: model.load_state_dict(checkpoint['model'])."
+        )
+    moments, expected_moments = record["moments_after"], record["saved_moments"]
+    if not moments:
+        return (
+            "After resume the optimizer has no state: Adam's moment estimates (exp_avg, "
+            "exp_avg_sq) and its step count restarted at zero, so the first steps after the "
+            "restart are larger than the uninterrupted run's and the weights drift apart. "
+            "optimizer.load_state_dict(checkpoint['optimizer'])."
+        )
+    if len(moments) != len(expected_moments) or not all(
+        np.array_equal(a, b) for a, b in zip(moments, expected_moments)
+    ):
+        return "After resume Adam's moment estimates differ from the checkpoint's: load the optimizer's state_dict as it was saved."
+    if record["scaler_after"] != record["saved_scaler"]:
+        got, want = record["scaler_after"], record["saved_scaler"]
+        return (
+            f"After resume the GradScaler's scale is {got.get('scale', float('nan')):g}, a fresh "
+            f"scaler's; the checkpoint's was {want['scale']:g}. With float16 on a GPU the scale "
+            "decides which steps are "
+            "skipped, so restore it: scaler.load_state_dict(checkpoint['scaler'])."
+        )
+    if not record["rng_restored"]:
+        return (
+            "After resume the random number generators are where the new process left them, not "
+            "where the checkpoint saved them: the dropout masks and the batch order after the "
+            "restart differ from the uninterrupted run's. restore_rng_state(checkpoint['rng'])."
+        )
+    start = record["start"]
+    if start != saved + 1:
+        if start == saved:
+            what = f"epoch {saved} was finished before the save, so it runs twice"
+        elif start < saved:
+            what = f"epochs {start} to {saved} were finished before the save and run again"
+        else:
+            what = f"epoch{'s' if start > saved + 2 else ''} {saved + 1}{f' to {start - 1}' if start > saved + 2 else ''} never run{'s' if start == saved + 2 else ''}"
+        return (
+            f"resume returned {start}, but the checkpoint's epoch is {saved} (the last finished "
+            f"one): {what}. Return checkpoint['epoch'] + 1."
+        )
+    lrs, expected_lrs = record["lrs_resumed"], record["lrs_straight"][saved + 1:]
+    if not np.allclose(lrs, expected_lrs, rtol=1e-12, atol=0):
+        index = next(i for i, (a, b) in enumerate(zip(lrs, expected_lrs)) if not np.isclose(a, b, rtol=1e-12, atol=0))
+        return (
+            f"The learning rate after resume is wrong: epoch {saved + 1 + index} trained with "
+            f"lr={lrs[index]:.6g}, the uninterrupted run with lr={expected_lrs[index]:.6g}. The "
+            "scheduler started its schedule over: scheduler.load_state_dict(checkpoint['scheduler'])."
+        )
+    if not _same(record["resumed"], record["straight"]):
+        return (
+            f"After resuming and training epochs {saved + 1} to {record['epochs'] - 1}, the weights "
+            "differ from the uninterrupted run's by up to "
+            f"{_max_difference(record['resumed'], record['straight']):.3g}. Restore everything the "
+            "checkpoint holds: model, optimizer, scheduler, scaler and RNG states."
+        )
+    return None
+
+
+resume = Exercise(
+    "resume",
+    chapter=CHAPTER,
+    title="Resume exactly where the run stopped",
+    expects=Function("resume", ("path", "model", "optimizer", "scheduler", "scaler")),
+    probe=_probe_resume,
+    judge=_judge_resume,
+    reference=resume,
+    passed_message=(
+        "Correct: 3 epochs, a checkpoint, a fresh start and 3 more epochs give bit for bit the "
+        "weights of 6 epochs in one go."
+    ),
+    hints=[
+        "Load the file with torch.load(path, map_location=..., weights_only=True); it is a dict "
+        "with the keys epoch, model, optimizer, scheduler, scaler and rng.",
+        "Each object has a load_state_dict method for its part; the random generators go back "
+        "with restore_rng_state(checkpoint['rng']). Then return the epoch to continue from.",
+        "model / optimizer / scheduler / scaler .load_state_dict(checkpoint[...]); "
+        "restore_rng_state(checkpoint['rng']); return checkpoint['epoch'] + 1",
+    ],
+    # The first optimizer a process builds imports torch._dynamo, seconds on a busy machine;
+    # the probe itself takes a fraction of a second.
+    time_limit_s=20.0,
+    error_notes=[
+        (
+            "Weights only load failed",
+            "this checkpoint holds only tensors and plain values, so weights_only=True reads it; "
+            "something else than the checkpoint path was loaded.",
+        ),
+        (
+            "The source state dict is empty",
+            "an enabled GradScaler cannot load the {} that a disabled one saved; create the "
+            "scaler with the same enabled= as the run that saved it.",
+        ),
+    ],
+)
+
+
+# ============================================================================================
+# S3 — map old key prefixes onto renamed layers
+# ============================================================================================
+def remap_keys(state_dict, renames):
+    remapped = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        remapped[key] = value
+    return remapped
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 4)
+
+
+class _OldNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(6, 4)
+        self.block = _Block()
+        self.out = nn.Linear(4, 3)
+
+
+class _NewNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(6, 4)
+        self.block = _Block()  # its inner layers keep their names
+        self.head = nn.Linear(4, 3)
+
+
+def _remap_cases():
+    torch.manual_seed(21)
+    return [
+        ("a model whose top-level hidden and out became encoder and head (its block keeps "
+         "block.hidden and block.out)", _OldNet(), _NewNet, {"hidden.": "encoder.", "out.": "head."}),
+        ("a Sequential that gained a Dropout at position 2", nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)),
+         lambda: nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Dropout(0.1), nn.Linear(5, 2)), {"2.": "3."}),
+    ]
+
+
+def _expected_key(key, renames):
+    for old, new in renames.items():
+        if key.startswith(old):
+            return new + key[len(old):]
+    return key
+
+
+def _probe_remap_keys(answer, run):
+    cases = []
+    for on, old_model, make_new, renames in _remap_cases():
+        given = old_model.state_dict()
+        keys_before = list(given)
+        values = _arrays(given)
+        got = run(answer, given, dict(renames), on=f"{on}, renames={renames}")
+        case = {
+            "on": on,
+            "renames": dict(renames),
+            "keys_before": keys_before,
+            "keys_after_call": list(given),
+            "expected_keys": [_expected_key(k, renames) for k in keys_before],
+            "kind": _kind(got),
+            "same_object": got is given,
+        }
+        if not isinstance(got, dict):
+            cases.append(case)
+            return cases
+        case["keys"] = [str(k) for k in got]
+        expected_values = {_expected_key(k, renames): v for k, v in values.items()}
+        case["wrong_values"] = sorted(
+            str(k) for k, v in got.items()
+            if str(k) in expected_values and not (
+                isinstance(v, torch.Tensor) and np.array_equal(v.detach().cpu().numpy(), expected_values[str(k)])
+            )
+        )
+        new_model = make_new()
+        try:
+            new_model.load_state_dict(got, strict=True)
+            case["strict_error"] = None
+        except Exception as error:
+            case["strict_error"] = _error_text(error, 500)
+        cases.append(case)
+    return cases
+
+
+def _judge_remap_keys(cases):
+    for case in cases:
+        on, renames = case["on"], case["renames"]
+        if "keys" not in case:
+            return f"remap_keys returned {case['kind']} (on {on}); return a new dict of renamed keys and the same tensors."
+        if case["keys_after_call"] != case["keys_before"]:
+            return (
+                f"remap_keys changed the dict it was given (on {on}): its keys are now "
+                f"{case['keys_after_call'][:4]}... Build and return a new dict; whoever called "
+                "you may still need the original, for instance to load it into the old model."
+            )
+        keys, expected = case["keys"], case["expected_keys"]
+        if keys == expected or set(keys) == set(expected):
+            if case["wrong_values"]:
+                return (
+                    f"The keys are right but {case['wrong_values'][0]} holds another tensor (on "
+                    f"{on}): each tensor stays with its own key, only the key's prefix changes."
+                )
+            if case["strict_error"]:
+                return f"load_state_dict(strict=True) refused your dict (on {on}): {case['strict_error']}"
+            continue
+        wrong_inside = [
+            (before, after) for before, after, want in zip(case["keys_before"], _aligned(case), expected)
+            if after is not None and after != want and before == want
+        ]
+        if wrong_inside:
+            before, after = wrong_inside[0]
+            return (
+                f"{before} became {after} (on {on}, renames={renames}): you replaced the old name "
+                "wherever it appears in the key, but only keys that START with it belong to the "
+                "renamed layer; the nested layer kept its name. Test key.startswith(old) and "
+                "replace only that prefix: new + key[len(old):]. (str.replace(old, new, 1) also "
+                "changes the first match, which may be inside the key.)"
+            )
+        missing = [k for k in expected if k not in keys]
+        unchanged = [k for k in missing if k in case["keys_before"]]
+        if unchanged and len(keys) < len(expected):
+            return (
+                f"Keys that match no rename are gone, e.g. {unchanged[0]} (on {on}): copy them over "
+                "unchanged, or load_state_dict(strict=True) reports them missing."
+            )
+        extra = [k for k in keys if k not in expected]
+        return (
+            f"Your keys differ from the new model's (on {on}, renames={renames}): missing "
+            f"{missing[:3]}, unexpected {extra[:3]}. load_state_dict(strict=True) says: "
+            f"{case['strict_error']}"
+        )
+    return None
+
+
+def _aligned(case):
+    """The learner's keys, paired with the input keys by position (dicts keep their order)."""
+    keys = case["keys"]
+    if len(keys) != len(case["keys_before"]):
+        return [None] * len(case["keys_before"])
+    return keys
+
+
+remap_keys = Exercise(
+    "remap_keys",
+    chapter=CHAPTER,
+    title="Load old weights into renamed layers",
+    expects=Function("remap_keys", ("state_dict", "renames")),
+    probe=_probe_remap_keys,
+    judge=_judge_remap_keys,
+    reference=remap_keys,
+    passed_message=(
+        "Correct: only keys that start with an old prefix are renamed, the rest are copied as "
+        "they are, and load_state_dict(strict=True) accepts the result with no missing or "
+        "unexpected key."
+    ),
+    hints=[
+        "Build a new dict. For each key, find the rename whose old prefix the key starts with; "
+        "keep the key as it is when none does.",
+        "A nested layer can have the same name as a top-level one (block.hidden vs hidden): "
+        "replacing the old name anywhere in the key renames the wrong layer. Use "
+        "key.startswith(old).",
+        "new_key = new + key[len(old):] when key.startswith(old); remapped[new_key] = value",
+    ],
+)
