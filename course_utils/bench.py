@@ -11,6 +11,8 @@ already has for measuring itself and print what they found in plain units:
   allocator's statistics it can be measured on every device, the CPU included.
 - ``peak_memory``: the CUDA allocator's own peak statistics, or on the CPU the allocation events
   that ``torch.profiler`` records.
+- ``memory_budget``: where the memory of a training step goes (parameters, gradients, optimizer
+  state, activations), each part counted from the tensors themselves, on every device.
 """
 
 from __future__ import annotations
@@ -345,3 +347,149 @@ def _cpu_memory_deltas(prof) -> list[int]:
     ]
     records.sort(key=lambda event: event.start_ns())
     return [event.nbytes() for event in records]
+
+
+# --- where the memory of training goes ------------------------------------------------------
+
+
+def tensor_bytes(tensors) -> int:
+    """Bytes of memory the tensors occupy, each storage counted once.
+
+    A ``1000 × 1000`` float32 tensor counts ``4_000_000`` bytes; a weight shared by two layers
+    (tied embeddings) counts once; ``None`` entries (a parameter without a gradient) count 0.
+    """
+    seen: dict[object, int] = {}
+    for t in tensors:
+        if t is None:
+            continue
+        key, nbytes = _storage_key_and_bytes(t)
+        seen.setdefault(key, nbytes)
+    return sum(seen.values())
+
+
+def optimizer_state_tensors(optimizer) -> list[torch.Tensor]:
+    """Every tensor an optimizer keeps between steps (Adam: ``exp_avg``, ``exp_avg_sq``, ``step``).
+
+    The state is made lazily by the first ``step()``: before it, this list is empty.
+    """
+    if optimizer is None:
+        return []
+    return [
+        value
+        for state in optimizer.state.values()
+        for value in state.values()
+        if isinstance(value, torch.Tensor)
+    ]
+
+
+_BUDGET_HEADER = ("part", "size", "bytes", "share", "grows with batch")
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """The memory one training step needs, part by part, counted from the tensors themselves.
+
+    ``activations`` is what autograd saved for the backward pass during the forward pass and
+    the loss, parameters excluded (they are counted once, as parameters); it includes the
+    input batch when the first layer needs it for its weight gradient, and under autocast the
+    lower-precision copies of the weights that the matrix products keep. Temporary buffers that
+    an operation frees before it returns are not in any part: a device's measured peak is
+    higher than ``total`` by those.
+    """
+
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+
+    @property
+    def fixed(self) -> int:
+        """What does not depend on the batch size: parameters, gradients, optimizer state."""
+        return self.parameters + self.gradients + self.optimizer_state
+
+    @property
+    def total(self) -> int:
+        return self.fixed + self.activations
+
+    def parts(self) -> dict[str, int]:
+        return {
+            "parameters": self.parameters,
+            "gradients": self.gradients,
+            "optimizer state": self.optimizer_state,
+            "activations": self.activations,
+        }
+
+    def _rows(self) -> list[tuple[str, str, str, str, str]]:
+        total = self.total
+        rows = []
+        for name, nbytes in self.parts().items():
+            share = f"{100 * nbytes / total:.1f} %" if total else "-"
+            grows = "yes" if name == "activations" else "no"
+            rows.append((name, format_bytes(nbytes), f"{nbytes:,}", share, grows))
+        rows.append(("total", format_bytes(total), f"{total:,}", "100.0 %" if total else "-", ""))
+        return rows
+
+    def __str__(self) -> str:
+        rows = [_BUDGET_HEADER, *self._rows()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(_BUDGET_HEADER))]
+        return "\n".join(
+            "  ".join(
+                [row[0].ljust(widths[0])]
+                + [cell.rjust(w) for cell, w in zip(row[1:4], widths[1:4])]
+                + [row[4].ljust(widths[4])]
+            ).rstrip()
+            for row in rows
+        )
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in _BUDGET_HEADER)
+        body = "".join(
+            "<tr>"
+            + f"<td style='text-align:left'>{html.escape(name)}</td>"
+            + "".join(f"<td style='text-align:right'>{html.escape(c)}</td>" for c in cells[:3])
+            + f"<td style='text-align:left'>{html.escape(cells[3])}</td>"
+            + "</tr>"
+            for name, *cells in self._rows()
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def memory_budget(
+    model: torch.nn.Module, optimizer=None, loss_fn: Callable[[], torch.Tensor] | None = None
+) -> MemoryBudget:
+    """Count the bytes of parameters, gradients, optimizer state and activations of ``model``.
+
+    With ``loss_fn`` (a function that runs the forward pass and returns the loss), this runs
+    one training step: the forward pass under ``saved_tensors_hooks`` to see the activations,
+    ``loss.backward()``, and ``optimizer.step()`` when there is an optimizer, because
+    gradients and optimizer state only exist after a step. Like any training step it changes
+    the weights. Without ``loss_fn`` it counts the tensors as they are now (activations 0).
+
+    Every number is read from tensors, so it is exact on every device, the CPU included.
+    """
+    params = [p for p in model.parameters()]
+    param_keys = {_storage_key_and_bytes(p)[0] for p in params}
+    activations = 0
+    if loss_fn is not None:
+        saved: dict[object, tuple[torch.Tensor, int]] = {}
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            key, nbytes = _storage_key_and_bytes(t)
+            if key not in param_keys:
+                saved.setdefault(key, (t, nbytes))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = loss_fn()
+        activations = sum(nbytes for _, nbytes in saved.values())
+        saved.clear()
+        loss.backward()
+        del loss
+        if optimizer is not None:
+            optimizer.step()
+    return MemoryBudget(
+        parameters=tensor_bytes(params),
+        gradients=tensor_bytes(p.grad for p in params),
+        optimizer_state=tensor_bytes(optimizer_state_tensors(optimizer)),
+        activations=activations,
+    )

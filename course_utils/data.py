@@ -14,6 +14,7 @@ that defines its class, and a class defined in a notebook cannot be imported.
 from __future__ import annotations
 
 import gzip
+import time
 from pathlib import Path
 
 import torch
@@ -114,3 +115,90 @@ class DigitsDataset(Dataset):
         if self.transform is not None:
             image = self.transform(image)
         return image, self.y[index]
+
+
+# --- a data set as slow as real ones (chapter 05) -------------------------------------------
+
+SLOW_IMAGE_SIZE = 48  # what is "stored": 3 × 48 × 48 bytes per image
+SLOW_OUTPUT_SIZE = 32  # what the model gets: 3 × 32 × 32 floats
+
+
+def _heavy_transform(image: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """Resize the way a careless pipeline does: float64, up-sample, then down with antialiasing."""
+    import torch.nn.functional as F
+
+    x = image.to(torch.float64).unsqueeze(0) / 255
+    x = F.interpolate(x, size=(96, 96), mode="bicubic", align_corners=False)
+    x = F.interpolate(x, size=(SLOW_OUTPUT_SIZE,) * 2, mode="bicubic", antialias=True, align_corners=False)
+    return ((x.squeeze(0) - mean.double()) / std.double()).float()
+
+
+def _light_transform(image: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """The same shape and scale in one cheap float32 step."""
+    import torch.nn.functional as F
+
+    x = image.to(torch.float32).unsqueeze(0) / 255
+    x = F.interpolate(x, size=(SLOW_OUTPUT_SIZE,) * 2, mode="bilinear", align_corners=False)
+    return (x.squeeze(0) - mean) / std
+
+
+class SlowDataset(Dataset):
+    """Small images that take time to get, for measuring a DataLoader (chapter 05).
+
+    Real data sets are slow in a few typical ways, and each one is a switch here:
+
+    - ``read_s``: every item "reads a file", a sleep, as waiting for a disk or a network is;
+    - ``transform``: ``"heavy"`` resizes in float64 through a large intermediate image, a real
+      CPU cost; ``"light"`` gives the same shape and scale in one cheap step;
+    - ``setup_in_init``: ``False`` loads the normalisation statistics (a sleep of ``setup_s``,
+      like opening a metadata file) again for every item; ``True`` does it once, in ``__init__``;
+    - ``cache``: keep each finished item in memory, so a second epoch skips the work. With
+      worker processes each worker has its own cache, which is lost when the workers stop at
+      the end of an epoch, unless the DataLoader has ``persistent_workers=True``.
+
+    ``setup_calls`` counts how often the statistics were loaded in this process. The class lives
+    in a module, not a notebook, so that DataLoader workers started by "spawn" can unpickle it.
+    """
+
+    def __init__(
+        self,
+        n: int = 128,
+        *,
+        read_s: float = 0.002,
+        transform: str = "heavy",
+        setup_in_init: bool = False,
+        setup_s: float = 0.004,
+        cache: bool = False,
+        seed: int = 0,
+    ):
+        if transform not in ("heavy", "light"):
+            raise ValueError(f"transform is 'heavy' or 'light', not {transform!r}")
+        generator = torch.Generator().manual_seed(seed)
+        shape = (n, 3, SLOW_IMAGE_SIZE, SLOW_IMAGE_SIZE)
+        self.images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator)
+        self.labels = torch.randint(0, 10, (n,), generator=generator)
+        self.read_s = read_s
+        self.setup_s = setup_s
+        self.transform = transform
+        self.setup_calls = 0
+        self._cache: dict | None = {} if cache else None
+        self._stats = self._load_stats() if setup_in_init else None
+
+    def _load_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.setup_calls += 1
+        time.sleep(self.setup_s)  # opening and parsing a metadata file
+        return torch.full((3, 1, 1), 0.5), torch.full((3, 1, 1), 0.29)
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index):
+        if self._cache is not None and index in self._cache:
+            return self._cache[index]
+        mean, std = self._stats if self._stats is not None else self._load_stats()
+        time.sleep(self.read_s)  # reading the file
+        transform = _heavy_transform if self.transform == "heavy" else _light_transform
+        item = (transform(self.images[index], mean, std), self.labels[index])
+        if self._cache is not None:
+            self._cache[index] = item
+        return item

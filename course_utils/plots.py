@@ -328,3 +328,97 @@ def _live_progress(iterable, total, desc):
         bar.value = min(count, bar.max)
         bar.bar_style = "success" if finished else "danger"
         label.value = _progress_text(desc, count, total, time.perf_counter() - start, finished)
+
+
+def plot_bars(bars: dict, *, title: str, ylabel: str, fmt: str = "{:.3g}", missing: str = "n/a"):
+    """Measured quantities side by side: a time per configuration, or memory split into parts.
+
+    ``bars`` maps a bar's name to a number, to ``None`` (not measurable here: the bar is left
+    empty and labelled ``missing``, so the figure says what this machine could not measure), or
+    to a dict of parts (``{"parameters": 4.0, "activations": 12.5}``), stacked in one bar with
+    a legend. Each bar is labelled with its value (the sum of its parts) formatted by ``fmt``.
+    The figure is closed in pyplot before it is returned, so a notebook shows it once.
+    """
+    import matplotlib.pyplot as plt
+
+    if not bars:
+        raise ValueError("plot_bars needs at least one bar")
+    names = list(bars)
+    stacked = any(isinstance(value, dict) for value in bars.values())
+    parts: list[str] = []
+    if stacked:
+        for value in bars.values():
+            if value is not None and not isinstance(value, dict):
+                raise ValueError("give every bar as a dict of parts, or none of them")
+            for part in value or {}:
+                if part not in parts:
+                    parts.append(part)
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    positions = list(range(len(names)))
+    totals: list[float | None] = []
+    if stacked:
+        bottoms = [0.0] * len(names)
+        for part in parts:
+            heights = [float((bars[n] or {}).get(part, 0.0)) for n in names]
+            ax.bar(positions, heights, bottom=bottoms, label=part)
+            bottoms = [b + h for b, h in zip(bottoms, heights)]
+        totals = [None if bars[n] is None else b for n, b in zip(names, bottoms)]
+    else:
+        totals = [None if bars[n] is None else _as_float(bars[n]) for n in names]
+        ax.bar(positions, [t if t is not None else 0.0 for t in totals], color="tab:blue")
+    for x, total in zip(positions, totals):
+        text = missing if total is None else fmt.format(total)
+        ax.annotate(  # an empty bar's label stands upright, so a long one stays in its column
+            text, (x, total or 0.0), xytext=(0, 3), textcoords="offset points", ha="center",
+            va="bottom", fontsize=9, color="gray" if total is None else "black",
+            rotation=90 if total is None else 0,
+        )
+    long_names = max(len(n) for n in names) > 10
+    ax.set_xticks(positions)
+    ax.set_xticklabels(names, rotation=30 if long_names else 0, ha="right" if long_names else "center")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.margins(y=0.15)
+    ax.grid(alpha=0.3, axis="y")
+    if stacked and parts:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, not over them
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def plot_gradient_norms(names, norms, *, title: str = "gradient norms"):
+    """One horizontal bar per parameter, its gradient norm on a log axis, first parameter on top.
+
+    Gradients of very different sizes (1e-8 next to 10) are the thing to see, hence the log
+    axis. A norm that a log axis cannot show is written out where its bar would be: ``no grad``
+    (None), ``zero``, ``nan`` or ``inf``, in red, because each of them is a finding. Takes plain
+    names and numbers; ``course_utils.diagnose.gradient_norms(model).plot()`` passes them.
+    """
+    import matplotlib.pyplot as plt
+
+    names = [str(n) for n in names]
+    norms = [None if n is None else _as_float(n) for n in norms]
+    if len(names) != len(norms):
+        raise ValueError(f"{len(names)} names but {len(norms)} norms")
+    bars = [(i, n) for i, n in enumerate(norms) if n is not None and math.isfinite(n) and n > 0]
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], max(1.5, 0.3 * len(names) + 1)))
+    ax.barh([i for i, _ in bars], [n for _, n in bars], color="tab:blue")
+    ax.set_xscale("log")
+    low, high = (min(n for _, n in bars), max(n for _, n in bars)) if bars else (1e-2, 1.0)
+    ax.set_xlim(low / 10, high * 10)
+    drawn = {i for i, _ in bars}
+    for i, n in enumerate(norms):
+        if i in drawn:
+            continue
+        text = "no grad" if n is None else "zero" if n == 0 else "nan" if math.isnan(n) else "inf"
+        ax.text(low / 10, i, f" {text}", va="center", ha="left", color="red", gid="not-drawable")
+    rows = list(range(len(names)))
+    ax.set_yticks(rows)
+    ax.set_yticklabels(names)
+    ax.invert_yaxis()
+    ax.set_xlabel("gradient L2 norm (log scale)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, axis="x", which="both")
+    plt.close(fig)
+    return fig

@@ -207,3 +207,72 @@ def test_cuda_peak_sees_a_tensor_allocated_inside_fn():
 def test_the_default_device_is_the_course_device(monkeypatch):
     monkeypatch.setattr(bench, "_course_device", lambda: torch.device("meta"))
     assert peak_memory(lambda: None).bytes is None
+
+
+# --- where the memory of training goes ------------------------------------------------------
+
+from torch import nn  # noqa: E402
+
+from course_utils.bench import MemoryBudget, memory_budget, optimizer_state_tensors, tensor_bytes  # noqa: E402
+
+
+def test_a_1000_by_1000_float32_tensor_counts_4_000_000_bytes():
+    assert tensor_bytes([torch.zeros(1000, 1000)]) == 4_000_000
+    assert tensor_bytes([torch.zeros(1000, 1000, dtype=torch.bfloat16)]) == 2_000_000
+    assert tensor_bytes([None, torch.zeros(10)]) == 40
+
+
+def test_a_shared_tensor_counts_once():
+    shared = torch.zeros(100)
+    assert tensor_bytes([shared, shared, shared[:10]]) == 400
+
+
+def test_budget_without_a_step_counts_parameters_only():
+    model = nn.Linear(1000, 1000, bias=False)
+    budget = memory_budget(model)
+    assert budget == MemoryBudget(parameters=4_000_000, gradients=0, optimizer_state=0, activations=0)
+
+
+@pytest.mark.parametrize(
+    "make_optimizer, state_bytes",
+    [
+        (lambda ps: torch.optim.SGD(ps, lr=0.1), 0),
+        (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 4_000_000),
+        (lambda ps: torch.optim.Adam(ps), 2 * 4_000_000 + 4),  # exp_avg, exp_avg_sq, a 4-byte step
+    ],
+    ids=["sgd", "momentum", "adam"],
+)
+def test_budget_of_one_training_step_counts_each_part(make_optimizer, state_bytes):
+    model = nn.Linear(1000, 1000, bias=False)
+    optimizer = make_optimizer(model.parameters())
+    x = torch.ones(8, 1000)
+    budget = memory_budget(model, optimizer, lambda: model(x).sum())
+    assert budget.parameters == 4_000_000
+    assert budget.gradients == 4_000_000
+    assert budget.optimizer_state == state_bytes
+    assert budget.activations == x.numel() * 4  # the input, for the weight's gradient
+    assert budget.fixed == 8_000_000 + state_bytes
+    assert budget.total == budget.fixed + budget.activations
+    assert len(optimizer_state_tensors(optimizer)) == {0: 0, 4_000_000: 1}.get(state_bytes, 3)
+
+
+def test_activations_grow_with_the_batch_and_exclude_parameters():
+    model = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 5))
+    small = memory_budget(model, None, lambda: model(torch.ones(4, 10)).sum()).activations
+    large = memory_budget(model, None, lambda: model(torch.ones(40, 10)).sum()).activations
+    assert large == 10 * small
+    # The input (4×10, for the first weight's gradient) and ReLU's output (4×20), which ReLU
+    # saves for its own backward and the second linear saves as its input: one storage.
+    assert small == 4 * (4 * 10 + 4 * 20)
+
+
+def test_budget_table_prints_every_part_and_the_total():
+    budget = MemoryBudget(parameters=1024, gradients=1024, optimizer_state=2048, activations=0)
+    lines = str(budget).splitlines()
+    assert lines[0].split()[:3] == ["part", "size", "bytes"]
+    assert [line.split()[0] for line in lines[1:]] == ["parameters", "gradients", "optimizer", "activations", "total"]
+    assert "1.0 KB" in lines[1] and "25.0 %" in lines[1] and lines[1].endswith("no")
+    assert lines[4].endswith("yes")
+    assert "4,096" in lines[5]
+    assert "<table>" in budget._repr_html_() and "optimizer state" in budget._repr_html_()
+    assert budget.parts() == {"parameters": 1024, "gradients": 1024, "optimizer state": 2048, "activations": 0}

@@ -17,6 +17,7 @@ CHAPTERS = {
     "02_autograd": "autograd",
     "03_models": "models",
     "04_training_loop": "training_loop",
+    "05_speed_and_memory": "speed_and_memory",
     "07_reliable_practice": "reliable_practice",
 }
 
