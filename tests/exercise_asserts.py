@@ -13,3 +13,27 @@ def assert_fails(exercise, answer, *fragments, outcome=Outcome.FAILED):
     assert verdict.outcome is outcome, str(verdict)
     for fragment in fragments:
         assert fragment in verdict.message, str(verdict)
+
+
+def assert_references_pass_and_leave_the_session_alone(exercises, max_seconds=5.0):
+    """Every reference passes, in reasonable time, and the learner's session is as it was.
+
+    A check runs inside the learner's kernel: it must not advance their random stream, switch
+    autograd off or change the thread count. The time limit is generous on purpose (a loaded
+    CI machine is slow); it catches a check that does far too much work, not a slow machine.
+    """
+    import time
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    for exercise in exercises:
+        start = time.perf_counter()
+        assert_passes(exercise, exercise.reference)
+        assert time.perf_counter() - start < max_seconds, f"{exercise.name} took too long"
+        assert torch.is_grad_enabled(), f"{exercise.name} left autograd switched off"
+    assert torch.equal(torch.rand(3), expected_next), "a check changed the learner's random stream"
+    assert torch.get_num_threads() == threads, "a check changed the number of threads"
