@@ -17,6 +17,7 @@ import gzip
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
@@ -49,8 +50,6 @@ def load_digits():
 
 def _read_digits(path: Path):
     """Parse the shipped CSV; kept apart from load_digits so the cache logic stays readable."""
-    import numpy as np
-
     if not path.is_file():
         raise FileNotFoundError(
             f"The digits data file {path} is missing: it ships with the course repository "
@@ -202,3 +201,41 @@ class SlowDataset(Dataset):
         if self._cache is not None:
             self._cache[index] = item
         return item
+
+
+class JitteredDigits(Dataset):
+    """Digits with random noise added to each image, as augmentation code does.
+
+    With ``own_generator=True`` (the default) the noise comes from a NumPy generator the data
+    set holds, ``self.rng``. Every DataLoader worker receives a copy of the data set, ``self.rng``
+    included, in the same state: without a ``worker_init_fn`` that reseeds it, every worker
+    draws the same noise. With ``own_generator=False`` the noise comes from NumPy's global
+    ``np.random``, which PyTorch reseeds in each worker itself.
+    """
+
+    def __init__(self, x, y, noise=0.1, seed=0, own_generator=True):
+        self.x, self.y = x, y
+        self.noise = noise
+        self.rng = np.random.default_rng(seed) if own_generator else None
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, index):
+        shape = tuple(self.x[index].shape)
+        if self.rng is not None:
+            jitter = self.rng.normal(0.0, self.noise, size=shape)
+        else:
+            jitter = np.random.normal(0.0, self.noise, size=shape)
+        return self.x[index] + torch.from_numpy(jitter).to(self.x.dtype), self.y[index]
+
+
+def reseed_worker(worker_id):
+    """A ``worker_init_fn``: give each worker's copy of the data set its own NumPy generator.
+
+    ``get_worker_info().seed`` is this worker's torch seed, derived from the loader's
+    generator, so it differs between workers and epochs yet repeats from run to run.
+    """
+    info = torch.utils.data.get_worker_info()
+    if getattr(info.dataset, "rng", None) is not None:
+        info.dataset.rng = np.random.default_rng(info.seed)

@@ -18,6 +18,7 @@ CHAPTERS = {
     "03_models": "models",
     "04_training_loop": "training_loop",
     "05_speed_and_memory": "speed_and_memory",
+    "06_debugging": "debugging",
     "07_reliable_practice": "reliable_practice",
 }
 

@@ -1,0 +1,745 @@
+"""Chapter 06 — Debugging: find a flatten size, fix a forward that ignores the device, drop bad
+examples, clip gradients, and shuffle reproducibly.
+
+Each reference solution below is what ``.solution()`` shows, so it is written the way a learner
+would write it. Every probe builds its own small, seeded models and data on the CPU (or on the
+``meta`` device, which has shapes and devices but no values, so a device mistake raises for real
+on any machine), runs the learner's code on them, and records only plain data.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.facts import same_values, shape_text, value_facts
+from course_utils.exercises.running import LearnerRaised
+
+CHAPTER = "debugging"
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "None (a function without `return` gives None)"
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# ============================================================================================
+# D2 — the flatten size, found by a dry run
+# ============================================================================================
+def flat_features(features, sample_shape):
+    was_training = features.training
+    features.eval()  # no BatchNorm statistics updated, no dropout
+    with torch.no_grad():
+        out = features(torch.zeros(1, *sample_shape))
+    features.train(was_training)
+    return out[0].numel()
+
+
+def _flat_cases():
+    torch.manual_seed(0)
+    digits = nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3), nn.ReLU(),
+    )
+    normed = nn.Sequential(
+        nn.Conv2d(3, 6, 3, stride=2), nn.BatchNorm2d(6), nn.ReLU(), nn.Conv2d(6, 4, (3, 1)),
+        nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d((2, 3)),
+    )
+    with torch.no_grad():  # running statistics that are not the defaults, as after training
+        normed[1].running_mean.uniform_(-1, 1)
+        normed[1].running_var.uniform_(0.5, 2)
+        normed[1].num_batches_tracked.fill_(40)
+    wide = nn.Sequential(nn.Conv2d(2, 5, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.5))
+    return [
+        ("a conv stack for 8 × 8 digits, sample_shape (1, 8, 8)", digits, (1, 8, 8)),
+        ("a stack with BatchNorm2d, sample_shape (3, 17, 13)", normed, (3, 17, 13)),
+        ("a stack with Dropout, sample_shape (2, 24, 30)", wide, (2, 24, 30)),
+    ]
+
+
+def _module_state(module):
+    return {
+        "training": [m.training for m in module.modules()],
+        "buffers": {n: b.detach().clone() for n, b in module.named_buffers()},
+        "parameters": {n: p.detach().clone() for n, p in module.named_parameters()},
+    }
+
+
+def _probe_flat_features(answer, run):
+    cases = []
+    for on, features, sample_shape in _flat_cases():
+        features.train()
+        before = _module_state(features)
+        got = run(answer, features, sample_shape, on=on)
+        after = _module_state(features)
+        reference = copy.deepcopy(features).eval()
+        with torch.no_grad():
+            out = reference(torch.zeros(1, *sample_shape))
+        case = {
+            "on": on,
+            "expected": int(out[0].numel()),
+            "output_shape": [int(n) for n in out.shape[1:]],
+            "kind": _kind(got),
+            "buffers_changed": sorted(n for n in before["buffers"] if not torch.equal(before["buffers"][n], after["buffers"][n])),
+            "parameters_changed": sorted(n for n in before["parameters"] if not torch.equal(before["parameters"][n], after["parameters"][n])),
+            "mode_changed": before["training"] != after["training"],
+            "left_in_eval": not features.training,
+        }
+        if isinstance(got, bool):
+            pass
+        elif isinstance(got, (int, np.integer)):
+            case["value"] = int(got)
+        elif isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point():
+            case["value"] = int(got.item())
+        elif isinstance(got, (tuple, list, torch.Size)) and all(isinstance(n, (int, np.integer)) for n in got):
+            case["shape"] = [int(n) for n in got]
+        cases.append(case)
+    return cases
+
+
+def _judge_flat_features(cases):
+    for case in cases:
+        on, expected = case["on"], case["expected"]
+        per_example = shape_text(case["output_shape"])
+        if case["parameters_changed"]:
+            return (
+                f"Your function changed the stack's parameters ({', '.join(case['parameters_changed'])}, "
+                f"on {on}): a dry run only looks; it never steps an optimizer."
+            )
+        if "shape" in case:
+            return (
+                f"Your function returned a shape, {shape_text(case['shape'])} (on {on}); return one "
+                f"int, the number of features per example: the product of the output's sizes "
+                f"after the batch dimension, here {per_example} → out[0].numel()."
+            )
+        if "value" not in case:
+            return (
+                f"Your function returned {case['kind']} (on {on}); return one Python int, "
+                "the number of features one example becomes (what nn.Linear's in_features needs)."
+            )
+        value = case["value"]
+        if value != expected:
+            if value > expected and value % expected == 0:
+                return (
+                    f"Your function returned {value} (on {on}), {value // expected} times the "
+                    f"{expected} features of one example: you counted the batch dimension too. "
+                    "numel() of the whole output counts every example; take out[0].numel() or "
+                    "multiply the sizes after dimension 0."
+                )
+            return (
+                f"Your function returned {value} (on {on}); one example comes out of the stack "
+                f"with shape {per_example}, so nn.Linear needs in_features={expected}. Run the "
+                "stack on torch.zeros(1, *sample_shape) and count the output's features."
+            )
+        if case["buffers_changed"]:
+            return (
+                f"The right number, but your dry run changed the stack's buffers "
+                f"({', '.join(case['buffers_changed'])}, on {on}): a forward pass in train mode "
+                "updates BatchNorm's running statistics with your fake input. Run it in eval "
+                "mode (and put the mode back), or on a copy.deepcopy of the stack."
+            )
+        if case["left_in_eval"] or case["mode_changed"]:
+            return (
+                f"The right number, but your function left the stack in eval mode (on {on}); it "
+                "was in train mode before, so its Dropout and BatchNorm would now behave wrongly "
+                "in training. Remember features.training and put it back with "
+                "features.train(was_training), or work on a copy."
+            )
+    return None
+
+
+flat_features = Exercise(
+    "flat_features",
+    chapter=CHAPTER,
+    title="The flatten size, by a dry run",
+    expects=Function("flat_features", ("features", "sample_shape")),
+    probe=_probe_flat_features,
+    judge=_judge_flat_features,
+    reference=flat_features,
+    passed_message=(
+        "Correct: one example's features, found without touching the stack's statistics or "
+        "its mode. Use it as nn.Linear(flat_features(features, (C, H, W)), n_classes)."
+    ),
+    hints=[
+        "Make one fake example with the right shape, a batch of 1: torch.zeros(1, *sample_shape). "
+        "Run the stack on it and look at the output's shape.",
+        "The answer is the number of values per example: out[0].numel(). A forward in train mode "
+        "updates BatchNorm's running statistics, so switch to eval() for the dry run, and put "
+        "the mode back afterwards (or run a copy.deepcopy of the stack).",
+        "was_training = features.training; features.eval(); with torch.no_grad(): out = "
+        "features(torch.zeros(1, *sample_shape)); features.train(was_training); return out[0].numel()",
+    ],
+    error_notes=[
+        (
+            "Expected more than 1 value per channel",
+            "BatchNorm in train mode cannot normalise a batch of one value per channel: switch to "
+            "eval() for the dry run.",
+        ),
+        (
+            "expected input",
+            "the fake input needs a batch dimension and the sample's channels first: "
+            "torch.zeros(1, *sample_shape).",
+        ),
+    ],
+)
+
+
+# ============================================================================================
+# D3 — a tensor created inside forward must follow the input
+# ============================================================================================
+class PositionWeights(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+
+    def forward(self, x):  # x: (batch, length, features)
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+        return x * (steps / length)[:, None]
+
+
+def _position_weights(length: int) -> torch.Tensor:
+    return torch.arange(1, length + 1, dtype=torch.float64) / length
+
+
+def _plain_tensor_attributes(module: nn.Module) -> list[str]:
+    """Tensors kept as plain attributes: ``.to()`` moves parameters and buffers, not these."""
+    found = []
+    for name, sub in module.named_modules():
+        for attribute, value in vars(sub).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                found.append(f"self.{name + '.' if name else ''}{attribute}")
+    return found
+
+
+def _probe_position_weights(answer, run):
+    cases = []
+    max_length = 16
+    # 1. The CPU, float32: the values.
+    on = "a float32 batch of shape (2, 5, 3) on the CPU"
+    module = run(answer, max_length, on=f"PositionWeights({max_length})")
+    if not isinstance(module, nn.Module):
+        return [{"on": on, "not_a_module": _kind(module)}]
+    x = torch.randn(2, 5, 3, generator=_generator(0))
+    got = run(module, x.clone(), on=on)
+    expected = (x.double() * _position_weights(5)[:, None]).float()
+    cases.append({"on": on, "got": value_facts(got), "expected": value_facts(expected)})
+    # 2. The module and its input moved to the meta device, as to a GPU.
+    on = "PositionWeights(16).to('meta') on a batch of shape (2, 7, 4) on the meta device"
+    module = run(answer, max_length, on=f"PositionWeights({max_length})")
+    module = module.to("meta")
+    case = {"on": on, "plain_tensors": _plain_tensor_attributes(module)}
+    try:
+        got = run(module, torch.empty(2, 7, 4, device="meta"), on=on)
+        case["got"] = value_facts(got)
+    except LearnerRaised as raised:
+        if isinstance(raised.error, NotImplementedError):
+            raise
+        case["raised"] = f"{type(raised.error).__name__}: {str(raised.error).strip().splitlines()[0]}"
+    cases.append(case)
+    # 3. The module and its input in bfloat16, as in mixed precision.
+    on = "PositionWeights(16).to(torch.bfloat16) on a bfloat16 batch of shape (3, 6, 2)"
+    module = run(answer, max_length, on=f"PositionWeights({max_length})").to(torch.bfloat16)
+    x = torch.randn(3, 6, 2, generator=_generator(1)).to(torch.bfloat16)
+    got = run(module, x.clone(), on=on)
+    expected = x.double() * _position_weights(6)[:, None]
+    cases.append({"on": on, "got": value_facts(got), "expected_values": expected.numpy()})
+    return cases
+
+
+_DEVICE_FIX = (
+    "A tensor made inside forward is created on the CPU, with a dtype of its own, wherever the "
+    "input is; "
+    "on a GPU this is the classic \"Expected all tensors to be on the same device\". Create it "
+    "where the input lives: torch.arange(..., device=x.device, dtype=x.dtype)."
+)
+
+
+def _judge_position_weights(cases):
+    first = cases[0]
+    if "not_a_module" in first:
+        return (
+            f"PositionWeights(16) made {first['not_a_module']}, not an nn.Module. Write a class: "
+            "`class PositionWeights(nn.Module):` with __init__ (super().__init__() first) and forward."
+        )
+    on, got, expected = first["on"], first["got"], first["expected"]
+    if got["kind"] != "tensor":
+        return f"forward returned {got['kind']} (on {on}); return the weighted tensor."
+    if got["shape"] != expected["shape"]:
+        return (
+            f"forward's output has shape {shape_text(got['shape'])} (on {on}); expected "
+            f"{shape_text(expected['shape'])}, the input's shape: step t of each sequence is "
+            "multiplied by (t + 1) / length."
+        )
+    if not same_values(got["values"], expected["values"], rtol=1e-5, atol=1e-6):
+        return (
+            f"forward's output has the right shape but wrong values (on {on}): step t (counting "
+            "from 0) of each sequence is multiplied by (t + 1) / length, the same weight for "
+            "every feature."
+        )
+    meta = cases[1]
+    on = meta["on"]
+    if "raised" in meta:
+        if meta["plain_tensors"]:
+            return (
+                f"{meta['raised']} (on {on}). {meta['plain_tensors'][0]} is a plain tensor "
+                "attribute: module.to() moves parameters and buffers, and nothing else. Register "
+                "it with self.register_buffer(name, tensor), or create the tensor in forward "
+                "with device=x.device."
+            )
+        return f"{meta['raised']} (on {on}). {_DEVICE_FIX}"
+    got = meta["got"]
+    if got["kind"] != "tensor":
+        return f"forward returned {got['kind']} (on {on}); return the weighted tensor."
+    if got["device"] != "meta":
+        return (
+            f"forward's output is on {got['device']} although the module and its input are on "
+            f"meta (on {on}): never move the input to fit a tensor you made; make the tensor "
+            "on x.device."
+        )
+    if got["shape"] != [2, 7, 4] or got["dtype"] != "torch.float32":
+        return f"forward's output has shape {shape_text(got['shape'])} and dtype {got['dtype']} (on {on}); expected (2, 7, 4), float32."
+    half = cases[2]
+    on, got = half["on"], half["got"]
+    if got["kind"] != "tensor":
+        return f"forward returned {got['kind']} (on {on}); return the weighted tensor."
+    if got["dtype"] != "torch.bfloat16":
+        return (
+            f"forward's output is {got['dtype'].removeprefix('torch.')} for a bfloat16 input "
+            f"(on {on}): the weights you create are float32, and type promotion turns the "
+            "product into float32, so every layer after this one runs in float32 and the memory "
+            "doubles, without an error. Create them with dtype=x.dtype (or .to(x.dtype))."
+        )
+    if not same_values(got["values"], half["expected_values"], rtol=2e-2, atol=2e-2):
+        return f"forward's output has wrong values for a bfloat16 input (on {on})."
+    return None
+
+
+PositionWeights = Exercise(
+    "PositionWeights",
+    chapter=CHAPTER,
+    title="A forward that follows its input's device and dtype",
+    expects=Function("PositionWeights", ("max_length",)),
+    probe=_probe_position_weights,
+    judge=_judge_position_weights,
+    reference=PositionWeights,
+    passed_message=(
+        "Correct: the weights are made where the input lives, in its dtype, so the module works "
+        "on the CPU, on a GPU, on meta and in half precision alike."
+    ),
+    hints=[
+        "torch.arange(...) without device= makes a CPU tensor, even when x is on a GPU (or on "
+        "meta). Every factory function (arange, zeros, ones, tensor, linspace) takes device= "
+        "and dtype=.",
+        "Take both from the input: device=x.device, dtype=x.dtype. (A fixed tensor made in "
+        "__init__ works too, if you register it with self.register_buffer so .to() moves it.)",
+        "steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype); "
+        "return x * (steps / length)[:, None]",
+    ],
+    error_notes=[
+        ("is not on the expected device", _DEVICE_FIX),
+        ("Expected all tensors to be on the same device", _DEVICE_FIX),
+        ("Cannot copy out of meta tensor", "the check moves your module to the meta device, "
+         "which has no values: do not move tensors to the CPU (.cpu(), .item(), .tolist()) "
+         "inside forward; keep everything on x.device."),
+    ],
+    # The first factory call on the meta device in a process loads torch's reference
+    # implementations, which takes seconds; the chapter's demonstrations usually did it already.
+    time_limit_s=30.0,
+)
+
+
+# ============================================================================================
+# D5 — drop the examples that hold a nan or an inf
+# ============================================================================================
+def drop_non_finite(x, y):
+    keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1)
+    return x[keep], y[keep]
+
+
+def _non_finite_cases():
+    g = _generator(5)
+    table = torch.randn(7, 4, generator=g)
+    table[1, 2] = float("nan")
+    table[3, 0] = float("inf")
+    table[5, 3] = float("-inf")
+    images = torch.rand(6, 1, 3, 3, generator=g)
+    images[0, 0, 2, 1] = float("nan")
+    images[4, 0, 0, 0] = float("inf")
+    clean = torch.randn(4, 2, generator=g)
+    return [
+        ("a table of 7 examples × 4 features, with a nan, an inf and a -inf", table,
+         torch.arange(7) * 10),
+        ("6 images of shape (1, 3, 3), with a nan in one and an inf in another", images,
+         torch.arange(6) * 10),
+        ("4 examples, all finite", clean, torch.arange(4) * 10),
+    ]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, nan included (torch.equal says nan != nan)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    return torch.equal(nan_a, nan_b) and torch.equal(a.masked_fill(nan_a, 0), b.masked_fill(nan_b, 0))
+
+
+def _probe_drop_non_finite(answer, run):
+    cases = []
+    for on, x, y in _non_finite_cases():
+        x_in, y_in = x.clone(), y.clone()
+        got = run(answer, x_in, y_in, on=on)
+        rows = x.flatten(1)
+        case = {
+            "on": on,
+            "n": len(x),
+            "kind": _kind(got),
+            "changed_input": not (_same(x_in, x) and _same(y_in, y)),
+            "expected_x": value_facts(x[torch.isfinite(rows).all(1)]),
+            "expected_y": value_facts(y[torch.isfinite(rows).all(1)]),
+            "nan_only_rows": int((~torch.isnan(rows).any(1)).sum()),
+            "finite_columns": int(torch.isfinite(x.reshape(len(x), -1)).all(0).sum()),
+        }
+        if isinstance(got, (tuple, list)) and len(got) == 2:
+            case["x"] = value_facts(got[0])
+            case["y"] = value_facts(got[1])
+        cases.append(case)
+    return cases
+
+
+def _judge_drop_non_finite(cases):
+    for case in cases:
+        on = case["on"]
+        if case["changed_input"]:
+            return (
+                f"Your function changed the tensors it was given (on {on}); build new ones with "
+                "boolean indexing, x[keep], and leave the data set's tensors as they were."
+            )
+        if "x" not in case:
+            return (
+                f"Your function returned {case['kind']} (on {on}); return the two tensors: "
+                "return x[keep], y[keep]."
+            )
+        x, y, expected_x = case["x"], case["y"], case["expected_x"]
+        if x["kind"] != "tensor" or y["kind"] != "tensor":
+            return f"Return two tensors, x[keep] and y[keep] (on {on}); got {x['kind']} and {y['kind']}."
+        if x["shape"][1:] != expected_x["shape"][1:]:
+            return (
+                f"Your x has shape {shape_text(x['shape'])}; expected "
+                f"{shape_text(expected_x['shape'])} (on {on}). Drop whole examples (along "
+                "dimension 0), not features or single values: a boolean mask with one entry per "
+                "example, x[keep]."
+            )
+        kept = x["shape"][0]
+        if kept == case["n"] and expected_x["shape"][0] != case["n"]:
+            return (
+                f"Your x still has all {case['n']} examples (on {on}): replacing the bad values "
+                "(nan_to_num, zeros) keeps examples whose features are invented. Drop those "
+                "examples, and their labels with them."
+            )
+        if kept != expected_x["shape"][0]:
+            if kept == case["nan_only_rows"]:
+                return (
+                    f"Your function kept {kept} examples; {expected_x['shape'][0]} are finite "
+                    f"(on {on}): it finds nan but not inf. torch.isnan (and x != x) sees nan "
+                    "only; torch.isfinite is False for nan, inf and -inf alike."
+                )
+            return (
+                f"Your function kept {kept} examples; {expected_x['shape'][0]} are finite (on "
+                f"{on}): keep exactly the examples whose every value is finite."
+            )
+        if not same_values(x["values"], expected_x["values"]):
+            return f"Your x holds the wrong examples (on {on}); keep the finite ones, in their order."
+        if y["shape"] != case["expected_y"]["shape"] or not same_values(y["values"], case["expected_y"]["values"]):
+            return (
+                f"Your x is right but your y is not (on {on}): the labels must lose the same "
+                "examples as x, so that x[i] still goes with y[i]. Index both with the same mask."
+            )
+    return None
+
+
+drop_non_finite = Exercise(
+    "drop_non_finite",
+    chapter=CHAPTER,
+    title="Drop the examples that hold a nan or an inf",
+    expects=Function("drop_non_finite", ("x", "y")),
+    probe=_probe_drop_non_finite,
+    judge=_judge_drop_non_finite,
+    reference=drop_non_finite,
+    passed_message=(
+        "Correct: every example with a nan, inf or -inf anywhere in its features is gone, with "
+        "its label, whatever the shape of one example."
+    ),
+    hints=[
+        "torch.isfinite(x) is True where a value is neither nan nor ±inf; torch.isnan misses inf.",
+        "You need one True/False per example: flatten each example's values, "
+        "x.flatten(start_dim=1), then .all(dim=1). dim=1 alone only works for tables.",
+        "keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1); return x[keep], y[keep]",
+    ],
+    error_notes=[
+        (
+            "The shape of the mask",
+            "your mask has one entry per value, not per example: reduce over every dimension "
+            "but the first, e.g. torch.isfinite(x).flatten(start_dim=1).all(dim=1).",
+        ),
+    ],
+)
+
+
+# ============================================================================================
+# D6 — one step with the gradient clipped
+# ============================================================================================
+def clipped_step(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total_norm
+
+
+def _clip_model():
+    torch.manual_seed(6)
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+
+
+def _flat(model) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+
+
+def _delta_with(model, x, y, clip):
+    """The parameter change of one SGD step (lr 0.1) whose gradient ``clip`` treats first."""
+    model = copy.deepcopy(model)
+    before = _flat(model)
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    clip(model)
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.1 * p.grad
+    return (_flat(model) - before).numpy()
+
+
+def _probe_clipped_step(answer, run):
+    cases = []
+    for on, scale, max_norm in [
+        ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0),
+        ("targets far off, max_norm=0.5", 30.0, 0.5),
+        ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0),
+    ]:
+        model = _clip_model()
+        g = _generator(int(scale * 10) + int(max_norm * 10))
+        x = torch.randn(16, 4, generator=g)
+        y = torch.randn(16, 2, generator=g) * scale
+        pristine = copy.deepcopy(model)
+        probe_copy = copy.deepcopy(model)
+        nn.functional.mse_loss(probe_copy(x), y).backward()
+        grads = [p.grad for p in probe_copy.parameters()]
+        total = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+        before = _flat(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = nn.functional.mse_loss(model(x), y)
+        got = run(answer, model, optimizer, loss, max_norm, on=on)
+        case = {
+            "on": on,
+            "max_norm": max_norm,
+            "total": total,
+            "delta": (_flat(model) - before).numpy(),
+            "expected": _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_norm_(m.parameters(), max_norm)),
+            "unclipped": _delta_with(pristine, x, y, lambda m: None),
+            "by_value": _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_value_(m.parameters(), max_norm)),
+            "kind": _kind(got),
+        }
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            case["returned"] = float(torch.Tensor.detach(got).reshape(-1)[0].item())
+        elif isinstance(got, (int, float)) and not isinstance(got, bool):
+            case["returned"] = float(got)
+        cases.append(case)
+    return cases
+
+
+def _judge_clipped_step(cases):
+    for case in cases:
+        on, max_norm, total = case["on"], case["max_norm"], case["total"]
+        delta = case["delta"]
+        if not np.any(delta):
+            return (
+                f"The parameters did not move (on {on}): call optimizer.step() after clipping, "
+                "and zero the gradients before backward(), not between backward() and step()."
+            )
+        if not same_values(delta, case["expected"], rtol=1e-4, atol=1e-7):
+            if total > max_norm and same_values(delta, case["unclipped"], rtol=1e-4, atol=1e-7):
+                return (
+                    f"The parameters moved by the unclipped gradient (on {on}: its norm is "
+                    f"{total:.3g}, above max_norm={max_norm:g}). clip_grad_norm_ rescales the "
+                    "gradients in .grad, so it must run after loss.backward() (when they exist) "
+                    "and before optimizer.step() (which reads them)."
+                )
+            if same_values(delta, case["by_value"], rtol=1e-4, atol=1e-7):
+                return (
+                    f"You clipped each gradient value to ±{max_norm:g} (clip_grad_value_), on "
+                    f"{on}: that cuts the large components only, and changes the gradient's "
+                    "direction. clip_grad_norm_ scales the whole gradient down together, keeping "
+                    "its direction."
+                )
+            return (
+                f"The parameters did not move as one SGD step with the gradient clipped to norm "
+                f"{max_norm:g} would move them (on {on}). Order: zero_grad, backward, "
+                "clip_grad_norm_(model.parameters(), max_norm), step."
+            )
+        if "returned" not in case:
+            return (
+                f"Your function returned {case['kind']} (on {on}); return what clip_grad_norm_ "
+                "returns: the gradient's total norm before clipping, the number to log."
+            )
+        returned = case["returned"]
+        if not same_values(returned, total, rtol=1e-4, atol=1e-6):
+            if total > max_norm and same_values(returned, max_norm, rtol=1e-3, atol=1e-6):
+                return (
+                    f"You returned {returned:.4g}, the norm after clipping (on {on}); return the "
+                    f"norm before it, {total:.4g}, which is what clip_grad_norm_ returns. The "
+                    "clipped norm is always max_norm, so it tells you nothing; the one before "
+                    "clipping shows how often and how hard clipping works."
+                )
+            return (
+                f"You returned {returned:.4g}; the gradient's total norm before clipping is "
+                f"{total:.4g} (on {on}). Return what clip_grad_norm_ returns."
+            )
+    return None
+
+
+clipped_step = Exercise(
+    "clipped_step",
+    chapter=CHAPTER,
+    title="One step with the gradient norm clipped",
+    expects=Function("clipped_step", ("model", "optimizer", "loss", "max_norm")),
+    probe=_probe_clipped_step,
+    judge=_judge_clipped_step,
+    reference=clipped_step,
+    passed_message=(
+        "Correct: the gradient is scaled down to max_norm when it is larger, left alone when it "
+        "is smaller, and you return the norm before clipping, the number worth logging."
+    ),
+    hints=[
+        "Clipping changes the gradients in .grad: they exist only after loss.backward(), and "
+        "optimizer.step() reads them. So the clip goes between the two.",
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) scales all gradients "
+        "together and returns their total norm from before the scaling.",
+        "optimizer.zero_grad(); loss.backward(); total = "
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm); optimizer.step(); "
+        "return total",
+    ],
+    error_notes=[
+        (
+            "Trying to backward through the graph a second time",
+            "call loss.backward() once per loss.",
+        ),
+    ],
+)
+
+
+# ============================================================================================
+# D8 — a shuffle that repeats
+# ============================================================================================
+def seeded_loader(dataset, batch_size, seed):
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=generator)
+
+
+def _epoch(loader) -> list[list[int]]:
+    batches = []
+    for batch in loader:
+        values = batch[0] if isinstance(batch, (tuple, list)) else batch
+        batches.append([int(v) for v in torch.as_tensor(values).reshape(-1).tolist()])
+    return batches
+
+
+def _probe_seeded_loader(answer, run):
+    dataset = TensorDataset(torch.arange(20))
+    record = {}
+    for key, seed, disturbance in [("a", 7, 123), ("b", 7, 999), ("c", 8, 123)]:
+        on = f"seeded_loader(a data set of 20 items, batch_size=4, seed={seed})"
+        loader = run(answer, dataset, 4, seed, on=on)
+        record[f"kind_{key}"] = _kind(loader)
+        if not isinstance(loader, DataLoader):
+            return record
+        torch.manual_seed(disturbance)  # the rest of a program uses the global random stream
+        torch.rand(3)
+        record[key] = run(_epoch, loader, on=f"iterating over {on}")
+        if key == "a":
+            record["a2"] = run(_epoch, loader, on=f"a second epoch of {on}")
+    return record
+
+
+def _judge_seeded_loader(record):
+    for key in ("a", "b", "c"):
+        if key not in record:
+            return (
+                f"seeded_loader returned {record[f'kind_{key}']}; return a "
+                "torch.utils.data.DataLoader (shuffle=True, batch_size=batch_size, and its "
+                "own generator)."
+            )
+    a, b, c, a2 = record["a"], record["b"], record["c"], record["a2"]
+    items = sorted(v for batch in a for v in batch)
+    if items != list(range(20)):
+        return "One epoch of your loader does not hold each of the 20 items exactly once."
+    if [len(batch) for batch in a] != [4] * 5:
+        return f"Your batches have sizes {[len(batch) for batch in a]}; expected 5 batches of batch_size=4."
+    if a == sorted(a) and a == c and [v for batch in a for v in batch] == list(range(20)):
+        return (
+            "Your loader gives the items in their stored order, 0, 1, 2…: it does not shuffle. "
+            "Pass shuffle=True (training needs a new order every epoch), and make the order "
+            "repeatable with generator=, not by switching shuffling off."
+        )
+    if a != b:
+        return (
+            "Two loaders with seed=7 gave different orders, because other code used the global "
+            "random stream (torch.manual_seed / torch.rand) between creating each loader and "
+            "iterating over it. Without its own generator, a DataLoader draws its shuffle from "
+            "the global stream when an epoch starts, so torch.manual_seed(seed) before creating "
+            "it is not enough. Give it its own: generator=torch.Generator().manual_seed(seed)."
+        )
+    if a == c:
+        return "seed=7 and seed=8 gave the same order: the seed must choose the shuffle."
+    if a2 == a:
+        return (
+            "Your loader repeats the same order in every epoch: make the generator once, when the "
+            "loader is created, so each epoch continues its stream (a new order, yet the same "
+            "sequence of orders in every run)."
+        )
+    return None
+
+
+seeded_loader = Exercise(
+    "seeded_loader",
+    chapter=CHAPTER,
+    title="A shuffle that repeats",
+    expects=Function("seeded_loader", ("dataset", "batch_size", "seed")),
+    probe=_probe_seeded_loader,
+    judge=_judge_seeded_loader,
+    reference=seeded_loader,
+    passed_message=(
+        "Correct: the order depends on the seed alone, not on what the rest of the program drew "
+        "from the global random stream, and it still changes from epoch to epoch."
+    ),
+    hints=[
+        "A DataLoader with shuffle=True and no generator draws its shuffle from the global "
+        "random stream when each epoch starts, not when it is created.",
+        "Give the loader a random stream of its own: a torch.Generator seeded with seed, passed "
+        "as generator=.",
+        "return DataLoader(dataset, batch_size=batch_size, shuffle=True, "
+        "generator=torch.Generator().manual_seed(seed))",
+    ],
+)
