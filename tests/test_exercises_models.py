@@ -300,3 +300,10 @@ def test_decay_groups_classic_mistakes():
         return ex.decay_groups.reference(model, weight_decay)
 
     assert_fails(ex.decay_groups, decays_in_place, "changed the model's parameters")
+
+
+def test_a_function_that_returns_layers_instead_of_a_module_is_told_to_write_a_class():
+    def tower_as_list(width, depth):
+        return [nn.Linear(width, width) for _ in range(depth)]
+
+    assert_fails(ex.Tower, tower_as_list, "made list, not an nn.Module", "class Tower(nn.Module)")

@@ -17,7 +17,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.exercises.core import Exercise, Function
-from course_utils.exercises.facts import same_values, shape_text, value_facts
+from course_utils.exercises.facts import not_a_module, same_values, shape_text, value_facts
 from course_utils.exercises.running import LearnerRaised
 
 CHAPTER = "debugging"
@@ -268,10 +268,7 @@ _DEVICE_FIX = (
 def _judge_position_weights(cases):
     first = cases[0]
     if "not_a_module" in first:
-        return (
-            f"PositionWeights(16) made {first['not_a_module']}, not an nn.Module. Write a class: "
-            "`class PositionWeights(nn.Module):` with __init__ (super().__init__() first) and forward."
-        )
+        return not_a_module("PositionWeights(16)", first["not_a_module"], "PositionWeights")
     on, got, expected = first["on"], first["got"], first["expected"]
     if got["kind"] != "tensor":
         return f"forward returned {got['kind']} (on {on}); return the weighted tensor."

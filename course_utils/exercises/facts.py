@@ -112,3 +112,11 @@ def values_problem(got, expected, *, what="your result", on=None, rtol=1e-5, ato
 def same_values(a, b, rtol=1e-5, atol=1e-6) -> bool:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+
+
+def not_a_module(made: str, kind: str, class_name: str) -> str:
+    """The message for a class exercise whose constructor returned something else."""
+    return (
+        f"{made} made {kind}, not an nn.Module. Write a class: `class {class_name}(nn.Module):` "
+        "with __init__ (call super().__init__() first) and forward."
+    )

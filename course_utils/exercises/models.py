@@ -13,7 +13,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function
-from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
+from course_utils.exercises.facts import (
+    not_a_module,
+    same_values,
+    shape_text,
+    tensor_problem,
+    value_facts,
+)
 
 CHAPTER = "models"
 
@@ -39,13 +45,6 @@ def _hidden_layers(model: nn.Module) -> list[str]:
         if hidden:
             found.append(f"self.{name} (a plain {type(value).__name__} of {len(hidden)} layers)")
     return found
-
-
-def _not_a_module(case: dict, class_name: str) -> str:
-    return (
-        f"{case['on']} made {case['kind']}, not an nn.Module. Write a class: "
-        f"`class {class_name}(nn.Module):` with __init__ (call super().__init__() first) and forward."
-    )
 
 
 # The exception a subclass raises when it assigns a layer before nn.Module has set itself up.
@@ -111,7 +110,7 @@ def _judge_skip_block(cases):
     for case in cases:
         on, width, hidden = case["on"], case["width"], case["hidden"]
         if "n_parameters" not in case:
-            return _not_a_module(case, "SkipBlock")
+            return not_a_module(case["on"], case["kind"], "SkipBlock")
         if case["hidden_layers"]:
             return (
                 f"Your layers sit in {', '.join(case['hidden_layers'])}, which PyTorch does not "
@@ -237,7 +236,7 @@ def _judge_tower(cases):
     for case in cases:
         on, width, depth = case["on"], case["width"], case["depth"]
         if "n_parameters" not in case:
-            return _not_a_module(case, "Tower")
+            return not_a_module(case["on"], case["kind"], "Tower")
         per_layer = width * width + width
         expected_count = depth * per_layer
         if case["hidden_layers"]:
