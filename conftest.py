@@ -4,7 +4,12 @@
 - REQUIRE_GPU=1 (the GPU CI job) stops the session at once when torch sees no accelerator,
   instead of quietly testing on the CPU.
 - COURSE_SUMMARY_FILE=PATH (set by ./course test) receives the counts of passed, failed and
-  skipped tests, which ./course adds up over its two pytest runs.
+  skipped tests.
+- Each notebook's kernel starts with the settings of the run it belongs to (`notebook_run_env`):
+  notebooks/ must report every exercise "not attempted", solutions/ must pass every one, and a
+  folder that `./course test` prepares under .course/test-runs/ says in its run-env.json how
+  its copies run (strict or not, on which simulated torch build). One pytest session can then
+  run them all, spread over the cores.
 
 torch is imported only inside the hooks, on the controlling process, so that collecting tests
 on pytest-xdist workers stays cheap.
@@ -12,9 +17,16 @@ on pytest-xdist workers stays cheap.
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent
+# Settings a notebook's kernel inherits; cleared before each notebook's own are applied.
+RUN_SETTINGS = ("COURSE_STRICT", "COURSE_EXPECT", "COURSE_SIMULATED_MACHINE", "PYTHONPATH")
+RUN_ENV_FILE = "run-env.json"
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
@@ -72,23 +84,85 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+def _part_of(nodeid: str) -> str:
+    """The part of the test command a test belongs to, as the summary names it."""
+    top = nodeid.split("/", 1)[0].split("::", 1)[0]
+    if top == "notebooks":
+        return "learner notebooks (every exercise not attempted)"
+    if top == "solutions":
+        return "solution notebooks (every exercise passed)"
+    if top == ".course":
+        parts = nodeid.split("/")
+        settings = ROOT.joinpath(*parts[:3], RUN_ENV_FILE)
+        try:
+            return json.loads(settings.read_text(encoding="utf-8")).get("LABEL", parts[2])
+        except (OSError, ValueError):
+            return parts[2] if len(parts) > 2 else top
+    return "unit tests"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = os.environ.get("COURSE_SUMMARY_FILE")
     if not path or _is_xdist_worker(session.config):
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     stats = getattr(reporter, "stats", {})
-
-    def count(*keys: str) -> int:
-        return sum(
-            1
-            for key in keys
-            for report in stats.get(key, [])
-            if getattr(report, "count_towards_summary", True)
-        )
-
+    counts: dict[str, dict[str, int]] = {}
+    for key, outcome in (("passed", "passed"), ("failed", "failed"), ("error", "failed"),
+                         ("skipped", "skipped")):
+        for report in stats.get(key, []):
+            if not getattr(report, "count_towards_summary", True):
+                continue
+            part = counts.setdefault(_part_of(getattr(report, "nodeid", "")),
+                                     {"passed": 0, "failed": 0, "skipped": 0})
+            part[outcome] += 1
+    width = max((len(name) for name in counts), default=0)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(
-            f"passed={count('passed')} failed={count('failed', 'error')} "
-            f"skipped={count('skipped')}\n"
-        )
+        for name, c in counts.items():
+            f.write(f"{name:<{width}}  {c['passed']} passed, {c['failed']} failed, "
+                    f"{c['skipped']} skipped\n")
+        total = {k: sum(c[k] for c in counts.values()) for k in ("passed", "failed", "skipped")}
+        f.write(f"total: {total['passed']} passed, {total['failed']} failed, "
+                f"{total['skipped']} skipped\n")
+
+
+def notebook_run_env(notebook: Path) -> dict[str, str]:
+    """The settings a notebook runs under, from where it lies (see the module docstring)."""
+    folder = notebook.resolve().parent
+    if folder == ROOT / "notebooks":
+        return {"COURSE_EXPECT": "not_attempted"}
+    if folder == ROOT / "solutions":
+        return {"COURSE_STRICT": "1"}
+    settings_file = folder / RUN_ENV_FILE
+    if settings_file.is_file():
+        settings = json.loads(settings_file.read_text(encoding="utf-8"))
+        if "PYTHONPATH" in settings:  # relative to the course, so a moved course still works
+            settings["PYTHONPATH"] = str(ROOT / settings["PYTHONPATH"])
+        settings.pop("LABEL", None)
+        return settings
+    return {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """Start a notebook's kernel with its run's settings, then give the process its own back.
+
+    nbval starts the kernel while setting up a notebook's first cell, with this process's
+    environment; the unit tests that run in the same worker afterwards must not inherit it.
+    """
+    path = Path(str(item.fspath))
+    if path.suffix != ".ipynb":
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in RUN_SETTINGS}
+    for name in RUN_SETTINGS:
+        os.environ.pop(name, None)
+    os.environ.update(notebook_run_env(path))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
