@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 from course_utils.display import show
 from course_utils.exercises import plain
+from course_utils.exercises.solution_text import solution_source
 from course_utils.exercises.placeholder import ____, _PlaceholderUsed, holds_placeholder  # noqa: F401
 from course_utils.exercises.running import (
     CheckTimeout,
@@ -387,21 +388,22 @@ class Exercise:
             index = level - 1
         show(_Note(f"Hint {index + 1} of {len(self.hints)}", self.hints[index]))
 
+    def solution_text(self) -> str:
+        """The code ``solution()`` shows, which a learner may paste into the answer cell.
+
+        The reference's source, preceded by the imports of its module that it uses, so that
+        it runs as it is wherever it is pasted (the notebook may not have imported ``math``).
+        """
+        return solution_source(self.reference)
+
     def solution(self) -> None:
         """Show the reference solution as code."""
-        show(_Note(f"Solution: {self.title}", _source_of(self.reference), code=True))
+        show(_Note(f"Solution: {self.title}", self.solution_text(), code=True))
 
 
 def _first_lines(text: str, limit: int = 600) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _source_of(function: Callable) -> str:
-    try:
-        return textwrap.dedent(inspect.getsource(function)).strip()
-    except (OSError, TypeError):  # pragma: no cover - source files ship with the package
-        return f"# the source of {function.__name__} is not available"
 
 
 @dataclass
