@@ -1,53 +1,16 @@
-"""./course setup after the course folder was copied and moved: everything works from the new place.
-
-The copy is made the way a learner makes one (the whole folder, .venv included); only the bulk
-of .venv/lib is hard-linked instead of copied, to keep the test fast. Set-up never writes into
-those files: it replaces the few it changes, so the original .venv is not touched.
-"""
+"""./course setup after the course folder was copied and moved: everything works from the new place."""
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".venv"
-LEFT_OUT = {".venv", ".git", ".course", "my-work", "__pycache__", ".ipynb_checkpoints",
-            ".nbgrader-venv"}
-
-needs_set_up_course = pytest.mark.skipif(
-    not (VENV / ".course-stamp").is_file() or Path(sys.prefix).resolve() != VENV.resolve(),
-    reason="needs the course's own .venv, set up by ./course setup",
-)
+from course_copies import ROOT, VENV, copy_files, copy_venv, course, needs_set_up_course
 
 
 def copy_course(destination: Path) -> Path:
-    shutil.copytree(ROOT, destination, symlinks=True,
-                    ignore=lambda folder, names: [n for n in names if n in LEFT_OUT])
-    venv = destination / ".venv"
-    venv.mkdir()
-    for entry in VENV.iterdir():
-        target = venv / entry.name
-        if entry.name == "lib":
-            subprocess.run(["cp", "-al", str(entry), str(target)], check=True)
-        elif entry.is_symlink():
-            os.symlink(os.readlink(entry), target)
-        elif entry.is_dir():
-            shutil.copytree(entry, target, symlinks=True)
-        else:
-            shutil.copy2(entry, target)
+    copy_files(destination)
+    copy_venv(destination)
     return destination
-
-
-def course(folder: Path, *args, **env):
-    return subprocess.run(
-        [str(folder / "course"), *args], capture_output=True, text=True, timeout=600,
-        env={**os.environ, **env}, stdin=subprocess.DEVNULL,
-    )
 
 
 @needs_set_up_course
@@ -85,9 +48,7 @@ def test_a_copied_then_moved_course_works_from_its_new_place(tmp_path):
 
 
 def test_a_python_newer_than_torch_supports_is_refused_by_name(tmp_path):
-    folder = tmp_path / "course"
-    shutil.copytree(ROOT, folder, symlinks=True,
-                    ignore=lambda folder, names: [n for n in names if n in LEFT_OUT])
+    folder = copy_files(tmp_path / "course")
     fake = tmp_path / "python3.15"
     fake.write_text("#!/bin/sh\necho 3.15.0\nexit 1\n")
     fake.chmod(0o755)
