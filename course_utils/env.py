@@ -18,23 +18,20 @@ import html
 import platform
 import random
 import re
-import shutil
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import torch
 
 from course_utils import display
+from course_utils.nvidia_smi import NVIDIA_SMI_TIMEOUT_S, NvidiaSmiInfo, query_nvidia_smi  # noqa: F401
 
 STATUSES = ("ok", "warning", "failed", "skipped")
 SYMBOLS = {"ok": "✅", "warning": "⚠️", "failed": "❌", "skipped": "⏭️"}
 
 INSTALL_SELECTOR = "https://pytorch.org/get-started/locally/"
 MINIMUM_TORCH = (2, 6)
-NVIDIA_SMI_TIMEOUT_S = 10.0
 LARGEST_SEED = 2**32 - 1  # NumPy's limit; torch and random accept more.
 
 NO_ACCELERATOR = (
@@ -136,65 +133,6 @@ def _numpy_or_none():
     except ImportError:
         return None
     return numpy
-
-
-# --- facts from nvidia-smi ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NvidiaSmiInfo:
-    """What the NVIDIA driver says about the machine, independent of how torch was built."""
-
-    gpu_names: tuple[str, ...]
-    driver_version: str | None
-    cuda_version: str | None  # the newest CUDA runtime this driver supports
-
-    @property
-    def gpus(self) -> str:
-        return ", ".join(self.gpu_names) or "an NVIDIA GPU"
-
-
-def query_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT_S) -> NvidiaSmiInfo | None:
-    """Ask the NVIDIA driver which GPUs it has; None when there is no answer, never an error.
-
-    No answer covers: no ``nvidia-smi`` on PATH, a driver that does not respond, no GPU, and a
-    call that outlasts ``timeout`` seconds (all calls together).
-    """
-    executable = shutil.which("nvidia-smi")
-    if executable is None:
-        return None
-    deadline = time.monotonic() + timeout
-    summary = _run_for_output([executable], deadline)
-    names = _run_for_output([executable, "--query-gpu=name", "--format=csv,noheader"], deadline)
-    if summary is None or names is None:
-        return None
-    gpu_names = tuple(line.strip() for line in names.splitlines() if line.strip())
-    if not gpu_names:
-        return None
-    return NvidiaSmiInfo(
-        gpu_names=gpu_names,
-        driver_version=_field_after("Driver Version:", summary),
-        cuda_version=_field_after("CUDA Version:", summary),
-    )
-
-
-def _run_for_output(command: list[str], deadline: float) -> str | None:
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        return None
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, errors="replace", timeout=remaining
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout if result.returncode == 0 else None
-
-
-def _field_after(label: str, text: str) -> str | None:
-    # nvidia-smi's banner reads e.g. "Driver Version: 550.54.15      CUDA Version: 12.4".
-    match = re.search(re.escape(label) + r"\s*([0-9][0-9.]*)", text)
-    return match.group(1) if match else None
 
 
 # --- results --------------------------------------------------------------------------------
@@ -324,11 +262,13 @@ def collect_versions(gpu_info: NvidiaSmiInfo | None) -> dict[str, str]:
     }
     if torch.version.cuda:
         versions["torch CUDA"] = torch.version.cuda
+    hip = getattr(torch.version, "hip", None)
     cudnn = _cudnn_version()
     if cudnn:
-        versions["cuDNN"] = cudnn
-    if getattr(torch.version, "hip", None):
-        versions["torch HIP (ROCm)"] = torch.version.hip
+        # A ROCm build answers torch.backends.cudnn with AMD's MIOpen.
+        versions["MIOpen" if hip else "cuDNN"] = cudnn
+    if hip:
+        versions["torch HIP (ROCm)"] = hip
     if gpu_info is not None:
         versions["NVIDIA GPU"] = gpu_info.gpus
         versions["NVIDIA driver"] = gpu_info.driver_version or "unknown"
@@ -416,6 +356,12 @@ def _accelerator_fix(device: torch.device, message: str) -> str:
             "this torch build has no code for this GPU's architecture: install the build that "
             f"{INSTALL_SELECTOR} suggests (usually a newer CUDA); until then use device='cpu'"
         )
+    if device.type == "cuda" and getattr(torch.version, "hip", None):
+        return (
+            "this torch is a ROCm build, for AMD GPUs: check that `rocminfo` lists the GPU and that "
+            "this ROCm version supports it, or reinstall torch with the ROCm build from "
+            f"{INSTALL_SELECTOR}; until then use device='cpu'"
+        )
     if device.type == "cuda":
         return (
             "usually the driver and torch's CUDA runtime do not match: update the GPU driver, or "
@@ -498,13 +444,18 @@ def diagnose_build(
     gpu_info: NvidiaSmiInfo | None,
     *,
     torch_version: str | None = None,
+    torch_hip_version: str | None = None,
 ) -> Check:
     """Compare how torch was built with what the NVIDIA driver reports, and name any mismatch.
 
     A pure function of those facts, so tests can describe any machine. ``torch_version``
-    defaults to the installed torch; it only appears in the suggested install command.
+    defaults to the installed torch; it only appears in the suggested install commands.
+    ``torch_hip_version`` is ``torch.version.hip``: set in a ROCm build (AMD GPUs), whose
+    ``torch.version.cuda`` is None although its GPU is the "cuda" device.
     """
     torch_version = torch_version or torch.__version__
+    if torch_hip_version:
+        return _diagnose_rocm_build(torch_hip_version, cuda_available, gpu_info, torch_version)
     if torch_cuda_version is None:
         if gpu_info is None:
             detail = "no NVIDIA GPU found and this torch has no CUDA: nothing is left unused"
@@ -519,10 +470,11 @@ def diagnose_build(
             )
         return Check(
             FALLBACK_CHECK, "warning",
-            f"this torch was built for CUDA {torch_cuda_version} but no NVIDIA driver is visible: "
-            "everything runs on the CPU",
+            f"this torch was built for CUDA {torch_cuda_version} but no NVIDIA driver is visible, "
+            "so it runs on the CPU: every notebook works, but the GPU part of this build (a few GB) "
+            "is never used",
             "if this machine has an NVIDIA GPU, install its driver (nvidia-smi should then work); "
-            "if it has none, there is nothing to do: the course runs on the CPU",
+            f"if it has none, nothing is broken, but {_smaller_cpu_build(torch_version)}",
         )
     if _newer(torch_cuda_version, gpu_info.cuda_version):
         return _runtime_newer_than_driver(torch_cuda_version, cuda_available, gpu_info)
@@ -541,7 +493,39 @@ def diagnose_build(
     )
 
 
-def _cpu_build_on_gpu_machine(gpu_info: NvidiaSmiInfo, torch_version: str) -> Check:
+def _diagnose_rocm_build(
+    hip_version: str, gpu_available: bool, gpu_info: NvidiaSmiInfo | None, torch_version: str
+) -> Check:
+    build = f"a ROCm build (HIP {hip_version}), for AMD GPUs"
+    if gpu_available:
+        return Check(
+            FALLBACK_CHECK, "ok",
+            f"torch is {build}, and it uses the AMD GPU; ROCm's GPU is called \"cuda\" in torch, "
+            "so the course's code runs on it unchanged",
+        )
+    if gpu_info is not None:
+        return _cpu_build_on_gpu_machine(gpu_info, torch_version, build=build)
+    return Check(
+        FALLBACK_CHECK, "warning",
+        f"torch is {build}, but it finds no AMD GPU it can use, so it runs on the CPU: every "
+        "notebook works, but the GPU part of this build (a few GB) is never used",
+        "if this machine has an AMD GPU, check that `rocminfo` lists it and that this ROCm "
+        "version supports it (your user usually needs the groups render and video); if it has "
+        f"none, nothing is broken, but {_smaller_cpu_build(torch_version)}",
+    )
+
+
+def _smaller_cpu_build(torch_version: str) -> str:
+    return (
+        "the CPU-only build is a much smaller download: "
+        "COURSE_TORCH=cpu ./course setup "
+        f"(or pip install torch=={_release(torch_version)} --index-url https://download.pytorch.org/whl/cpu)"
+    )
+
+
+def _cpu_build_on_gpu_machine(
+    gpu_info: NvidiaSmiInfo, torch_version: str, build: str = "a CPU-only build"
+) -> Check:
     newest = gpu_info.cuda_version
     if newest:
         limit = f"no newer than {newest}, the driver's newest CUDA"
@@ -551,7 +535,7 @@ def _cpu_build_on_gpu_machine(gpu_info: NvidiaSmiInfo, torch_version: str) -> Ch
     return Check(
         FALLBACK_CHECK, "failed",
         f"this machine has {gpu_info.gpus} (driver {gpu_info.driver_version or 'unknown'}), but torch "
-        f"{torch_version} is a CPU-only build: the GPU will not be used and everything runs on the CPU",
+        f"{torch_version} is {build}: the GPU will not be used and everything runs on the CPU",
         f"reinstall torch with a CUDA build: pip install torch=={_release(torch_version)} "
         "--index-url https://download.pytorch.org/whl/cuXXX, "
         f"where cuXXX is a CUDA version {limit}{example}; "
@@ -616,6 +600,7 @@ def health_check(show: bool = True) -> HealthReport:
         accelerators=_optional(available_accelerators) or [],
         cuda_available=_cuda_available(),
         torch_cuda_version=torch.version.cuda,
+        torch_hip_version=getattr(torch.version, "hip", None),
     )
     if show:
         display.show(report)
@@ -628,8 +613,13 @@ def run_checks(
     accelerators: list[torch.device],
     cuda_available: bool,
     torch_cuda_version: str | None,
+    torch_hip_version: str | None = None,
 ) -> HealthReport:
-    """The health check on given facts about the machine, so tests can supply other machines."""
+    """The health check on given facts about the machine, so tests can supply other machines.
+
+    ``cuda_available`` means the "cuda" device works: an NVIDIA GPU, or an AMD one in a ROCm
+    build (``torch_hip_version`` set).
+    """
     versions = _optional(lambda: collect_versions(gpu_info)) or {}
     checks = [
         _guarded("versions", lambda: check_versions(versions)),
@@ -637,7 +627,12 @@ def run_checks(
         _guarded("autograd", check_autograd),
         *_guarded_many("accelerator", lambda: check_accelerators(accelerators)),
         _guarded("seed", check_seeding),
-        _guarded(FALLBACK_CHECK, lambda: diagnose_build(torch_cuda_version, cuda_available, gpu_info)),
+        _guarded(
+            FALLBACK_CHECK,
+            lambda: diagnose_build(
+                torch_cuda_version, cuda_available, gpu_info, torch_hip_version=torch_hip_version
+            ),
+        ),
     ]
     return HealthReport(checks=checks, versions=versions, device=str(pick_device()))
 

@@ -70,7 +70,7 @@ CHAPTERS: tuple[Chapter, ...] = (
     Chapter("04_training_loop", "Training loop", (
         _p("L1", "the six steps, in order", True),
         _p("L2", "where to clear gradients, and where it really goes wrong"),
-        _p("L3", "Dataset and DataLoader; num_workers measured; spawn platforms"),
+        _p("L3", "Dataset and DataLoader; num_workers measured; start methods and notebook classes"),
         _p("L4", "eval() and no_grad for validation, train() after", True),
         _p("L5", "live loss curves, overfitting, early stopping", True),
     )),

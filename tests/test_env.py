@@ -1,12 +1,15 @@
 import json
+import os
 import random
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from course_utils import env
+from course_utils import env, nvidia_smi
 from course_utils.env import Check, HealthReport, NvidiaSmiInfo, diagnose_build
 
 H200 = NvidiaSmiInfo(gpu_names=("NVIDIA H200",), driver_version="550.54.15", cuda_version="12.4")
@@ -166,6 +169,105 @@ def test_cuda_build_without_a_driver_warns():
     assert "built for CUDA 12.4 but no NVIDIA driver is visible" in check.detail
 
 
+def test_cuda_build_without_a_driver_says_it_works_on_the_cpu_and_names_the_smaller_build():
+    # PyPI's default torch on Linux, on a laptop with no NVIDIA GPU.
+    check = diagnose_build("13.0", False, None, torch_version="2.13.0")
+    assert check.status == "warning"
+    assert "runs on the CPU: every notebook works" in check.detail
+    assert "a few GB" in check.detail
+    assert "if this machine has an NVIDIA GPU, install its driver" in check.fix
+    assert "nothing is broken" in check.fix
+    assert "COURSE_TORCH=cpu ./course setup" in check.fix
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in check.fix
+
+
+ROCM = "7.0.51831"
+
+
+def test_rocm_build_with_an_amd_gpu_is_ok_and_not_called_cpu_only():
+    # ROCm: torch.version.cuda is None, yet the "cuda" device is the AMD GPU and it works.
+    check = diagnose_build(None, True, None, torch_hip_version=ROCM)
+    assert check.status == "ok"
+    assert f"a ROCm build (HIP {ROCM})" in check.detail
+    assert "uses the AMD GPU" in check.detail
+    assert "CPU-only" not in check.detail and "no CUDA" not in check.detail
+    assert check.fix == ""
+
+
+def test_rocm_build_without_a_gpu_warns_says_it_works_on_the_cpu_and_names_the_smaller_build():
+    check = diagnose_build(None, False, None, torch_version="2.13.0+rocm7.0", torch_hip_version=ROCM)
+    assert check.status == "warning"
+    assert f"a ROCm build (HIP {ROCM})" in check.detail
+    assert "no AMD GPU it can use" in check.detail
+    assert "runs on the CPU: every notebook works" in check.detail
+    assert "CPU-only build" not in check.detail
+    assert "rocminfo" in check.fix
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in check.fix
+
+
+def test_rocm_build_on_an_nvidia_machine_fails_with_the_cuda_fix():
+    check = diagnose_build(None, False, H200, torch_version="2.13.0+rocm7.0", torch_hip_version=ROCM)
+    assert check.status == "failed"
+    assert "NVIDIA H200" in check.detail and "ROCm build" in check.detail
+    assert "CPU-only" not in check.detail
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu" in check.fix
+
+
+def test_health_check_on_a_simulated_rocm_machine_reports_rocm_that_works():
+    report = env.run_checks(
+        gpu_info=None, accelerators=[], cuda_available=True, torch_cuda_version=None,
+        torch_hip_version=ROCM,
+    )
+    fallback = report.checks[-1]
+    assert fallback.name == "silent CPU fallback" and fallback.status == "ok"
+    for shown in (str(report), report._repr_html_()):
+        assert f"a ROCm build (HIP {ROCM})" in shown
+        assert "CPU-only" not in shown
+
+
+def test_health_check_on_a_simulated_cuda_build_without_a_driver_warns_and_completes():
+    report = env.run_checks(gpu_info=None, accelerators=[], cuda_available=False, torch_cuda_version="13.0")
+    assert report.ok  # a warning, not a failure: the course runs
+    assert [c.status for c in report.checks if c.name == "silent CPU fallback"] == ["warning"]
+    assert "download.pytorch.org/whl/cpu" in str(report)
+
+
+SIMULATOR = Path(__file__).parent / "simulated_machine"
+
+
+@pytest.mark.skipif(not (SIMULATOR / "sitecustomize.py").exists(), reason="no machine simulator")
+@pytest.mark.parametrize(
+    "machine, expected",
+    [
+        ("cuda-build-no-gpu", "this torch was built for CUDA 13.0 but no NVIDIA driver is visible"),
+        ("rocm-build-no-gpu", "torch is a ROCm build (HIP 7.0.51831), for AMD GPUs, but it finds no AMD GPU"),
+    ],
+)
+def test_health_check_on_another_build_runs_to_the_end(machine, expected):
+    # The real health_check() in a Python whose torch reports and fails like that build.
+    code = (
+        "import json; from course_utils.env import health_check; "
+        "print(json.dumps(health_check(show=False).to_dict()))"
+    )
+    # PATH without nvidia-smi, so a GPU runner diagnoses the same machine as a laptop.
+    environ = {
+        **os.environ, "COURSE_SIMULATED_MACHINE": machine, "PYTHONPATH": str(SIMULATOR),
+        "PATH": str(Path(sys.executable).parent),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    statuses = {check["name"]: check["status"] for check in report["checks"]}
+    assert report["ok"], report
+    assert statuses["accelerator"] == "skipped"
+    assert statuses["silent CPU fallback"] == "warning"
+    assert expected in report["checks"][-1]["detail"]
+    assert "download.pytorch.org/whl/cpu" in report["checks"][-1]["fix"]
+    assert report["device"] == "cpu"
+
+
 def test_gpu_seen_by_the_driver_but_not_by_torch_fails():
     check = diagnose_build("12.4", False, H200)
     assert check.status == "failed"
@@ -194,17 +296,17 @@ def test_health_check_on_a_simulated_gpu_machine_with_a_cpu_build():
 
 
 def test_missing_nvidia_smi_gives_none(monkeypatch):
-    monkeypatch.setattr(env.shutil, "which", lambda name: None)
-    assert env.query_nvidia_smi() is None
+    monkeypatch.setattr(nvidia_smi.shutil, "which", lambda name: None)
+    assert nvidia_smi.query_nvidia_smi() is None
 
 
 def test_nvidia_smi_timing_out_gives_none(monkeypatch):
     def too_slow(command, **kwargs):
         raise subprocess.TimeoutExpired(command, kwargs.get("timeout"))
 
-    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(env.subprocess, "run", too_slow)
-    assert env.query_nvidia_smi() is None
+    monkeypatch.setattr(nvidia_smi.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(nvidia_smi.subprocess, "run", too_slow)
+    assert nvidia_smi.query_nvidia_smi() is None
 
 
 @pytest.mark.parametrize("error", [FileNotFoundError("gone"), PermissionError("denied")])
@@ -212,28 +314,28 @@ def test_nvidia_smi_that_cannot_start_gives_none(monkeypatch, error):
     def cannot_start(command, **kwargs):
         raise error
 
-    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(env.subprocess, "run", cannot_start)
-    assert env.query_nvidia_smi() is None
+    monkeypatch.setattr(nvidia_smi.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(nvidia_smi.subprocess, "run", cannot_start)
+    assert nvidia_smi.query_nvidia_smi() is None
 
 
 def test_nvidia_smi_without_a_driver_gives_none(monkeypatch):
     failed = subprocess.CompletedProcess([], 9, stdout="", stderr="NVIDIA-SMI has failed")
-    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(env.subprocess, "run", lambda command, **kwargs: failed)
-    assert env.query_nvidia_smi() is None
+    monkeypatch.setattr(nvidia_smi.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(nvidia_smi.subprocess, "run", lambda command, **kwargs: failed)
+    assert nvidia_smi.query_nvidia_smi() is None
 
 
 def test_nvidia_smi_output_is_read(monkeypatch):
     def fake_run(command, **kwargs):
-        assert kwargs["timeout"] <= env.NVIDIA_SMI_TIMEOUT_S
+        assert kwargs["timeout"] <= nvidia_smi.NVIDIA_SMI_TIMEOUT_S
         if "--query-gpu=name" in command:
             return subprocess.CompletedProcess(command, 0, stdout="NVIDIA H200\nNVIDIA H200\n", stderr="")
         return subprocess.CompletedProcess(command, 0, stdout=NVIDIA_SMI_BANNER, stderr="")
 
-    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(env.subprocess, "run", fake_run)
-    info = env.query_nvidia_smi()
+    monkeypatch.setattr(nvidia_smi.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(nvidia_smi.subprocess, "run", fake_run)
+    info = nvidia_smi.query_nvidia_smi()
     assert info == NvidiaSmiInfo(("NVIDIA H200", "NVIDIA H200"), "550.54.15", "12.4")
 
 
