@@ -54,9 +54,15 @@ def _describe(torch, device) -> str:
     name = str(device)
     if device.type == "cuda":
         name += f" ({torch.cuda.get_device_name(device)})"
-    cuda = torch.version.cuda
-    build = f"built for CUDA {cuda}" if cuda else "a build without CUDA"
-    return f"{name}, torch {torch.__version__}, {build}"
+    return f"{name}, torch {torch.__version__}, {_build(torch)}"
+
+
+def _build(torch) -> str:
+    if torch.version.hip:
+        return f"built for ROCm {torch.version.hip}"
+    if torch.version.cuda:
+        return f"built for CUDA {torch.version.cuda}"
+    return "a build without CUDA or ROCm"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -71,15 +77,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if torch is None:
         pytest.exit("REQUIRE_GPU=1 but torch is not installed.", returncode=3)
     if device.type == "cpu":
-        cuda = torch.version.cuda
+        if torch.version.hip:
+            advice = "check that ROCm sees the GPU (rocminfo) and HIP_VISIBLE_DEVICES."
+        elif torch.version.cuda:
+            advice = "check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES."
+        else:
+            advice = ("this torch is a CPU-only build; install a GPU build "
+                      "(COURSE_TORCH=cuda ./course setup, see ./course -h).")
         pytest.exit(
-            f"REQUIRE_GPU=1 but torch sees no accelerator ({_describe(torch, device)}): "
-            + (
-                "check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES."
-                if cuda
-                else "this torch is a CPU-only build; install a GPU build "
-                "(TORCH_INDEX_URL=https://download.pytorch.org/whl/cuXYZ ./course setup, see ./course -h)."
-            ),
+            f"REQUIRE_GPU=1 but torch sees no accelerator ({_describe(torch, device)}): {advice}",
             returncode=3,
         )
 
