@@ -1,0 +1,32 @@
+"""The README is the learner's page: set-up, chapters, how to work, updating, which kernel."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def sections(text):
+    return re.findall(r"^## (.+)$", text, re.M)
+
+
+def test_a_learner_reads_set_up_chapters_and_how_to_work_first():
+    assert sections(README)[:3] == ["Start", "Chapters", "How you work through a chapter"]
+    start = README.split("## Start", 1)[1].split("## Chapters", 1)[0]
+    assert "./course lab" in start
+    assert "CPU build" in start and "COURSE_TORCH" in start, "the torch build is chosen up front"
+
+
+def test_updating_and_other_editors_are_covered():
+    assert "./course update" in README and "my-work/backups/" in README
+    editors = README.split("## VS Code, or a Jupyter of your own", 1)[1].split("\n## ", 1)[0]
+    assert "Python (PyTorch course)" in editors and ".venv" in editors
+
+
+def test_the_instructors_material_has_its_own_page_linked_from_the_readme():
+    assert "(INSTRUCTORS.md)" in README
+    instructors = (ROOT / "INSTRUCTORS.md").read_text(encoding="utf-8")
+    for topic in ("course_utils.authoring release", "course_utils.grading", "nbgrader_roundtrip"):
+        assert topic in instructors and topic not in README
+    assert "./course test" in README, "the README names the test command CI runs"
