@@ -38,6 +38,7 @@ CUDA_BUILDS = ("cu132", "cu130", "cu129", "cu128", "cu126", "cu124", "cu121", "c
 ROCM_BUILDS = ("rocm7.1", "rocm7.0", "rocm6.4", "rocm6.3", "rocm6.2")
 CHOICES = ("cpu", "cuda", "rocm", "pypi")
 FETCH_TIMEOUT_S = 15.0
+KIND_NAMES = {"cpu": "CPU", "cuda": "CUDA", "rocm": "ROCm", "pypi": "PyPI", "index": "chosen"}
 OVERRIDE_HINT = "Override: COURSE_TORCH=cpu|cuda|rocm|pypi or TORCH_INDEX_URL=URL ./course setup"
 
 
@@ -92,10 +93,10 @@ def plan(machine: Machine, choice: str = "", index_url: str = "") -> Plan:
         reason = "COURSE_TORCH=pypi" if choice else where
         return Plan("pypi", reason)
     if choice == "cpu" or (not choice and machine.nvidia is None and not machine.amd_gpu):
-        reason = "COURSE_TORCH=cpu" if choice else "no NVIDIA driver answers (nvidia-smi) and no AMD GPU"
+        reason = "COURSE_TORCH=cpu" if choice else "nvidia-smi finds no NVIDIA driver, and there is no AMD GPU"
         return Plan("cpu", reason, [f"{PYTORCH_INDEX}/cpu"])
     if choice == "rocm" or (not choice and machine.nvidia is None):
-        reason = "COURSE_TORCH=rocm" if choice else "an AMD GPU driver is present (/dev/kfd)"
+        reason = "COURSE_TORCH=rocm" if choice else "an AMD GPU driver found (/dev/kfd)"
         return Plan("rocm", reason, [f"{PYTORCH_INDEX}/{tag}" for tag in ROCM_BUILDS])
     driver_cuda = _version_tuple(machine.nvidia.cuda_version if machine.nvidia else None)
     if driver_cuda:
@@ -151,7 +152,7 @@ def resolve(
         except urllib.error.HTTPError:
             continue  # the server answered: this build does not exist; try the next one
         except (urllib.error.URLError, OSError, ValueError) as error:
-            unreachable.append(f"{index} ({getattr(error, 'reason', error)})")
+            unreachable.append(f"{index} cannot be reached ({getattr(error, 'reason', error)})")
             break  # the host does not answer, and every candidate index lives there
         if pattern.search(page):
             label = {"cpu": "the CPU-only build", "cuda": f"the {index.rsplit('/', 1)[1]} build",
@@ -162,13 +163,13 @@ def resolve(
         if machine.system == "Linux" else ""
     )
     if unreachable:
-        why = f"{unreachable[0]} cannot be reached"
+        why = unreachable[0]
     else:
-        why = f"no {the_plan.kind} build of torch {version} for {machine.python_tag} on {machine.arch} was found there"
+        why = f"no {KIND_NAMES[the_plan.kind]} build of torch {version} for {machine.python_tag} on {machine.arch} was found there"
     return Resolution(
         None,
-        f"torch {version}: wanted {the_plan.kind} ({the_plan.reason}), but {why}; installing "
-        f"from the default index (PyPI) instead.{pypi_note}",
+        f"torch {version}: this machine wants the {KIND_NAMES[the_plan.kind]} build ({the_plan.reason}), "
+        f"but {why}; installing from the default index (PyPI) instead.{pypi_note}",
     )
 
 

@@ -40,7 +40,7 @@ def test_a_linux_laptop_without_nvidia_driver_gets_the_cpu_build():
     chosen = plan(LAPTOP)
     assert chosen.kind == "cpu"
     assert chosen.indexes == ["https://download.pytorch.org/whl/cpu"]
-    assert "no NVIDIA driver" in chosen.reason
+    assert "no NVIDIA driver" in chosen.reason and "no AMD GPU" in chosen.reason
     fetch = index_pages({
         "https://download.pytorch.org/whl/cpu/torch/": listing(
             "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -89,7 +89,7 @@ def test_the_wheel_must_be_for_this_python_and_platform():
     })
     resolution = resolve(plan(LAPTOP), "2.13.0", LAPTOP, fetch)
     assert resolution.index is None
-    assert "no cpu build of torch 2.13.0 for cp311 on x86_64" in resolution.message
+    assert "no CPU build of torch 2.13.0 for cp311 on x86_64" in resolution.message
     assert "PyPI" in resolution.message
 
 
@@ -178,7 +178,7 @@ def test_install_falls_back_to_pypi_on_this_offline_machine(monkeypatch, capsys)
     assert torch_build.install("torch==2.13.0", env={}) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 2, out  # what was chosen and why, then how to override it
-    assert "wanted cpu" in out and "PyPI" in out and "COURSE_TORCH" in out
+    assert "wants the CPU build" in out and "PyPI" in out and "COURSE_TORCH" in out
     assert commands == [[torch_build.sys.executable, "-m", "pip", "install", "torch==2.13.0"]]
 
 
@@ -196,4 +196,4 @@ def test_an_explicit_override_replaces_a_torch_of_another_build(monkeypatch, cap
     torch_build.install("torch==2.13.0", env={"COURSE_TORCH": "cpu"})
     assert commands[0][-4:] == ["uninstall", "--yes", "--quiet", "torch"]
     assert commands[1][-1] == "torch==2.13.0"
-    assert "wanted cpu" in capsys.readouterr().out
+    assert "wants the CPU build" in capsys.readouterr().out
