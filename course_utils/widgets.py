@@ -1,9 +1,9 @@
 """Two explorers for learners: how shapes broadcast, and what autograd recorded.
 
-Each explorer works in three places. In a Jupyter kernel with ipywidgets it is interactive;
-in plain Python it prints a text equivalent; and with ``COURSE_STATIC_WIDGETS=1`` it stays
-static even in a kernel, for viewers that cannot render widgets and for graders. ``_live``
-makes that one decision.
+Each explorer works in three places. In a Jupyter front end with ipywidgets it is
+interactive; in plain Python it prints a text equivalent; and in a headless run (nbgrader,
+nbclient, the course's runners, or ``COURSE_STATIC_WIDGETS=1``) it is static even in a kernel,
+so that no run waits on widget messages. ``_live`` makes that one decision.
 
 The pure parts (``broadcast_report``, ``backward_graph``) return report objects that print as
 text and render as HTML, so lessons and tests can use them without any widget.
@@ -25,19 +25,44 @@ import torch
 from course_utils.display import in_notebook_kernel, show
 
 STATIC_ENV = "COURSE_STATIC_WIDGETS"
+# nbgrader sets this while it runs notebooks (autograde, validate): no front end is attached.
+NBGRADER_ENV = "NBGRADER_EXECUTION"
 
 
 def _live() -> bool:
-    """True when an interactive widget can be shown and is wanted."""
-    if os.environ.get(STATIC_ENV, "").strip().lower() in {"1", "true", "yes"}:
+    """True when an interactive widget can be shown and someone is there to see it.
+
+    A widget lives on messages between the kernel and a front end. A headless run has no front
+    end: nbgrader, the course's grader and test command, nbconvert and book builders (executed
+    by nbclient) — and waiting on widget messages there can hang the run (jupyter/nbclient#312,
+    jupyter/nbconvert#2003). So the explorers are static unless a front end is attached.
+    """
+    if _setting(STATIC_ENV) or os.environ.get(NBGRADER_ENV):
         return False
-    if not in_notebook_kernel():
+    if not in_notebook_kernel() or not _front_end_attached():
         return False
     try:
         import ipywidgets  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+def _setting(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes"}
+
+
+def _front_end_attached() -> bool:
+    """Whether the cell now running was sent by a front end a person sits at.
+
+    JupyterLab, Notebook and VS Code execute cells allowing ``input()``; nbclient, which runs
+    notebooks for nbgrader, nbconvert, the course's grader and book builders, never does.
+    ipykernel records it per request. Unknown (another kernel): assume a front end.
+    """
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    return bool(getattr(kernel, "_allow_stdin", True))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -324,12 +324,20 @@ def test_importing_the_widgets_does_not_pull_in_plotting_or_widgets():
     assert result.stdout.strip() == ""
 
 
-def run_notebook(*sources, tmp_path):
+def run_notebook(*sources, tmp_path, front_end=True):
+    """Run cells in a real kernel: as JupyterLab sends them, or headless as nbclient does."""
     nb = new_notebook(cells=[new_code_cell(source) for source in sources])
     client = nbclient.NotebookClient(
         nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
-    client.execute()
+    if not front_end:
+        client.execute()
+        return nb
+    with client.setup_kernel():
+        client.kc.allow_stdin = True  # what JupyterLab, Notebook and VS Code send
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        client.set_widgets_metadata()
     return nb
 
 
@@ -344,7 +352,7 @@ def output_widget_contents(nb) -> list[dict]:
     ]
 
 
-def test_the_explorers_run_in_a_real_kernel(tmp_path):
+def test_the_explorers_run_live_in_a_real_kernel_with_a_front_end(tmp_path):
     nb = run_notebook(
         "import torch, os\nfrom course_utils.widgets import broadcast_explorer, show_graph",
         "broadcast_explorer()",
@@ -363,3 +371,29 @@ def test_the_explorers_run_in_a_real_kernel(tmp_path):
     assert len(graph) == 2  # the returned report does not show a second time
     assert len(static) == 1 and "<table" in static[0].data["text/html"]
     assert "must match the size" in static[0].data["text/plain"]
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+EXPLORER_CELLS = (
+    "import torch\nfrom course_utils.widgets import broadcast_explorer, show_graph",
+    "broadcast_explorer((5, 1), (5,))",
+    "x = torch.ones(3, requires_grad=True)\nshow_graph((x ** 3).sum(), {'x': x})",
+)
+
+
+def assert_static(nb):
+    explorer, graph = (cell.outputs for cell in nb.cells[1:])
+    for output in explorer + graph:
+        assert WIDGET_VIEW not in output.get("data", {}), "a widget in a headless run"
+    assert "a + b has shape (5, 5)" in explorer[0].data["text/plain"]
+    assert "└─ AccumulateGrad → x (3,)" in graph[-1].data["text/plain"]
+    assert not nb.metadata.get("widgets"), "no widget state was sent"
+
+
+def test_headless_runs_like_nbconvert_and_the_grader_get_static_explorers(tmp_path):
+    assert_static(run_notebook(*EXPLORER_CELLS, tmp_path=tmp_path, front_end=False))
+
+
+def test_under_nbgrader_the_explorers_are_static_whatever_sends_the_cells(tmp_path, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")  # the kernel inherits it, as in nbgrader
+    assert_static(run_notebook(*EXPLORER_CELLS, tmp_path=tmp_path, front_end=True))
