@@ -1,4 +1,8 @@
-"""``python -m course_utils.grading SUBMISSIONS --out RESULTS``: grade a class in one command."""
+"""``python -m course_utils.grading SUBMISSIONS --out RESULTS``: grade a class in one command.
+
+It grades only inside a working bubblewrap sandbox, or without one when told ``--no-sandbox``;
+otherwise it exits with status 2, saying why and how to fix it, before anything runs or is written.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from pathlib import Path
 
 from course_utils.grading.batch import Batch, exercise_columns, in_shard, run_batch
 from course_utils.grading.reports import read_results, write_gradebook
-from course_utils.grading.sandbox import Limits, sandbox_status
+from course_utils.grading.sandbox import SANDBOXED, Limits, SandboxUnavailable, choose_sandbox
 from course_utils.grading.submissions import discover
 
 
@@ -43,21 +47,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-processes", type=int, default=defaults.max_processes)
     parser.add_argument("--output-cap-kb", type=int, default=defaults.output_cap_kb)
     parser.add_argument("--no-cache", action="store_true", help="grade everything again")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="grade WITHOUT the bubblewrap sandbox: submissions can then read and change "
+                             "your files and use the network. Only for submissions you trust.")
     args = parser.parse_args(argv)
 
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
+    try:  # first of all: nothing is read, run or written without a sandbox unless asked
+        sandbox = choose_sandbox(args.no_sandbox)
+    except SandboxUnavailable as refusal:
+        print(refusal, file=sys.stderr)
+        return 2
     limits = Limits(args.cell_timeout, args.notebook_timeout, args.memory_mb, args.max_processes,
                     defaults.max_file_mb, args.output_cap_kb)
-    batch = Batch(args.course.resolve(), args.submissions.resolve(), args.out.resolve(), limits, not args.no_cache)
+    batch = Batch(args.course.resolve(), args.submissions.resolve(), args.out.resolve(), limits,
+                  not args.no_cache, args.no_sandbox)
     learners = [l for l in discover(batch.submissions) if in_shard(l.id, args.shard)]
-    sandbox = sandbox_status()
     print(f"Grading {len(learners)} learners with {args.workers} workers; sandbox: {sandbox}")
-    if sandbox != "bubblewrap":
-        print("WARNING: not sandboxed. Submissions run with limits only: they can read the "
-              "instructor's files and use the network. Install bubblewrap (bwrap) to fix this.")
+    if sandbox != SANDBOXED:
+        print("WARNING: not sandboxed (--no-sandbox). Submissions run with limits only: they can "
+              "read and change your files and use the network.", file=sys.stderr)
     start = time.perf_counter()
-    results, cached = run_batch(batch, learners, args.workers, print)
+    results, cached = run_batch(batch, learners, args.workers, print, sandbox)
     everything = read_results(batch.out)
     chapters = {c for r in everything for c in r["notebooks"]}
     gradebook = write_gradebook(batch.out, everything, exercise_columns(chapters))

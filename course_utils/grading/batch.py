@@ -2,8 +2,10 @@
 
 A learner's failure, of any kind, becomes that learner's result with a reason; the batch goes
 on. Results are cached by a hash of the submission, the course and the grader, so a re-run
-grades only what changed. ``--shard K/N`` takes the learners whose id hashes to K of N, so a
-batch splits across machines the same way every time.
+grades only what changed (a result made without a sandbox never stands in for a sandboxed
+one). Nothing runs without a sandbox unless the batch says ``no_sandbox``. ``--shard K/N``
+takes the learners whose id hashes to K of N, so a batch splits across machines the same way
+every time.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import nbformat
 from course_utils.exercises import CHAPTERS, chapter_exercises
 from course_utils.grading import GRADER_VERSION
 from course_utils.grading.assemble import assemble, course_answer_ids
-from course_utils.grading.sandbox import RUNS_ROOT, Limits, RunFolder, sandbox_status
+from course_utils.grading.sandbox import (RUNS_ROOT, SANDBOXED, Limits, RunFolder, SandboxUnavailable,
+                                          check_sandbox, choose_sandbox)
 from course_utils.grading.submissions import Learner, Unreadable, answer_sources, read_submission
 
 
@@ -34,6 +37,7 @@ class Batch:
     out: Path
     limits: Limits
     use_cache: bool = True
+    no_sandbox: bool = False  # grade without a sandbox: only ever an explicit choice
 
 
 def course_notebooks(course: Path) -> dict[str, nbformat.NotebookNode]:
@@ -65,8 +69,10 @@ def in_shard(learner_id: str, shard: tuple[int, int] | None) -> bool:
     return int(hashlib.sha256(learner_id.encode()).hexdigest(), 16) % n == k - 1
 
 
-def cache_key(learner: Learner, batch: Batch, version: str) -> str:
-    digest = hashlib.sha256(f"{GRADER_VERSION}\0{version}\0{json.dumps(asdict(batch.limits))}".encode())
+def cache_key(learner: Learner, batch: Batch, version: str, sandbox: str = SANDBOXED) -> str:
+    sandboxed = sandbox == SANDBOXED
+    digest = hashlib.sha256(
+        f"{GRADER_VERSION}\0{version}\0{json.dumps(asdict(batch.limits))}\0{sandboxed}".encode())
     for path in learner.files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -81,8 +87,16 @@ def _chapter_of(path: Path, nb, courses: dict) -> str | None:
     return best if best is not None and overlap[best] > 0 else None
 
 
+def _allowed(sandbox: str, batch: Batch) -> str:
+    """``sandbox``, if this batch may grade with it: no sandbox only when ``batch.no_sandbox``."""
+    if check_sandbox(sandbox) != SANDBOXED and not batch.no_sandbox:
+        raise SandboxUnavailable(f"sandbox {sandbox!r} given, but the batch does not say no_sandbox")
+    return sandbox
+
+
 def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
     """Everything about one learner, as plain JSON-able data."""
+    _allowed(sandbox, batch)
     from course_utils.grading.execute import execute
     from course_utils.grading.scoring import score_notebook
 
@@ -160,20 +174,25 @@ def _grade_safely(learner: Learner, batch: Batch, sandbox: str) -> dict:
                              traceback.format_exc(limit=3)]}
 
 
-def run_batch(batch: Batch, learners: list[Learner], workers: int, report) -> tuple[list[dict], int]:
+def run_batch(
+    batch: Batch, learners: list[Learner], workers: int, report, sandbox: str | None = None
+) -> tuple[list[dict], int]:
     """Grade ``learners`` with ``workers`` processes; ``report(line)`` is told each outcome.
 
-    Returns the results and how many of them came from the cache.
+    ``sandbox`` is what ``choose_sandbox(batch.no_sandbox)`` gave, when the caller already
+    asked; without it, it is asked here. Either way, before anything is written or run:
+    ``SandboxUnavailable`` when bubblewrap cannot sandbox here and ``batch.no_sandbox`` is not
+    set. Returns the results and how many of them came from the cache.
     """
     from course_utils.grading.reports import write_learner
 
-    sandbox = sandbox_status()
+    sandbox = choose_sandbox(batch.no_sandbox) if sandbox is None else _allowed(sandbox, batch)
     version = course_version(batch.course)
     cache_dir = batch.out / ".cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
     results, todo = [], []
     for learner in learners:
-        key = cache_key(learner, batch, version)
+        key = cache_key(learner, batch, version, sandbox)
         cached = cache_dir / f"{key}.json"
         if batch.use_cache and cached.exists():
             result = json.loads(cached.read_text(encoding="utf-8"))

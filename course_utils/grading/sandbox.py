@@ -1,4 +1,8 @@
-"""How a learner's kernel starts: limits, a scrubbed environment, and bubblewrap where it exists.
+"""How a learner's kernel starts: limits, a scrubbed environment, and bubblewrap.
+
+Grading needs a working sandbox: ``choose_sandbox`` tries bubblewrap once (a trial run in a
+run folder of its own) and refuses, with the reason and how to fix it, when it cannot sandbox;
+grading without one happens only when the caller says so (``--no-sandbox``).
 
 The kernel talks to the grader over Unix sockets (ZeroMQ's ipc transport) in the run's own
 folder, so the sandbox can drop the network entirely. Inside bubblewrap the whole file system
@@ -10,8 +14,8 @@ ends. The environment holds only what Python needs: nothing says that grading is
 from __future__ import annotations
 
 import json
-import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -40,17 +44,6 @@ class RunFolder:
         self.home, self.run, self.kernels = self.root / "home", self.root / "run", self.root / "kernels"
         for folder in (self.home, self.run, self.run / "probes", self.kernels / "grading"):
             folder.mkdir(parents=True, exist_ok=True)
-
-
-def sandbox_status() -> str:
-    """"bubblewrap", or "none: <why>" — said plainly in every result."""
-    if not sys.platform.startswith("linux"):
-        return f"none: bubblewrap needs Linux (this is {sys.platform})"
-    if shutil.which("bwrap") is None:
-        return "none: bwrap (bubblewrap) is not installed"
-    if os.environ.get("COURSE_GRADING_NO_SANDBOX") == "1":
-        return "none: switched off with COURSE_GRADING_NO_SANDBOX=1"
-    return "bubblewrap"
 
 
 def kernel_environment(folder: RunFolder) -> dict[str, str]:
@@ -94,7 +87,9 @@ def bubblewrap_prefix(folder: RunFolder, hidden: list[Path]) -> list[str]:
     /tmp, as CI may make); every run folder lies in RUNS_ROOT, which is always hidden, so no
     kernel sees another run's files.
     """
-    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # bwrap by its full path: the one on the grader's PATH, which the trial run tried, not
+    # whichever one the kernel's own PATH would find
+    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     tmp = Path(tempfile.gettempdir())
     if not any(_under(path, tmp) for path in _needed_inside()):
         args += ["--tmpfs", str(tmp.resolve())]
@@ -105,6 +100,95 @@ def bubblewrap_prefix(folder: RunFolder, hidden: list[Path]) -> list[str]:
     args += ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
              "--chdir", str(folder.run)]
     return args
+
+
+SANDBOXED = "bubblewrap"
+"""The ``sandbox`` of a sandboxed run; an unsandboxed one is ``"none: <why>"``."""
+
+TRIAL_TIMEOUT_S = 60
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox here, and grading without one was not asked for: nothing is graded."""
+
+
+INSTALL_HELP = """\
+The grader runs every submission as untrusted code inside bubblewrap (bwrap): without it a
+submission can read and change your files (the solutions, other learners' work, the results)
+and use the network. Either:
+
+  * install bubblewrap (it exists for Linux only):
+      Debian, Ubuntu:     sudo apt install bubblewrap
+      Fedora, RHEL:       sudo dnf install bubblewrap
+      Arch:               sudo pacman -S bubblewrap
+      openSUSE:           sudo zypper install bubblewrap
+      macOS, Windows:     there is no bubblewrap; grade inside a Linux virtual machine (or WSL 2,
+                          or a container that allows user namespaces) with bubblewrap installed
+    bwrap must be able to create namespaces: if it is installed but fails, unprivileged user
+    namespaces are probably switched off (sysctl kernel.unprivileged_userns_clone,
+    user.max_user_namespaces, Ubuntu's kernel.apparmor_restrict_unprivileged_userns) or a
+    container forbids them;
+  * or pass --no-sandbox to grade without a sandbox, knowingly: only for submissions you trust.
+    Every result then says "sandbox": "none: ..."."""
+
+
+def bubblewrap_problem() -> str | None:
+    """Why bubblewrap cannot sandbox a kernel here, or None when it can.
+
+    Being installed is not enough (user namespaces may be switched off, a container may forbid
+    them), so this makes a sandbox as a kernel's would be made, in a run folder of its own,
+    and checks that Python ran inside it.
+    """
+    if not sys.platform.startswith("linux"):
+        return f"bubblewrap needs Linux (this is {sys.platform})"
+    if shutil.which("bwrap") is None:
+        return "bwrap (bubblewrap) is not installed (not found on PATH)"
+    token = "sandbox-trial-ok"
+    RUNS_ROOT.mkdir(mode=0o700, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="trial-", dir=RUNS_ROOT) as root:
+        folder = RunFolder(Path(root))
+        (folder.root / "tmp").mkdir()
+        command = [*bubblewrap_prefix(folder, []), sys.executable, "-I", "-c",
+                   f"import course_utils; print({token!r})"]
+        try:
+            run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                 timeout=TRIAL_TIMEOUT_S, env=kernel_environment(folder))
+        except subprocess.TimeoutExpired:
+            return f"bwrap is installed but its trial run did not finish in {TRIAL_TIMEOUT_S} s"
+        except OSError as error:
+            return f"bwrap is installed but could not be started: {error}"
+    if run.returncode == 0 and run.stdout.strip() == token:
+        return None
+    said = " ".join((run.stderr or run.stdout).split())[-300:] or "no message"
+    return (f"bwrap is installed but cannot create a sandbox here (its trial run exited with "
+            f"{run.returncode}: {said})")
+
+
+def choose_sandbox(no_sandbox: bool = False) -> str:
+    """The sandbox to grade with: ``SANDBOXED``, or ``"none: <why>"`` only when ``no_sandbox``.
+
+    Raises ``SandboxUnavailable`` (saying why, and how to fix it) when bubblewrap cannot
+    sandbox here and grading without a sandbox was not asked for.
+    """
+    problem = bubblewrap_problem()
+    if no_sandbox:
+        return "none: switched off with --no-sandbox" + (f" ({problem})" if problem else "")
+    if problem is None:
+        return SANDBOXED
+    raise SandboxUnavailable(f"Refusing to grade: no sandbox. {problem}.\n\n{INSTALL_HELP}")
+
+
+def sandbox_status() -> str:
+    """What grading gets here unless told otherwise: ``SANDBOXED``, or ``"none: <why>"``."""
+    problem = bubblewrap_problem()
+    return SANDBOXED if problem is None else f"none: {problem}"
+
+
+def check_sandbox(sandbox: str) -> str:
+    """``sandbox`` itself, if it is one the kernel spec knows; anything else is an error."""
+    if sandbox == SANDBOXED or sandbox.startswith("none"):
+        return sandbox
+    raise ValueError(f"unknown sandbox {sandbox!r}: {SANDBOXED!r} or 'none: <why>'")
 
 
 def write_kernel_spec(
@@ -122,7 +206,7 @@ def write_kernel_spec(
     for key, value in kernel_environment(folder).items():
         launcher += ["--env", f"{key}={value}"]
     launcher.append("--")
-    if sandbox == "bubblewrap":
+    if check_sandbox(sandbox) == SANDBOXED:
         launcher += bubblewrap_prefix(folder, hidden)
     launcher += [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     spec = {"argv": launcher, "display_name": "grading", "language": "python"}
