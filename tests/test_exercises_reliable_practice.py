@@ -1,10 +1,12 @@
 """Chapter 07's exercises: the reference passes, other right answers pass, classic mistakes
 fail with the message that names them."""
 
+import warnings
+
 import torch
 from torch import nn
 
-from course_utils.checkpoints import restore_rng_state, save_atomically
+from course_utils.checkpoints import load_checkpoint, restore_rng_state, save_atomically
 from course_utils.exercises import reliable_practice as ex
 from course_utils.exercises.core import Outcome
 from exercise_asserts import (
@@ -69,8 +71,8 @@ def test_save_weights_classic_mistakes():
 
 
 # -- resume (S2) -----------------------------------------------------------------------------
-def _resume(model=True, optimizer=True, scheduler=True, scaler=True, rng=True, offset=1):
-    def resume(path, model_, optimizer_, scheduler_, scaler_):
+def _resume(model=True, optimizer=True, scheduler=True, scaler=True, rng=True, loader=True, offset=1):
+    def resume(path, model_, optimizer_, scheduler_, scaler_, loader_):
         checkpoint = torch.load(path, weights_only=True)
         if model:
             model_.load_state_dict(checkpoint["model"])
@@ -81,47 +83,79 @@ def _resume(model=True, optimizer=True, scheduler=True, scaler=True, rng=True, o
         if scaler:
             scaler_.load_state_dict(checkpoint["scaler"])
         if rng:
-            restore_rng_state(checkpoint["rng"])
+            with warnings.catch_warnings(record=True):  # "no loader was given", when it was not
+                restore_rng_state(checkpoint["rng"], loader_ if loader else None)
         return checkpoint["epoch"] + offset
 
     return resume
 
 
 def test_resume_alternatives_pass():
-    def loaded_to_a_device_in_another_order(path, model, optimizer, scheduler, scaler):
+    def loaded_to_a_device_in_another_order(path, model, optimizer, scheduler, scaler, loader):
         state = torch.load(path, map_location=torch.device("cpu"), weights_only=True)
-        restore_rng_state(state["rng"])
+        restore_rng_state(state["rng"], loader=[loader])
         scheduler.load_state_dict(state["scheduler"])
         optimizer.load_state_dict(state["optimizer"])
         model.load_state_dict(state["model"], strict=True)
         scaler.load_state_dict(state["scaler"])
         return int(state["epoch"]) + 1
 
-    def torch_generator_only(path, model, optimizer, scheduler, scaler):
-        # The probe's run draws from torch's CPU generator only, so this is enough there.
+    def torch_generators_only(path, model, optimizer, scheduler, scaler, loader):
+        # The probe's run draws from torch's CPU generator and the loader's only, so this is
+        # enough there; the loader's generator is also its sampler's.
         state = torch.load(path, weights_only=True)
         for obj, key in ((model, "model"), (optimizer, "optimizer"), (scheduler, "scheduler"), (scaler, "scaler")):
             obj.load_state_dict(state[key])
         torch.set_rng_state(state["rng"]["torch"])
+        (loader_state,) = state["rng"]["loaders"][0].values()
+        loader.generator.set_state(loader_state)
         return state["epoch"] + 1
 
+    def with_the_course_helper(path, model, optimizer, scheduler, scaler, loader):
+        return load_checkpoint(path, model, optimizer, scheduler, scaler, loader)
+
     assert_passes(ex.resume, loaded_to_a_device_in_another_order)
-    assert_passes(ex.resume, torch_generator_only)
+    assert_passes(ex.resume, torch_generators_only)
+    assert_passes(ex.resume, with_the_course_helper)
 
 
 def test_resume_classic_mistakes():
     assert_fails(ex.resume, _resume(optimizer=False), "Adam's moment estimates", "restarted at zero")
     assert_fails(ex.resume, _resume(scheduler=False), "learning rate after resume", "lr=", "scheduler.load_state_dict")
-    assert_fails(ex.resume, _resume(rng=False), "dropout masks", "restore_rng_state")
+    assert_fails(ex.resume, _resume(rng=False), "dropout masks", "restore_rng_state(checkpoint['rng'], loader)")
+    assert_fails(ex.resume, _resume(loader=False), "DataLoader's own generator", "shuffles as in epoch 0",
+                 "restore_rng_state(checkpoint['rng'], loader)")
     assert_fails(ex.resume, _resume(offset=0), "returned 2", "runs twice", "checkpoint['epoch'] + 1")
     assert_fails(ex.resume, _resume(offset=2), "returned 4", "epoch 3 never runs")
     assert_fails(ex.resume, _resume(scaler=False), "GradScaler's scale is 1024", "scaler.load_state_dict")
     assert_fails(ex.resume, _resume(model=False), "model.load_state_dict(checkpoint['model'])")
 
-    def returns_nothing(path, model, optimizer, scheduler, scaler):
-        _resume()(path, model, optimizer, scheduler, scaler)
+    def returns_nothing(path, model, optimizer, scheduler, scaler, loader):
+        _resume()(path, model, optimizer, scheduler, scaler, loader)
 
     assert_fails(ex.resume, returns_nothing, "returned NoneType", "an int")
+
+    def reseeds_the_loader(path, model, optimizer, scheduler, scaler, loader):
+        start = _resume(loader=False)(path, model, optimizer, scheduler, scaler, loader)
+        loader.generator.manual_seed(7)  # the seed it was built with: epoch 0's order again
+        return start
+
+    def gives_the_loader_a_new_generator(path, model, optimizer, scheduler, scaler, loader):
+        # The state goes into a new object; the sampler still shuffles with the old one.
+        start = _resume(loader=False)(path, model, optimizer, scheduler, scaler, loader)
+        (loader_state,) = torch.load(path, weights_only=True)["rng"]["loaders"][0].values()
+        loader.generator = torch.Generator()
+        loader.generator.set_state(loader_state)
+        return start
+
+    assert_fails(ex.resume, reseeds_the_loader, "DataLoader's own generator")
+    assert_fails(ex.resume, gives_the_loader_a_new_generator, "DataLoader's own generator",
+                 "now sit at generator and sampler.generator", "not a new generator")
+
+    def old_five_arguments(path, model, optimizer, scheduler, scaler):
+        return ex.resume.reference(path, model, optimizer, scheduler, scaler, None)
+
+    assert_fails(ex.resume, old_five_arguments, "takes 6 arguments", "loader")
 
 
 # -- remap_keys (S3) -------------------------------------------------------------------------

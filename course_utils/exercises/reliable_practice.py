@@ -17,8 +17,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.checkpoints import restore_rng_state, save_checkpoint
+from course_utils.checkpoints import _loader_generators, restore_rng_state, save_checkpoint
 from course_utils.exercises.core import Exercise, Function
 
 CHAPTER = "reliable_practice"
@@ -203,13 +204,13 @@ save_weights = Exercise(
 # ============================================================================================
 # S2 — resume from a checkpoint exactly
 # ============================================================================================
-def resume(path, model, optimizer, scheduler, scaler):
+def resume(path, model, optimizer, scheduler, scaler, loader):
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict(checkpoint["model"])
     optimizer.load_state_dict(checkpoint["optimizer"])
     scheduler.load_state_dict(checkpoint["scheduler"])
     scaler.load_state_dict(checkpoint["scaler"])
-    restore_rng_state(checkpoint["rng"])
+    restore_rng_state(checkpoint["rng"], loader)  # the global generators and the loader's own
     return checkpoint["epoch"] + 1  # the saved epoch is finished: continue with the next one
 
 
@@ -221,23 +222,24 @@ def _resume_data():
     return torch.randn(48, 6, generator=generator), torch.randint(0, 3, (48,), generator=generator)
 
 
-def _resume_parts():
-    """Model, optimizer, scheduler, scaler; the model's initial weights come from the global seed."""
+def _resume_parts(x, y):
+    """Model, optimizer, scheduler, scaler and a loader with its own generator (as chapter 06
+    teaches); the model's initial weights come from the global seed, the loader's order from
+    its own seed, the same in every process."""
     model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=_EPOCHS)
     # Enabled on the CPU (torch >= 2.3); a small growth_interval makes its scale move.
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=3)
-    return model, optimizer, scheduler, scaler
+    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(7))
+    return model, optimizer, scheduler, scaler, loader
 
 
-def _train_epoch(parts, x, y):
-    model, optimizer, scheduler, scaler = parts
+def _train_epoch(parts):
+    model, optimizer, scheduler, scaler, loader = parts
     model.train()
-    order = torch.randperm(len(x))  # the global generator: the batch order depends on it
-    for start in range(0, len(x), 16):
-        batch = order[start:start + 16]
-        loss = F.cross_entropy(model(x[batch]), y[batch])  # dropout draws its masks here
+    for xb, yb in loader:  # the loader's own generator: the batch order depends on it
+        loss = F.cross_entropy(model(xb), yb)  # dropout draws its masks from the global generator
         optimizer.zero_grad()
         scaler.scale(loss).backward()
         scaler.step(optimizer)
@@ -257,6 +259,11 @@ def _adam_moments(optimizer) -> list:
     ]
 
 
+def _loader_states(loader) -> dict:
+    """Where the loader's own generators sit (see checkpoints.rng_state) and their states."""
+    return {key: generator.get_state().numpy().copy() for key, generator in _loader_generators(loader)[0].items()}
+
+
 def _probe_resume(answer, run):
     with _one_thread():
         return _resume_record(answer, run)
@@ -265,11 +272,11 @@ def _probe_resume(answer, run):
 def _resume_record(answer, run):
     x, y = _resume_data()
     torch.manual_seed(0)
-    straight = _resume_parts()
+    straight = _resume_parts(x, y)
     lrs_straight = []
     for _ in range(_EPOCHS):
         lrs_straight.append(_lr(straight[1]))
-        _train_epoch(straight, x, y)
+        _train_epoch(straight)
     record = {
         "epochs": _EPOCHS,
         "saved_epoch": _SAVED_EPOCH,
@@ -280,11 +287,12 @@ def _resume_record(answer, run):
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "checkpoint.pt")
         torch.manual_seed(0)
-        first = _resume_parts()
+        first = _resume_parts(x, y)
         for _ in range(_SAVED_EPOCH + 1):
-            _train_epoch(first, x, y)
+            _train_epoch(first)
         save_checkpoint(path, _SAVED_EPOCH, *first)
         saved_rng = torch.get_rng_state()
+        saved_loader = _loader_states(first[4])
         record["saved_weights"] = _arrays(first[0].state_dict())
         record["saved_moments"] = _adam_moments(first[1])
         record["saved_scaler"] = {k: float(v) for k, v in first[3].state_dict().items()}
@@ -292,7 +300,7 @@ def _resume_record(answer, run):
         # A new process: other seeds, freshly built objects with their own initial weights.
         torch.manual_seed(12345)
         torch.rand(7)
-        fresh = _resume_parts()
+        fresh = _resume_parts(x, y)
         start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
         record["start_kind"] = _kind(start)
         record["start"] = int(start) if isinstance(start, int) and not isinstance(start, bool) else None
@@ -300,12 +308,18 @@ def _resume_record(answer, run):
         record["moments_after"] = _adam_moments(fresh[1])
         record["scaler_after"] = {k: float(v) for k, v in fresh[3].state_dict().items()}
         record["rng_restored"] = bool(torch.equal(torch.get_rng_state(), saved_rng))
+        loader_after = _loader_states(fresh[4])
+        record["loader_saved"] = sorted(saved_loader)
+        record["loader_after"] = sorted(loader_after)
+        record["loader_restored"] = loader_after.keys() == saved_loader.keys() and all(
+            np.array_equal(loader_after[key], saved_loader[key]) for key in saved_loader
+        )
         if record["start"] is None or not 0 <= record["start"] <= _EPOCHS:
             return record
         lrs = []
         for _ in range(record["start"], _EPOCHS):
             lrs.append(_lr(fresh[1]))
-            _train_epoch(fresh, x, y)
+            _train_epoch(fresh)
         record["lrs_resumed"] = lrs
         record["resumed"] = _arrays(fresh[0].state_dict())
     return record
@@ -347,7 +361,22 @@ def _judge_resume(record):
         return (
             "After resume the random number generators are where the new process left them, not "
             "where the checkpoint saved them: the dropout masks and the batch order after the "
-            "restart differ from the uninterrupted run's. restore_rng_state(checkpoint['rng'])."
+            "restart differ from the uninterrupted run's. restore_rng_state(checkpoint['rng'], loader)."
+        )
+    if not record["loader_restored"]:
+        if record["loader_after"] != record["loader_saved"]:
+            where = (
+                f"The loader's generators now sit at {' and '.join(record['loader_after']) or 'no place'}; "
+                f"the checkpoint saved them at {' and '.join(record['loader_saved'])}: give the loader "
+                "its state back, not a new generator. "
+            )
+        else:
+            where = ""
+        return (
+            "After resume the DataLoader's own generator (generator=torch.Generator().manual_seed(...)) "
+            "is where the freshly built loader's seed put it, not where the checkpoint saved it: "
+            "after the restart the loader shuffles as in epoch 0, not as the uninterrupted run. "
+            f"{where}Restore it with the global generators: restore_rng_state(checkpoint['rng'], loader)."
         )
     start = record["start"]
     if start != saved + 1:
@@ -383,21 +412,22 @@ resume = Exercise(
     "resume",
     chapter=CHAPTER,
     title="Resume exactly where the run stopped",
-    expects=Function("resume", ("path", "model", "optimizer", "scheduler", "scaler")),
+    expects=Function("resume", ("path", "model", "optimizer", "scheduler", "scaler", "loader")),
     probe=_probe_resume,
     judge=_judge_resume,
     reference=resume,
     passed_message=(
         "Correct: 3 epochs, a checkpoint, a fresh start and 3 more epochs give bit for bit the "
-        "weights of 6 epochs in one go."
+        "weights of 6 epochs in one go, the loader's shuffle included."
     ),
     hints=[
         "Load the file with torch.load(path, map_location=..., weights_only=True); it is a dict "
         "with the keys epoch, model, optimizer, scheduler, scaler and rng.",
-        "Each object has a load_state_dict method for its part; the random generators go back "
-        "with restore_rng_state(checkpoint['rng']). Then return the epoch to continue from.",
+        "Each object has a load_state_dict method for its part; the random generators, the "
+        "loader's own included, go back with restore_rng_state(checkpoint['rng'], loader). Then "
+        "return the epoch to continue from.",
         "model / optimizer / scheduler / scaler .load_state_dict(checkpoint[...]); "
-        "restore_rng_state(checkpoint['rng']); return checkpoint['epoch'] + 1",
+        "restore_rng_state(checkpoint['rng'], loader); return checkpoint['epoch'] + 1",
     ],
     # The first optimizer a process builds imports torch._dynamo, seconds on a busy machine;
     # the probe itself takes a fraction of a second.
