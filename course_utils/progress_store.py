@@ -3,6 +3,10 @@
 Progress is a convenience, never a reason for a check to fail: a file that cannot be read or
 written gives a one-line warning and the check goes on. A corrupt file is kept aside (renamed,
 not deleted) so nothing a learner did is lost. Tests, strict mode and grading never write it.
+
+This module knows exercises only by their ids: recording a pass imports no exercise. Showing
+progress needs the list of exercises, which the caller hands in (``course_utils.progress()``
+does), so the exercises, whose ``check`` records passes here, are never imported from here.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Mapping, Protocol
+
+from course_utils import run_mode
 
 FILE_VERSION = 1
 
@@ -28,9 +35,10 @@ def progress_file() -> Path:
 
 
 def recording_enabled() -> bool:
-    from course_utils.exercises.core import strict_mode
-
-    return not (os.environ.get("COURSE_NO_PROGRESS") == "1" or strict_mode())
+    """False in test runs (``COURSE_NO_PROGRESS=1``) and in runs that require an outcome."""
+    return not (
+        os.environ.get("COURSE_NO_PROGRESS") == "1" or run_mode.required_outcome_value() is not None
+    )
 
 
 def _warn(message: str) -> None:
@@ -117,6 +125,13 @@ def reset(path: Path | None = None) -> None:
         _set_aside(path, "before-reset")
 
 
+class ListedExercise(Protocol):
+    """What showing progress needs of an exercise (``course_utils.exercises.Exercise`` has it)."""
+
+    name: str
+    id: str
+
+
 @dataclass
 class ChapterProgress:
     chapter: str
@@ -157,21 +172,28 @@ class ProgressReport:
         )
 
 
-def progress_report(path: Path | None = None) -> ProgressReport:
-    from course_utils.exercises import all_exercises
+def progress_report(
+    path: Path | None = None, *, exercises: Mapping[str, Iterable[ListedExercise]]
+) -> ProgressReport:
+    """Per chapter, which of ``exercises`` (chapter → its exercises, in course order) passed.
 
+    ``course_utils.exercises.all_exercises()`` gives the course's own listing.
+    """
     path = path or progress_file()
     passed = load(path)["passed"]
     chapters = []
-    for chapter, exercises in all_exercises().items():
-        done = [e.name for e in exercises if e.id in passed]
-        todo = [e.name for e in exercises if e.id not in passed]
+    for chapter, listed in exercises.items():
+        listed = list(listed)
+        done = [e.name for e in listed if e.id in passed]
+        todo = [e.name for e in listed if e.id not in passed]
         chapters.append(ChapterProgress(chapter, done, todo))
     return ProgressReport(chapters, path)
 
 
-def show_progress(path: Path | None = None) -> None:
+def show_progress(
+    path: Path | None = None, *, exercises: Mapping[str, Iterable[ListedExercise]]
+) -> None:
     """Show, per chapter, which exercises are done (``progress_report`` returns the data)."""
     from course_utils.display import show
 
-    show(progress_report(path))
+    show(progress_report(path, exercises=exercises))

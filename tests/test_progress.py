@@ -3,17 +3,20 @@
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
 from course_utils import progress, progress_store
+from course_utils.exercises import all_exercises
 from course_utils.exercises import environment as ex
 
 
 def test_a_passed_check_is_recorded_and_shown_per_chapter(capsys):
     ex.seeded_draw.check(ex.seeded_draw.reference)
     progress()
-    report = progress_store.progress_report()
+    report = progress_store.progress_report(exercises=all_exercises())
     chapter = next(c for c in report.chapters if c.chapter == "00_environment")
     assert chapter.done == ["seeded_draw"]
     assert "kernel_environment" in chapter.todo
@@ -79,3 +82,34 @@ def test_reset_keeps_the_old_file_aside():
     assert progress_store.load()["passed"] == {}
     kept = [p.name for p in progress_store.progress_file().parent.iterdir()]
     assert any(name.startswith("progress.json.before-reset-") for name in kept)
+
+
+def test_recording_a_pass_imports_no_exercise(tmp_path):
+    """The store knows exercises by id; the exercises import it, so it must not import them."""
+    path = tmp_path / "progress.json"
+    code = (
+        "import sys\n"
+        "import course_utils.progress_store as store\n"
+        "store.record_pass('environment.seeded_draw')\n"
+        "assert 'environment.seeded_draw' in store.load()['passed']\n"
+        "print(sorted(m for m in sys.modules if m.startswith('course_utils.exercises')))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_NO_PROGRESS"}
+    env["COURSE_PROGRESS_FILE"] = str(path)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert result.stdout.strip() == "[]"
+    assert "environment.seeded_draw" in json.loads(path.read_text())["passed"]
+
+
+def test_progress_shows_the_exercises_it_is_given():
+    progress_store.record_pass("a.one")
+
+    class Listed:
+        def __init__(self, name):
+            self.name, self.id = name, f"a.{name}"
+
+    report = progress_store.progress_report(exercises={"chapter a": [Listed("one"), Listed("two")]})
+    shown = [(c.chapter, c.done, c.todo) for c in report.chapters]
+    assert shown == [("chapter a", ["one"], ["two"])]

@@ -19,11 +19,11 @@ from __future__ import annotations
 import enum
 import html
 import inspect
-import os
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from course_utils import progress_store, run_mode
 from course_utils.display import show
 from course_utils.exercises import plain
 from course_utils.exercises.solution_text import solution_source
@@ -110,13 +110,9 @@ class ExerciseNotPassed(AssertionError):
     """Raised by ``check`` when a run requires another outcome, so CI and nbgrader see it."""
 
 
-def _nbgrader_grading() -> bool:
-    return os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate")
-
-
 # Read once, when the notebook's first cell imports the exercises and before any answer cell
 # runs: an answer cell that deletes the variable must not turn grading off.
-_NBGRADER_GRADING_AT_IMPORT = _nbgrader_grading()
+_NBGRADER_GRADING_AT_IMPORT = run_mode.nbgrader_grading()
 
 
 def required_outcome() -> "Outcome | None":
@@ -127,14 +123,8 @@ def required_outcome() -> "Outcome | None":
     generated learner notebooks) requires *not attempted*: a blank exercise that reports
     anything else would confuse every learner who opens it.
     """
-    if os.environ.get("COURSE_STRICT") == "1":
-        return Outcome.PASSED
-    if _NBGRADER_GRADING_AT_IMPORT or _nbgrader_grading():
-        return Outcome.PASSED
-    expected = os.environ.get("COURSE_EXPECT", "")
-    if expected:
-        return Outcome(expected.replace("_", " "))
-    return None
+    value = run_mode.required_outcome_value(_NBGRADER_GRADING_AT_IMPORT)
+    return None if value is None else Outcome(value)
 
 
 def strict_mode() -> bool:
@@ -370,9 +360,7 @@ class Exercise:
         required = required_outcome()
         if required is not None and verdict.outcome is not required:
             raise ExerciseNotPassed(f"this run requires '{required.value}'; got:\n{verdict}")
-        if verdict.passed:
-            from course_utils import progress_store
-
+        if verdict.passed and required is None:  # a run that requires an outcome never records
             progress_store.record_pass(self.id)
         return verdict
 
