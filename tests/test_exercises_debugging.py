@@ -295,6 +295,26 @@ def test_clipped_step_classic_mistakes():
     assert_fails(ex.clipped_step, returns_nothing, "returned None", "`return`")
 
 
+def test_clipped_step_is_called_twice_with_a_stateful_optimizer():
+    def model_zero_grad(model, optimizer, loss, max_norm):
+        model.zero_grad(set_to_none=False)
+        loss.backward()
+        total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        return total
+
+    assert_passes(ex.clipped_step, model_zero_grad)
+
+    def no_zero_grad(model, optimizer, loss, max_norm):
+        loss.backward()
+        total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        return total
+
+    assert_fails(ex.clipped_step, no_zero_grad, "second call", "plus the first call's",
+                 "optimizer.zero_grad() before loss.backward()")
+
+
 # -- seeded_loader (D8) ----------------------------------------------------------------------
 def test_seeded_loader_alternatives_pass():
     def keyword_generator(dataset, batch_size, seed):

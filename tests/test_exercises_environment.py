@@ -148,6 +148,36 @@ def test_known_gradient_classic_mistakes():
 
     assert_fails(ex.known_gradient, forgot_return, "returned None")
 
+    def detaches_the_callers_x(x):
+        x = x.detach_().clone().requires_grad_(True)
+        (x**3).sum().backward()
+        return x.grad
+
+    assert_fails(
+        ex.known_gradient, detaches_the_callers_x,
+        "changed the caller's x in place", "with requires_grad=True", "x.detach_()",
+        "use x.detach(), which returns a new tensor",
+    )
+
+    def clones_without_detach(x):
+        x = x.clone().requires_grad_(True)
+        (x**3).sum().backward()
+        return x.grad
+
+    assert_fails(
+        ex.known_gradient, clones_without_detach,
+        "returned None on an x that itself requires grad", "Copy with x.detach().clone()",
+    )
+
+    def also_takes_a_step(x):
+        x.requires_grad_(True)
+        (x**3).sum().backward()
+        with torch.no_grad():
+            x -= 0.1 * x.grad
+        return x.grad
+
+    assert_fails(ex.known_gradient, also_takes_a_step, "changed its input x in place", "leave x as it was")
+
 
 # -- device_smoke_test (E6) --------------------------------------------------------------------
 def test_device_smoke_test_reference_and_alternatives_pass():

@@ -215,3 +215,29 @@ def test_remap_keys_classic_mistakes():
     assert_fails(ex.remap_keys, drops_the_rest, "match no rename are gone", "block.hidden.weight")
     assert_fails(ex.remap_keys, swaps_values, "holds another tensor")
     assert_fails(ex.remap_keys, lambda sd, renames: list(sd.items()), "returned list")
+
+
+def test_remap_keys_renames_each_key_once():
+    def renames_again(state_dict, renames):  # no break: a renamed key meets the next rename
+        out = {}
+        for key, value in state_dict.items():
+            for old, new in renames.items():
+                if key.startswith(old):
+                    key = new + key[len(old):]
+            out[key] = value
+        return out
+
+    assert_fails(ex.remap_keys, renames_again, "0.weight became 2.weight", "renamed that again",
+                 "ORIGINAL name", "break")
+
+    def tests_the_original_key(state_dict, renames):
+        out = {}
+        for key, value in state_dict.items():
+            new_key = key
+            for old, new in renames.items():
+                if key.startswith(old):
+                    new_key = new + key[len(old):]
+            out[new_key] = value
+        return out
+
+    assert_passes(ex.remap_keys, tests_the_original_key)

@@ -77,6 +77,12 @@ def test_remove_batch_dim_mistakes():
     assert_fails(ex.remove_batch_dim, lambda x: x.squeeze(), "drops EVERY size-1 dimension", "squeeze(0)")
     assert_fails(ex.remove_batch_dim, lambda x: x.squeeze(1), "squeeze(d) silently does nothing")
     assert_fails(ex.remove_batch_dim, lambda x: x.flatten(), "has shape")
+    # The right shape, but the learner's own x lost its batch dimension too.
+    assert_fails(
+        ex.remove_batch_dim, lambda x: x.squeeze_(0),
+        "changed its input x in place", "has shape (5,) afterwards instead of (1, 5)",
+        "squeeze_", "use x.squeeze(0), which returns a new tensor",
+    )
 
 
 # -- T7 outer_sum ----------------------------------------------------------------------------
@@ -117,6 +123,17 @@ def test_residuals_mistakes():
     assert_fails(ex.residuals, lambda pred, target: pred - target[:, None], "(4, 1); expected (4,)")
     # "Fixing" the (N, N) shape by averaging it away gives the right shape and wrong numbers.
     assert_fails(ex.residuals, lambda pred, target: (pred - target).mean(dim=1), "wrong values")
+    # The right numbers, but the caller's pred is (N,) afterwards: its next use breaks.
+    assert_fails(
+        ex.residuals, lambda pred, target: pred.squeeze_(1) - target,
+        "changed its input pred in place", "has shape (4,) afterwards instead of (4, 1)",
+        "squeeze_", "use pred.squeeze(1), which returns a new tensor",
+    )
+
+    def subtracts_in_place(pred, target):
+        return pred.squeeze(1).sub_(target)
+
+    assert_fails(ex.residuals, subtracts_in_place, "changed the numbers in its input pred")
 
 
 # -- T8 checked_mse --------------------------------------------------------------------------

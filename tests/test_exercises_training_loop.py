@@ -312,3 +312,69 @@ def test_early_stopping_classic_mistakes():
             return stop
 
     assert_fails(ex.EarlyStopping, LastEpochAsBest, "best_epoch is")
+
+
+def test_early_stopping_count_and_attributes_start_in_init():
+    # A correct alternative: the best starts empty, so the first loss (even inf) is the first best.
+    class EmptyBest:
+        def __init__(self, patience):
+            self.patience, self.best_loss, self.best_epoch, self.epoch, self.bad = patience, None, None, 0, 0
+
+        def step(self, val_loss):
+            self.epoch += 1
+            if self.best_loss is None or val_loss < self.best_loss:
+                self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+            else:
+                self.bad += 1
+            return self.bad >= self.patience
+
+    assert_passes(ex.EarlyStopping, EmptyBest)
+
+    class ZeroMeansNoBest(ex.EarlyStopping.reference):
+        def __init__(self, patience):
+            super().__init__(patience)
+            self.best_epoch = 0
+
+    assert_passes(ex.EarlyStopping, ZeroMeansNoBest)
+
+    class CountStartsAtOne(ex.EarlyStopping.reference):
+        def __init__(self, patience):
+            super().__init__(patience)
+            self.bad_epochs = 1
+
+    assert_fails(ex.EarlyStopping, CountStartsAtOne, "all inf", "does not start at 0")
+
+    class CountStartsBelowZero(ex.EarlyStopping.reference):
+        def __init__(self, patience):
+            super().__init__(patience)
+            self.bad_epochs = -1
+
+    assert_fails(ex.EarlyStopping, CountStartsBelowZero, "all inf", "starts below 0")
+
+    class BestEpochSetOnlyInStep:
+        def __init__(self, patience):
+            self.patience, self.best_loss, self.epoch, self.bad = patience, math.inf, 0, 0
+
+        def step(self, val_loss):
+            self.epoch += 1
+            if val_loss < self.best_loss:
+                self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+            else:
+                self.bad += 1
+            return self.bad >= self.patience
+
+    assert_fails(ex.EarlyStopping, BestEpochSetOnlyInStep, "has no attribute best_epoch", "best_epoch = None")
+
+    class CountSetOnlyInStep:
+        def __init__(self, patience):
+            self.patience, self.best_loss, self.best_epoch, self.epoch = patience, math.inf, None, 0
+
+        def step(self, val_loss):
+            self.epoch += 1
+            if val_loss < self.best_loss:
+                self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+            else:
+                self.bad += 1
+            return self.bad >= self.patience
+
+    assert_fails(ex.EarlyStopping, CountSetOnlyInStep, "__init__ never set", outcome=Outcome.RAISED)

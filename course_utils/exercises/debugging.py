@@ -506,6 +506,31 @@ def clipped_step(model, optimizer, loss, max_norm):
     return total_norm
 
 
+_clipped_step = clipped_step
+
+
+def _clipped_step_without_zero_grad(model, optimizer, loss, max_norm):
+    loss.backward()
+    total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total_norm
+
+
+def _two_steps(step, model, batches, max_norm, call=None):
+    """Parameters after each of two calls of ``step`` on one model and one SGD-with-momentum."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    after, returned = [], []
+    for i, (x, y) in enumerate(batches):
+        loss = nn.functional.mse_loss(model(x), y)
+        if call is None:
+            got = step(model, optimizer, loss, max_norm)
+        else:
+            got = call(step, model, optimizer, loss, max_norm, on=f"call {i + 1} of 2")
+        after.append(_flat(model).numpy())
+        returned.append(got)
+    return after, returned
+
+
 def _clip_model():
     torch.manual_seed(6)
     return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
@@ -563,11 +588,68 @@ def _probe_clipped_step(answer, run):
         elif isinstance(got, (int, float)) and not isinstance(got, bool):
             case["returned"] = float(got)
         cases.append(case)
+    # Two calls in a row on the same model and optimizer (SGD with momentum), as in a loop.
+    on = "two calls in a row on one model and one SGD(lr=0.1, momentum=0.9), max_norm=1.0"
+    g = _generator(66)
+    batches = [(torch.randn(16, 4, generator=g), torch.randn(16, 2, generator=g) * 30.0) for _ in range(2)]
+    pristine = _clip_model()
+    model = copy.deepcopy(pristine)
+    after, returned = _two_steps(answer, model, batches, 1.0, call=lambda f, *a, on: run(f, *a, on=f"{_TWICE}, {on}"))
+    expected, expected_norms = _two_steps(_clipped_step, copy.deepcopy(pristine), batches, 1.0)
+    stale, _ = _two_steps(_clipped_step_without_zero_grad, copy.deepcopy(pristine), batches, 1.0)
+    case = {
+        "on": on,
+        "twice": True,
+        "after": after,
+        "expected": expected,
+        "stale": stale,
+        "expected_norms": [float(n) for n in expected_norms],
+        "returned": [
+            float(torch.Tensor.detach(r).reshape(-1)[0].item()) if isinstance(r, torch.Tensor) and r.numel() == 1
+            else float(r) if isinstance(r, (int, float)) and not isinstance(r, bool) else _kind(r)
+            for r in returned
+        ],
+    }
+    cases.append(case)
     return cases
+
+
+_TWICE = "two calls in a row on one model and one SGD(lr=0.1, momentum=0.9)"
+
+
+def _judge_clipped_twice(case):
+    on = case["on"]
+    for i in range(2):
+        if same_values(case["after"][i], case["expected"][i], rtol=1e-4, atol=1e-7):
+            continue
+        if i == 1 and same_values(case["after"][i], case["stale"][i], rtol=1e-4, atol=1e-7):
+            return (
+                f"On the second call the parameters moved by this loss's gradient plus the first "
+                f"call's (on {on}): loss.backward() adds to .grad, and nothing cleared the old "
+                "gradients. Call optimizer.zero_grad() before loss.backward(), every call."
+            )
+        return (
+            f"After call {i + 1} the parameters are not where two clipped SGD-with-momentum "
+            f"steps put them (on {on}). Each call: zero_grad, backward, "
+            "clip_grad_norm_(model.parameters(), max_norm), step, with the optimizer you are given."
+        )
+    for i, (got, want) in enumerate(zip(case["returned"], case["expected_norms"])):
+        if not isinstance(got, float) or not same_values(got, want, rtol=1e-4, atol=1e-6):
+            return (
+                f"Call {i + 1} returned {got if isinstance(got, str) else f'{got:.4g}'}; that "
+                f"call's gradient norm before clipping is {want:.4g} (on {on}). Return what "
+                "clip_grad_norm_ returns."
+            )
+    return None
 
 
 def _judge_clipped_step(cases):
     for case in cases:
+        if case.get("twice"):
+            problem = _judge_clipped_twice(case)
+            if problem:
+                return problem
+            continue
         on, max_norm, total = case["on"], case["max_norm"], case["total"]
         delta = case["delta"]
         if not np.any(delta):

@@ -172,7 +172,9 @@ def known_gradient(x):
     return x.grad
 
 
-_GRADIENT_SHAPES = [(5,), (2, 3), (4, 1, 2), ()]
+# (shape, whether the caller's x requires grad): "a float tensor x" may be one the learner
+# made with requires_grad=True; the answer must leave the caller's x as it was.
+_GRADIENT_SHAPES = [((5,), False), ((2, 3), False), ((4, 1, 2), False), ((), False), ((2, 3), True)]
 
 
 def _probe_known_gradient(answer, run):
@@ -180,12 +182,23 @@ def _probe_known_gradient(answer, run):
 
     generator = torch.Generator().manual_seed(0)
     cases = []
-    for shape in _GRADIENT_SHAPES:
+    for shape, requires_grad in _GRADIENT_SHAPES:
         x = torch.rand(shape, generator=generator) * 4 - 2
         on = f"x of shape {shape_text(list(shape))}"
-        got = run(answer, x.clone(), on=on)
+        if requires_grad:
+            on += " with requires_grad=True"
+        given = x.clone().requires_grad_(requires_grad)
+        got = run(answer, given, on=on)
         cases.append(
-            {"on": on, "x": x.numpy().copy(), "got": value_facts(got), "expected": value_facts(3 * x**2)}
+            {
+                "on": on,
+                "x": x.numpy().copy(),
+                "got": value_facts(got),
+                "expected": value_facts(3 * x**2),
+                "requires_grad": requires_grad,
+                "requires_grad_after": bool(given.requires_grad),
+                "x_after": given.detach().numpy().copy(),
+            }
         )
     return cases
 
@@ -193,11 +206,32 @@ def _probe_known_gradient(answer, run):
 def _judge_known_gradient(cases):
     for case in cases:
         got, expected, x = case["got"], case["expected"], case["x"]
+        if got["kind"] == "NoneType" and case["requires_grad"]:
+            return (
+                f"known_gradient returned None on an x that itself requires grad (on "
+                f"{case['on']}), though it returned a gradient for plain tensors. A copy made "
+                "from such an x (x.clone(), x * 1) is recorded as an operation on x: it is not "
+                "a leaf, so its .grad stays None. Copy with x.detach().clone(), a fresh leaf, "
+                "then requires_grad_(True)."
+            )
         if got["kind"] == "NoneType":
             return (
                 f"known_gradient returned None (on {case['on']}). x.grad stays None until "
                 "backward() runs on a result computed from an x with requires_grad=True — "
                 "and check that your function ends with `return`."
+            )
+        if case["requires_grad"] and not case["requires_grad_after"]:
+            return (
+                f"Your function changed the caller's x in place (on {case['on']}): x required "
+                "grad before the call and no longer does after it. x.detach_() (or "
+                "x.requires_grad_(False)) detaches the caller's own tensor; use x.detach(), "
+                "which returns a new tensor and leaves x as it was."
+            )
+        x_after = case["x_after"]
+        if not same_values(x_after, x, rtol=0, atol=0):
+            return (
+                f"Your function changed its input x in place (on {case['on']}): the caller's "
+                "x holds other numbers afterwards. Compute new tensors; leave x as it was."
             )
         if got["kind"] == "tensor" and got["shape"] == expected["shape"] and "values" in got:
             values = got["values"]

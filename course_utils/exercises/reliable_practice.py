@@ -491,7 +491,18 @@ def _remap_cases():
          "block.hidden and block.out)", _OldNet(), _NewNet, {"hidden.": "encoder.", "out.": "head."}),
         ("a Sequential that gained a Dropout at position 2", nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)),
          lambda: nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Dropout(0.1), nn.Linear(5, 2)), {"2.": "3."}),
+        # Chained renames: "0." becomes "1.", the old "1." becomes "2."; each key is renamed once.
+        ("a Sequential that gained a Dropout at the front", nn.Sequential(nn.Linear(4, 5), nn.Linear(5, 2)),
+         lambda: nn.Sequential(nn.Dropout(0.1), nn.Linear(4, 5), nn.Linear(5, 2)), {"0.": "1.", "1.": "2."}),
     ]
+
+
+def _chained_key(key, renames):
+    """The key after every matching rename in turn: a renamed key renamed again."""
+    for old, new in renames.items():
+        if key.startswith(old):
+            key = new + key[len(old):]
+    return key
 
 
 def _expected_key(key, renames):
@@ -559,6 +570,18 @@ def _judge_remap_keys(cases):
             if case["strict_error"]:
                 return f"load_state_dict(strict=True) refused your dict (on {on}): {case['strict_error']}"
             continue
+        chained = [_chained_key(k, renames) for k in case["keys_before"]]
+        if set(keys) == set(chained) and set(chained) != set(expected):
+            twice = next(
+                (k, _expected_key(k, renames), c) for k, c, want in zip(case["keys_before"], chained, expected)
+                if c != want
+            )
+            return (
+                f"{twice[0]} became {twice[2]} (on {on}, renames={renames}): you renamed it to "
+                f"{twice[1]}, then renamed that again because {twice[1]} starts with another old "
+                "prefix. Each key gets at most one rename, the one its ORIGINAL name starts with: "
+                "stop at the first match (break), and test the original key, not the renamed one."
+            )
         wrong_inside = [
             (before, after) for before, after, want in zip(case["keys_before"], _aligned(case), expected)
             if after is not None and after != want and before == want

@@ -276,13 +276,16 @@ def _probe_remove_batch_dim(answer, run):
     for shape in _BATCH_SHAPES:
         x = torch.rand(shape, generator=generator)
         on = f"x of shape {shape_text(list(shape))}"
-        got = run(answer, x.clone(), on=on)
+        given = x.clone()
+        got = run(answer, given, on=on)
         cases.append(
             {
                 "on": on,
                 "got": value_facts(got),
                 "expected": value_facts(x[0]),
                 "squeezed_all": list(x.squeeze().shape),
+                "x": x.numpy().copy(),
+                "x_after": value_facts(given),
             }
         )
     return cases
@@ -291,6 +294,20 @@ def _probe_remove_batch_dim(answer, run):
 def _judge_remove_batch_dim(cases):
     for case in cases:
         got, on = case["got"], case["on"]
+        after = case["x_after"]
+        if after["shape"] != list(case["x"].shape):
+            return (
+                f"Your function changed its input x in place ({on}): the caller's x has shape "
+                f"{shape_text(after['shape'])} afterwards instead of "
+                f"{shape_text(list(case['x'].shape))}. An in-place method with an underscore "
+                "(such as squeeze_) reshapes the caller's own tensor; use x.squeeze(0), which "
+                "returns a new tensor and leaves x as it was."
+            )
+        if "values" in after and not same_values(after["values"], case["x"], rtol=0, atol=0):
+            return (
+                f"Your function changed the numbers in its input x ({on}). Compute a new "
+                "tensor; leave x as it was."
+            )
         if got["kind"] == "tensor" and got["shape"] != case["expected"]["shape"]:
             if got["shape"] == case["squeezed_all"]:
                 return (
@@ -411,9 +428,19 @@ def _probe_residuals(answer, run):
     for n in _RESIDUAL_SIZES:
         pred, target = torch.rand(n, 1, generator=generator), torch.rand(n, generator=generator)
         on = f"pred of shape ({n}, 1), target of shape ({n},)"
-        got = run(answer, pred.clone(), target.clone(), on=on)
+        given_pred, given_target = pred.clone(), target.clone()
+        got = run(answer, given_pred, given_target, on=on)
         cases.append(
-            {"on": on, "n": n, "got": value_facts(got), "expected": value_facts(pred[:, 0] - target)}
+            {
+                "on": on,
+                "n": n,
+                "got": value_facts(got),
+                "expected": value_facts(pred[:, 0] - target),
+                "pred": pred.numpy().copy(),
+                "target": target.numpy().copy(),
+                "pred_after": value_facts(given_pred),
+                "target_after": value_facts(given_target),
+            }
         )
     return cases
 
@@ -421,6 +448,25 @@ def _probe_residuals(answer, run):
 def _judge_residuals(cases):
     for case in cases:
         got, on, n = case["got"], case["on"], case["n"]
+        for name, shape in (("pred", f"({n}, 1)"), ("target", f"({n},)")):
+            before, after = case[name], case[f"{name}_after"]
+            if after["shape"] != list(before.shape):
+                fix = (
+                    "use pred.squeeze(1), which returns a new tensor"
+                    if name == "pred"
+                    else "use operations that return a new tensor"
+                )
+                return (
+                    f"Your function changed its input {name} in place ({on}): the caller's "
+                    f"{name} has shape {shape_text(after['shape'])} afterwards instead of "
+                    f"{shape}. An in-place method with an underscore (such as squeeze_) "
+                    f"reshapes the caller's own tensor; {fix} and leaves {name} as it was."
+                )
+            if "values" in after and not same_values(after["values"], before, rtol=0, atol=0):
+                return (
+                    f"Your function changed the numbers in its input {name} ({on}). Compute "
+                    f"a new tensor; leave {name} as it was."
+                )
         if got["kind"] == "tensor" and got["shape"] == [n, n] and n > 1:
             return (
                 f"Your result has shape ({n}, {n}); expected ({n},) ({on}). The classic "

@@ -428,6 +428,8 @@ class EarlyStopping:
 
 _EarlyStopping = EarlyStopping
 
+_ALL_INF = "losses that are all inf (a run that diverged from the start)"
+
 # (name, patience, validation losses): each separates the right rule from one classic mistake.
 _STOPPING_CASES = (
     ("a loss that rises every epoch", 3, [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7]),
@@ -435,11 +437,14 @@ _STOPPING_CASES = (
     ("a loss that drifts down but never beats its best", 2, [1.0, 0.5, 0.9, 0.8, 0.7, 0.6, 0.55, 0.52]),
     ("a loss that stays flat", 2, [0.7, 0.7, 0.7, 0.7, 0.7, 0.7]),
     ("patience=1", 1, [0.9, 0.6, 0.61, 0.3]),
+    # A diverged run: no loss ever beats math.inf, so the count's starting value decides.
+    (_ALL_INF, 2, [math.inf] * 5),
 )
 
 
 def _run_stopper(make, patience, losses, run, on):
     stopper = run(make, patience=patience, on=f"EarlyStopping(patience={patience})")
+    missing_after_init = [n for n in ("best_loss", "best_epoch") if not hasattr(stopper, n)]
     answers = []
     for loss in losses:
         answer = run(stopper.step, loss, on=f"{on}, after losses {losses[: len(answers) + 1]}")
@@ -451,6 +456,7 @@ def _run_stopper(make, patience, losses, run, on):
     best_epoch = getattr(stopper, "best_epoch", "missing")
     best_loss = getattr(stopper, "best_loss", "missing")
     return {
+        "missing_after_init": missing_after_init,
         "kinds": kinds,
         "stop": stop,
         "best_epoch": best_epoch if type(best_epoch) is int else repr(best_epoch),
@@ -477,15 +483,63 @@ def _first_rise(losses):
     return next((i + 1 for i in range(1, len(losses)) if losses[i] > losses[i - 1]), None)
 
 
+def _judge_all_inf(on, got, expected, patience):
+    """A first loss of inf is no improvement on math.inf, or (with a best that starts empty)
+    the first best: both readings are correct, as long as the count starts at 0."""
+    stop, right, best_epoch = got["stop"], expected["stop"], got["best_epoch"]
+    no_best = best_epoch in ("None", 0)
+    if got["best_loss"] != expected["best_loss"]:
+        return (
+            f"After {on}, best_loss is {got['best_loss']}; expected {expected['best_loss']}, "
+            "the lowest loss seen so far."
+        )
+    if (stop == right and no_best) or (right is not None and stop == right + 1 and best_epoch == 1):
+        return None
+    said = "never said stop" if stop is None else f"said stop after epoch {stop}"
+    if no_best and stop is not None and right is not None and stop < right:
+        return (
+            f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
+            "improved on the best, so each epoch adds 1 to the count of epochs without "
+            f"improvement, and it reaches patience={patience} after epoch {right}: your count "
+            "does not start at 0. Set it to 0 in __init__."
+        )
+    if no_best and (stop is None or (right is not None and stop > right)):
+        return (
+            f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
+            f"improved on the best (best_epoch is still {best_epoch}), so each epoch adds 1 to "
+            f"the count of epochs without improvement and it reaches patience={patience} after "
+            f"epoch {right}: your count starts below 0. Set it to 0 in __init__."
+        )
+    return (
+        f"Your EarlyStopping {said} with best_epoch {best_epoch} on {on}. Either the first inf "
+        f"is no improvement on a best that starts at math.inf (stop after epoch {right}, "
+        f"best_epoch None), or it is the first best (best_epoch 1, stop after epoch "
+        f"{None if right is None else right + 1}); your answer mixes the two."
+    )
+
+
 def _judge_early_stopping(cases):
     for case in cases:
         on, got, expected, losses = case["on"], case["got"], case["expected"], case["losses"]
+        if got["missing_after_init"]:
+            name = got["missing_after_init"][0]
+            start = "math.inf" if name == "best_loss" else "None, no best epoch yet"
+            return (
+                f"A new EarlyStopping(patience={case['patience']}) has no attribute {name}: it "
+                "appears only once step() sets it, so code that reads it before (or without) an "
+                f"improvement crashes. Set it in __init__ ({name} = {start})."
+            )
         wrong_kinds = [k for k in got["kinds"] if k != "bool"]
         if wrong_kinds:
             return (
                 f"step() returned {wrong_kinds[0]} (on {on}); return True to stop now and False "
                 "to go on, e.g. `return self.bad_epochs >= self.patience`."
             )
+        if on.startswith(_ALL_INF):
+            problem = _judge_all_inf(on, got, expected, case["patience"])
+            if problem:
+                return problem
+            continue
         stop, right = got["stop"], expected["stop"]
         if stop != right:
             said = "never said stop" if stop is None else f"said stop after epoch {stop}"
@@ -551,7 +605,7 @@ EarlyStopping = Exercise(
     ),
     hints=[
         "Keep three things: the best loss so far, the epoch it came from, and how many epochs "
-        "have passed since. Start the best at math.inf so the first loss is always a new best.",
+        "have passed since. Start the best at math.inf so the first (finite) loss is always a new best.",
         "In step(): count the epoch; if val_loss < best_loss it is a new best (reset the count "
         "to 0), otherwise add 1 to the count. Return whether the count has reached patience.",
         "self.epoch += 1; if val_loss < self.best_loss: self.best_loss, self.best_epoch, "
