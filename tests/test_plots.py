@@ -10,6 +10,7 @@ import sys
 
 import IPython.display
 import nbclient
+from front_end import execute_as_front_end
 import pytest
 import torch
 from matplotlib.figure import Figure
@@ -250,10 +251,7 @@ def test_the_helpers_run_in_a_real_kernel(run, tmp_path, monkeypatch):
     if run == "headless":
         client.execute()
     else:
-        with client.setup_kernel():
-            client.kc.allow_stdin = True  # what JupyterLab, Notebook and VS Code send
-            for index, cell in enumerate(nb.cells):
-                client.execute_cell(cell, index)
+        execute_as_front_end(client)
     # Live: one display, redrawn after epochs 2 and 3 and by finish. Static: finish shows it.
     # Either way, no second display for the cell's value.
     updates = 0 if static else 3

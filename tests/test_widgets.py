@@ -5,6 +5,7 @@ import sys
 
 import matplotlib
 import nbclient
+from front_end import execute_as_front_end
 import pytest
 import torch
 from matplotlib.colors import to_hex
@@ -333,11 +334,7 @@ def run_notebook(*sources, tmp_path, front_end=True):
     if not front_end:
         client.execute()
         return nb
-    with client.setup_kernel():
-        client.kc.allow_stdin = True  # what JupyterLab, Notebook and VS Code send
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
-        client.set_widgets_metadata()
+    execute_as_front_end(client)
     return nb
 
 

@@ -287,34 +287,28 @@ def _inplace_sites(node, index, parent):
                apply)
 
 
-def _bool_op_sites(node, index, parent):
-    if not isinstance(node, ast.BoolOp):
-        return
-    new_op = ast.Or if isinstance(node.op, ast.And) else ast.And
+def _operator_swap_site(kind, node, index, new_op):
+    """One site that replaces ``node.op`` (and/or, +/-) by ``new_op``."""
     mutated = copy.deepcopy(node)
     mutated.op = new_op()
 
     def apply(n, p, new_op=new_op):
         n.op = new_op()
 
-    yield Site("bool_op", index, node.lineno, node.col_offset, _unparse(node), _unparse(mutated),
-               apply)
+    return Site(kind, index, node.lineno, node.col_offset, _unparse(node), _unparse(mutated),
+                apply)
+
+
+def _bool_op_sites(node, index, parent):
+    if isinstance(node, ast.BoolOp):
+        new_op = ast.Or if isinstance(node.op, ast.And) else ast.And
+        yield _operator_swap_site("bool_op", node, index, new_op)
 
 
 def _add_sub_sites(node, index, parent):
-    if not isinstance(node, (ast.BinOp, ast.AugAssign)):
-        return
-    if not isinstance(node.op, (ast.Add, ast.Sub)):
-        return
-    new_op = ast.Sub if isinstance(node.op, ast.Add) else ast.Add
-    mutated = copy.deepcopy(node)
-    mutated.op = new_op()
-
-    def apply(n, p, new_op=new_op):
-        n.op = new_op()
-
-    yield Site("add_sub", index, node.lineno, node.col_offset, _unparse(node),
-               _unparse(mutated), apply)
+    if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, (ast.Add, ast.Sub)):
+        new_op = ast.Sub if isinstance(node.op, ast.Add) else ast.Add
+        yield _operator_swap_site("add_sub", node, index, new_op)
 
 
 # In this order: a mutant two operators make alike is counted once, under the first.
