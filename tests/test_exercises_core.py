@@ -300,3 +300,92 @@ def test_a_result_the_probe_cannot_handle_gets_a_sentence_not_a_traceback():
     assert verdict.outcome is Outcome.FAILED
     assert verdict.message.startswith("The check could not handle what your function returned")
     assert "Traceback" not in verdict.message
+
+
+# -- what a learner reads when their code raised, or returned something the check cannot use --
+def test_every_error_from_learner_code_names_its_line_and_a_likely_cause(double):
+    def doubles_with_a_helper(x):
+        return scale(x)
+
+    def scale(x):
+        return x * torch.ones(4)  # (3,) meets (4,)
+
+    verdict = double.verdict(doubles_with_a_helper)
+    assert verdict.outcome is Outcome.RAISED
+    # the deepest line of the learner's own code, not torch's internals
+    assert "Raised at: `return x * torch.ones(4)  # (3,) meets (4,)` in scale" in verdict.message
+    assert "Likely cause: two tensors met in one element-wise operation with sizes 3 and 4" in verdict.message
+
+
+def test_the_exercise_own_note_comes_before_the_general_cause(double):
+    verdict = double.verdict(lambda x: x + "2")
+    assert "Likely cause: you added a string" in verdict.message
+
+
+def test_an_error_with_no_known_clue_still_says_what_to_look_at(double):
+    def raises_something_rare(x):
+        raise RuntimeError("the flux capacitor is empty")
+
+    verdict = double.verdict(raises_something_rare)
+    assert verdict.outcome is Outcome.RAISED
+    assert "Likely cause: run your function in a cell of its own on the input named above" in verdict.message
+    assert "Raised at: `raise RuntimeError(\"the flux capacitor is empty\")`" in verdict.message
+
+
+def test_a_record_without_a_line_from_an_older_grader_still_reads(double):
+    record = ProbeResult.from_plain({
+        "status": "raised", "data": None,
+        "error": {"type": "KeyError", "message": "'fc.weight'", "on": "x of shape (3,)"},
+    })
+    verdict = double.judge(record)
+    assert verdict.outcome is Outcome.RAISED and "Raised at" not in verdict.message
+    assert "Likely cause: a lookup of the key 'fc.weight'" in verdict.message
+
+
+@pytest.mark.parametrize(
+    "error, says",
+    [
+        (lambda: torch.zeros(2, 3) @ torch.zeros(5, 2), "must equal the second's first (5)"),
+        (lambda: torch.zeros(3, device="meta").tolist(), "'meta' device"),
+        (lambda: torch.zeros(3, device="meta") + torch.zeros(3), "live on different devices"),
+        (lambda: torch.nn.Linear(3, 2)(torch.zeros(2, 3, dtype=torch.float64)), "different dtypes"),
+        (lambda: torch.nn.functional.cross_entropy(torch.zeros(2, 3), torch.zeros(2)), ".long()"),
+        (lambda: torch.zeros(3).sum(dim=2), "a dim argument of 2"),
+        (lambda: torch.zeros(3).reshape(2), "must multiply to 3"),
+        (lambda: torch.zeros(3, requires_grad=True).numpy(), ".detach() first"),
+        (lambda: torch.zeros(3).item(), "more than one number"),
+        (lambda: bool(torch.zeros(3)), ".any(), .all()"),
+        (lambda: torch.zeros(3).sum().backward(), "autograd did not record"),
+        (lambda: None.grad, "a value was None where your code used .grad"),
+        (lambda: torch.zeros(3)(), "as if it were a function"),
+        (lambda: {}["fc.weight"], "the key 'fc.weight'"),
+    ],
+)
+def test_general_causes_read_the_error_text(error, says):
+    from course_utils.exercises.likely_cause import GENERAL, likely_cause
+
+    with pytest.raises(Exception) as raised:
+        error()
+    cause = likely_cause(type(raised.value).__name__, str(raised.value))
+    assert cause != GENERAL and says in cause, cause
+
+
+def test_the_checker_failing_on_a_returned_value_says_what_came_back_and_what_was_expected():
+    class Opaque:  # a result the probe cannot turn into numbers
+        def __getattr__(self, name):
+            raise RuntimeError("no attributes here")
+
+    def probe(answer, run):
+        return {"shape": list(run(answer, torch.zeros(3)).shape)}
+
+    exercise = make_exercise(
+        probe=probe, judge=lambda data: None,
+        expects=Function("double", ("x",), returns="a tensor shaped like x"),
+    )
+    verdict = exercise.verdict(lambda x: Opaque())
+    assert verdict.outcome is Outcome.FAILED
+    assert "your code raised" not in verdict.message.lower()
+    assert "The check could not handle what your function returned" in verdict.message
+    assert "It expects a tensor shaped like x." in verdict.message
+    verdict = exercise.verdict(lambda x: (x, x))
+    assert "a tuple of 2 items" in verdict.message

@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 from course_utils import progress_store, run_mode
 from course_utils.display import show
 from course_utils.exercises import plain
+from course_utils.exercises.likely_cause import likely_cause
 from course_utils.exercises.solution_text import solution_source
 from course_utils.exercises.placeholder import ____, _PlaceholderUsed, holds_placeholder  # noqa: F401
 from course_utils.exercises.running import (
@@ -186,6 +187,9 @@ class Function:
 
     name: str
     params: tuple[str, ...]
+    # What a right answer returns, in a few words ("a tensor shaped like x"): named when the
+    # check cannot use what the learner's function returned.
+    returns: str | None = None
 
     def call_text(self) -> str:
         return f"{self.name}({', '.join(self.params)})"
@@ -276,9 +280,10 @@ class Exercise:
         problem = self.expects.problem_with(answer)
         if problem is not None:
             return ProbeResult(Status.BAD_ANSWER, error={"message": problem})
+        runner = Runner()
         try:
             with learner_state_preserved(), time_limit(self.time_limit_s):
-                data = self._probe(answer, Runner())
+                data = self._probe(answer, runner)
         except CheckTimeout:
             return ProbeResult(Status.TIMEOUT, error={"seconds": f"{self.time_limit_s:g}"})
         except LearnerRaised as raised:
@@ -287,26 +292,37 @@ class Exercise:
                 type(error) is NotImplementedError and not str(error)
             ):
                 return ProbeResult(Status.NOT_ATTEMPTED)
-            return ProbeResult(
-                Status.RAISED,
-                error={
-                    "type": type(error).__name__,
-                    "message": _first_lines(str(error)),
-                    "on": raised.on,
-                },
-            )
+            record = {
+                "type": type(error).__name__,
+                "message": _first_lines(str(error)),
+                "on": raised.on,
+            }
+            if raised.line is not None:
+                record["line"] = raised.line
+            return ProbeResult(Status.RAISED, error=record)
         except Exception as error:  # the probe tripped over what the answer returned
             return ProbeResult(
-                Status.BAD_ANSWER,
-                error={
-                    "message": (
-                        f"The check could not handle what your function returned "
-                        f"({type(error).__name__}: {_first_lines(str(error), 200)}). It should "
-                        f"return what the exercise asks for; see .hint()."
-                    )
-                },
+                Status.BAD_ANSWER, error={"message": self._unusable(runner, error)}
             )
         return ProbeResult(Status.OK, plain.to_plain(data))
+
+    def _unusable(self, runner: Runner, error: Exception) -> str:
+        """The check's own failure on an odd returned value: what came back, what was expected.
+
+        Not "your code raised": the learner's code ran; the check could not use its result.
+        """
+        expected = self.expects.returns or "what the exercise asks for (see .hint())"
+        stopped = f"({type(error).__name__}: {_first_lines(str(error), 200)})"
+        if runner.last_returned is None:
+            return (
+                f"The check could not handle your answer {stopped}. It expects "
+                f"{self.expects.call_text()} to return {expected}."
+            )
+        on = f" on {runner.last_on}" if runner.last_on else ""
+        return (
+            f"The check could not handle what your function returned{on}: "
+            f"{runner.last_returned}. It expects {expected}. {stopped}"
+        )
 
     def judge(self, result: ProbeResult) -> Verdict:
         """Decide from the record alone. Pure: no learner code runs here."""
@@ -325,21 +341,32 @@ class Exercise:
                 "never ends, or work far bigger than the task needs.",
             )
         if result.status is Status.RAISED:
-            error = result.error
-            message = f"{error['type']}: {error['message']}\n(on {error['on']})"
-            notes = [note for clue, note in self.error_notes if clue in error["message"]]
-            if notes:
-                message += "\nLikely cause: " + notes[0]
-            return self._verdict(Outcome.RAISED, message)
+            return self._verdict(Outcome.RAISED, self._raised_message(result.error))
         try:
             problem = self._judge(result.data)
         except (KeyError, IndexError, TypeError, ValueError) as error:
             return self._verdict(
-                Outcome.FAILED, f"The check could not read your answer's results ({error})."
+                Outcome.FAILED,
+                f"The check could not read the record of your answer ({error}). It expects "
+                f"{self.expects.call_text()} to return "
+                f"{self.expects.returns or 'what the exercise asks for (see .hint())'}.",
             )
         if problem is None:
             return self._verdict(Outcome.PASSED, self.passed_message)
         return self._verdict(Outcome.FAILED, problem)
+
+    def _raised_message(self, error: dict) -> str:
+        """The learner's error, the input and line it came from, and what to look at.
+
+        The exercise's own notes (a clue in the error → the classic mistake of its topic) come
+        first; any other error gets what its own text shows (``likely_cause``).
+        """
+        message = f"{error['type']}: {error['message']}\n(on {error['on']})"
+        if error.get("line"):
+            message += f"\nRaised at: {error['line']}"
+        notes = [note for clue, note in self.error_notes if clue in error["message"]]
+        cause = notes[0] if notes else likely_cause(error["type"], error["message"])
+        return message + "\nLikely cause: " + cause
 
     def _verdict(self, outcome: Outcome, message: str) -> Verdict:
         return Verdict(self.id, self.title, outcome, message)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import functools
 import signal
 import threading
 from typing import Callable
@@ -19,12 +20,56 @@ class CheckTimeout(BaseException):
 
 
 class LearnerRaised(Exception):
-    """The learner's code raised; carries the input it was given."""
+    """The learner's code raised; carries the input it was given and the line that raised."""
 
     def __init__(self, error: BaseException, on: str):
         super().__init__(on)
         self.error = error
         self.on = on
+        self.line = learner_line(error)
+
+
+@functools.lru_cache(maxsize=1)
+def _library_folders() -> tuple[str, ...]:
+    """Folders whose frames are not the learner's: Python's own, installed packages, this one."""
+    import os
+    import sysconfig
+
+    folders = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    folders.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # course_utils/
+    try:
+        import torch
+
+        folders.add(os.path.dirname(torch.__file__))
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(os.path.realpath(folder) + os.sep for folder in folders)
+
+
+def learner_line(error: BaseException) -> str | None:
+    """```source line` in func`` for the deepest frame of the traceback in the learner's own code.
+
+    In a notebook that is the line of their cell; torch's and the standard library's frames are
+    skipped, so a shape error points at the learner's ``x + y``, not at torch internals.
+    """
+    import linecache
+    import os
+
+    folders = _library_folders()
+    found = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        filename = code.co_filename
+        real = os.path.realpath(filename) if os.path.isabs(filename) else filename
+        if not real.startswith(folders) and not filename.startswith("<frozen"):
+            source = linecache.getline(filename, traceback.tb_lineno).strip()
+            if source:
+                if len(source) > 120:
+                    source = source[:117] + "..."
+                found = f"`{source}` in {code.co_name}"
+        traceback = traceback.tb_next
+    return found
 
 
 @contextlib.contextmanager
@@ -98,14 +143,58 @@ def describe_input(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def describe_returned(value) -> str:
+    """What a learner's function returned, in words, for "the check could not use it"."""
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            grad = ", requires grad" if value.requires_grad else ""
+            return (f"a tensor of shape {tuple(value.shape)} ({value.dtype}, "
+                    f"{value.device}{grad})")
+        if isinstance(value, torch.nn.Module):
+            return f"an nn.Module ({type(value).__name__})"
+    except Exception:  # pragma: no cover - a value whose attributes raise
+        pass
+    if value is None:
+        return "None"
+    kind = type(value)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        return f"a {name} of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if type(value) is dict:
+        keys = ", ".join(repr(key) if isinstance(key, str) else f"a {type(key).__name__}"
+                         for key in list(value)[:4])
+        more = ", ..." if len(value) > 4 else ""
+        return f"a dict with keys {keys}{more}" if value else "an empty dict"
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    return f"{article} {name}"
+
+
 class Runner:
-    """Handed to a probe: calls the learner's code and labels any exception with its input."""
+    """Handed to a probe: calls the learner's code and labels any exception with its input.
+
+    It remembers what the learner's code returned last, so that when the check itself cannot
+    handle a value it can say which value that was.
+    """
+
+    def __init__(self):
+        self.last_returned: str | None = None
+        self.last_on: str | None = None
 
     def __call__(self, fn: Callable, *args, on: str | None = None, **kwargs):
+        label = on
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
         except (Exception, KeyboardInterrupt) as error:  # KeyboardInterrupt: a user's stop
             if isinstance(error, KeyboardInterrupt):
                 raise
-            label = on if on is not None else ", ".join(describe_input(a) for a in args)
+            if label is None:
+                label = ", ".join(describe_input(a) for a in args)
             raise LearnerRaised(error, label) from None
+        try:
+            self.last_returned = describe_returned(result)
+        except Exception:  # a value that cannot even be described
+            self.last_returned = "a value the check could not describe"
+        self.last_on = label
+        return result
