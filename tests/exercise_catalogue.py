@@ -1,0 +1,124 @@
+"""The catalogue of answers every exercise is tried against, written as learners write them.
+
+Each chapter's test module declares, per exercise, right answers in other styles than the
+reference and wrong answers with the words their message must contain:
+
+    CATALOGUE = Catalogue({
+        ex.remove_batch_dim: [
+            right("indexing", lambda x: x[0]),
+            wrong("squeeze() drops every size-1 dim", lambda x: x.squeeze(), "squeeze(0)"),
+            wrong("squeezes the caller's x in place", lambda x: x.squeeze_(0),
+                  "changed its input x in place", kind=STATEFUL),
+        ],
+    })
+
+    @pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+    def test_catalogue(case):
+        case.assert_holds()
+
+``tests/test_catalogue_gate.py`` holds every exercise of the course to the minimum counts, so an
+exercise cannot be added (or a case removed) without its catalogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from course_utils.exercises.core import Exercise, Outcome
+
+# Kinds of wrong answer. TYPICAL: the classic mistake of the topic. STATEFUL: right on the first
+# call, wrong on a later one (stale .grad, optimizer state recreated, a cache, a switch not put
+# back, an input mutated). EDGE: right on the notebook's example, wrong somewhere else the task
+# allows (another dtype, a non-contiguous or empty input, another device, a shortcut that only
+# coincides on easy inputs, a chained or overlapping mapping).
+TYPICAL, STATEFUL, EDGE = "typical", "stateful", "edge"
+KINDS = (TYPICAL, STATEFUL, EDGE)
+
+# What the course promises per exercise (issue 13).
+MIN_WRONG = 8
+MIN_WRONG_STATEFUL_OR_EDGE = 3
+MIN_RIGHT = 3
+
+
+@dataclass(frozen=True)
+class Right:
+    """A correct answer written differently from the reference: it must pass."""
+
+    style: str
+    answer: Callable
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """A wrong answer: it must not pass, and its message must say what is wrong."""
+
+    mistake: str
+    answer: Callable
+    says: tuple[str, ...]
+    kind: str = TYPICAL
+    outcome: Outcome = Outcome.FAILED
+
+
+def right(style: str, answer: Callable) -> Right:
+    return Right(style, answer)
+
+
+def wrong(mistake: str, answer: Callable, *says: str, kind: str = TYPICAL,
+          outcome: Outcome = Outcome.FAILED) -> Wrong:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    if not says:
+        raise ValueError(f"wrong answer {mistake!r}: name at least one fragment its message must contain")
+    return Wrong(mistake, answer, tuple(says), kind, outcome)
+
+
+@dataclass(frozen=True)
+class Case:
+    exercise: Exercise
+    entry: Right | Wrong
+
+    def __str__(self) -> str:
+        entry = self.entry
+        label = entry.style if isinstance(entry, Right) else f"{entry.kind}: {entry.mistake}"
+        verb = "right" if isinstance(entry, Right) else "wrong"
+        return f"{self.exercise.name}-{verb}-{label}"
+
+    def assert_holds(self) -> None:
+        verdict = self.exercise.verdict(self.entry.answer)
+        if isinstance(self.entry, Right):
+            assert verdict.outcome is Outcome.PASSED, f"a right answer ({self.entry.style}) failed:\n{verdict}"
+            return
+        assert verdict.outcome is self.entry.outcome, (
+            f"{self.entry.mistake}: expected outcome {self.entry.outcome.value!r}, got:\n{verdict}"
+        )
+        missing = [fragment for fragment in self.entry.says if fragment not in verdict.message]
+        assert not missing, f"{self.entry.mistake}: message lacks {missing}:\n{verdict.message}"
+        if verdict.outcome is Outcome.RAISED:
+            assert "Likely cause:" in verdict.message, (
+                f"{self.entry.mistake}: an error from learner code without a likely cause:\n"
+                f"{verdict.message}"
+            )
+
+
+@dataclass
+class Catalogue:
+    entries: dict[Exercise, list[Right | Wrong]]
+    cases: list[Case] = field(init=False)
+
+    def __post_init__(self):
+        self.cases = [Case(exercise, entry) for exercise, entries in self.entries.items()
+                      for entry in entries]
+        names = [str(case) for case in self.cases]
+        repeated = {name for name in names if names.count(name) > 1}
+        if repeated:
+            raise ValueError(f"catalogue entries need distinct descriptions: {sorted(repeated)}")
+
+    def counts(self, exercise: Exercise) -> dict[str, int]:
+        entries = self.entries.get(exercise, [])
+        wrongs = [entry for entry in entries if isinstance(entry, Wrong)]
+        return {
+            "right": sum(isinstance(entry, Right) for entry in entries),
+            "wrong": len(wrongs),
+            "stateful_or_edge": sum(entry.kind in (STATEFUL, EDGE) for entry in wrongs),
+        }
