@@ -1,179 +1,418 @@
-"""Chapter 01's exercises: references and other right answers pass; classic mistakes get
-the message that names them."""
+"""Chapter 01's exercises: the catalogue of answers each check is tried against.
+
+Right answers in other styles than the reference pass; wrong answers, written as learners
+write them, fail with the message that names their mistake (see tests/exercise_catalogue.py).
+"""
 
 import pytest
 import torch
 
 from course_utils.exercises import tensors as ex
 from course_utils.exercises.core import Outcome
-from exercise_asserts import assert_fails, assert_passes
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+RAISED = Outcome.RAISED
 
 
+# -- match_reference: answers of more than one line -------------------------------------------
+def match_in_two_steps(x, reference):
+    x = x.to(reference.device)
+    x = x.to(reference.dtype)
+    return x
 
 
-# -- T1 match_reference ----------------------------------------------------------------------
-def test_match_reference_right_answers():
-    assert_passes(ex.match_reference, ex.match_reference.reference)
-    assert_passes(ex.match_reference, lambda x, reference: x.to(reference.device).to(reference.dtype))
-    assert_passes(ex.match_reference, lambda x, reference: x.type(reference.dtype).to(reference.device))
+def match_by_converting_x_data(x, reference):
+    x.data = x.data.to(reference.dtype)  # changes the caller's x
+    return x.to(reference.device)
 
 
-def test_match_reference_mistakes():
-    assert_fails(ex.match_reference, lambda x, reference: x.to(reference.device), "kept x's dtype", "Did you move only the device?")
-    assert_fails(ex.match_reference, lambda x, reference: x.to(reference.dtype), "Your result is on cpu, the reference on meta")
-    assert_fails(ex.match_reference, lambda x, reference: torch.zeros_like(reference), "the reference's shape")
+def match_only_float_dtypes(x, reference):
+    if reference.dtype == torch.float16:
+        x = x.half()
+    else:
+        x = x.float()
+    return x.to(reference.device)
 
 
-# -- T3 independent_copy ---------------------------------------------------------------------
-def test_independent_copy_right_answers():
-    assert_passes(ex.independent_copy, ex.independent_copy.reference)
-    assert_passes(ex.independent_copy, lambda array: torch.from_numpy(array).clone())
-    assert_passes(ex.independent_copy, lambda array: torch.from_numpy(array.copy()))
+def match_by_adding_zeros(x, reference):
+    zero = torch.zeros(1, dtype=reference.dtype, device=reference.device)
+    return x.to(reference.device) + zero  # type promotion picks the wider dtype
 
 
-@pytest.mark.parametrize("sharing", [torch.from_numpy, torch.as_tensor], ids=["from_numpy", "as_tensor"])
-def test_independent_copy_sharing_is_named(sharing):
-    assert_fails(ex.independent_copy, sharing, "shares memory with the array", "torch.tensor(array)")
+# -- independent_copy ---------------------------------------------------------------------------
+_buffer = {}
 
 
-def test_independent_copy_legacy_constructor_changes_the_dtype():
-    assert_fails(ex.independent_copy, lambda array: torch.Tensor(array), "torch.Tensor(array) always makes float32")
+def copy_into_reused_buffer(array):
+    source = torch.from_numpy(array)
+    key = (source.shape, source.dtype)
+    if key not in _buffer:  # allocate once, reuse on later calls
+        _buffer[key] = torch.empty(source.shape, dtype=source.dtype)
+    return _buffer[key].copy_(source)
 
 
-def test_independent_copy_returning_the_array_is_caught():
-    assert_fails(ex.independent_copy, lambda array: array.copy(), "is a numpy.ndarray")
+_copies = {}
 
 
-# -- T5 flatten_transposed -------------------------------------------------------------------
-def test_flatten_transposed_right_answers():
-    assert_passes(ex.flatten_transposed, ex.flatten_transposed.reference)
-    assert_passes(ex.flatten_transposed, lambda x: x.t().contiguous().view(-1))
-    assert_passes(ex.flatten_transposed, lambda x: torch.flatten(x.transpose(0, 1)))
-    assert_passes(ex.flatten_transposed, lambda x: x.permute(1, 0).flatten())
+def copy_memoised_by_id(array):
+    if id(array) not in _copies:
+        _copies[id(array)] = torch.tensor(array)
+    return _copies[id(array)]
 
 
-def test_flatten_transposed_view_error_is_explained():
-    assert_fails(
-        ex.flatten_transposed, lambda x: x.T.view(-1),
-        "view size is not compatible with input tensor's size and stride",
-        "Likely cause: view() cannot reorder memory",
-        outcome=Outcome.RAISED,
-    )
+def copy_row_by_row(array):
+    return torch.stack([torch.tensor(row) for row in array])
 
 
-def test_flatten_transposed_other_mistakes():
-    assert_fails(ex.flatten_transposed, lambda x: x.reshape(-1), "x's own order", "transpose first")
-    assert_fails(ex.flatten_transposed, lambda x: x.T.contiguous(), "expected one dimension")
+def copy_then_break_the_link_too_late(array):
+    tensor = torch.from_numpy(array)
+    array = array.copy()  # rebinds the local name; the tensor still shares the caller's array
+    return tensor
 
 
-# -- T6 remove_batch_dim ---------------------------------------------------------------------
-def test_remove_batch_dim_right_answers():
-    assert_passes(ex.remove_batch_dim, ex.remove_batch_dim.reference)
-    assert_passes(ex.remove_batch_dim, lambda x: x[0])
-    assert_passes(ex.remove_batch_dim, lambda x: x.reshape(x.shape[1:]))
+# -- flatten_transposed -------------------------------------------------------------------------
+def flatten_by_columns(x):
+    return torch.cat([x[:, j] for j in range(x.shape[1])])
 
 
-def test_remove_batch_dim_mistakes():
-    assert_fails(ex.remove_batch_dim, lambda x: x.squeeze(), "drops EVERY size-1 dimension", "squeeze(0)")
-    assert_fails(ex.remove_batch_dim, lambda x: x.squeeze(1), "squeeze(d) silently does nothing")
-    assert_fails(ex.remove_batch_dim, lambda x: x.flatten(), "has shape")
-    # The right shape, but the learner's own x lost its batch dimension too.
-    assert_fails(
-        ex.remove_batch_dim, lambda x: x.squeeze_(0),
-        "changed its input x in place", "has shape (5,) afterwards instead of (1, 5)",
-        "squeeze_", "use x.squeeze(0), which returns a new tensor",
-    )
+def flatten_with_assumed_strides(x):
+    rows, cols = x.shape
+    return x.as_strided((cols, rows), (1, cols)).reshape(-1)
 
 
-# -- T7 outer_sum ----------------------------------------------------------------------------
-def test_outer_sum_right_answers():
-    assert_passes(ex.outer_sum, ex.outer_sum.reference)
-    assert_passes(ex.outer_sum, lambda a, b: a.unsqueeze(1) + b)
-    assert_passes(ex.outer_sum, lambda a, b: torch.stack([a[i] + b for i in range(len(a))]))
+# -- outer_sum ----------------------------------------------------------------------------------
+def outer_sum_square_only(a, b):
+    if len(a) != len(b):
+        return a[:, None] + b[None, :]
+    return a + b
 
 
-def test_outer_sum_mistakes():
-    assert_fails(
-        ex.outer_sum, lambda a, b: a + b,
-        "The size of tensor a (3) must match the size of tensor b (4)", outcome=Outcome.RAISED,
-    )
-    # When the sizes happen to match, the same mistake raises nothing: the check names it.
-    def square_only(a, b):
-        if len(a) != len(b):
-            return a[:, None] + b[None, :]
-        return a + b
-
-    assert_fails(ex.outer_sum, square_only, "Two (N,) tensors meet element by element", "a[:, None]")
-    assert_fails(ex.outer_sum, lambda a, b: a[None, :] + b[:, None], "rows should follow a")
+def outer_sum_loop_into_empty(a, b):
+    out = torch.empty(len(a), len(b), dtype=a.dtype)
+    for i in range(len(a)):
+        out[i] = a[i] + b
+    return out
 
 
-# -- T7 residuals ----------------------------------------------------------------------------
-def test_residuals_right_answers():
-    assert_passes(ex.residuals, ex.residuals.reference)
-    assert_passes(ex.residuals, lambda pred, target: pred[:, 0] - target)
-    assert_passes(ex.residuals, lambda pred, target: (pred - target[:, None]).view(-1))
+def outer_sum_meshgrid_ij(a, b):
+    rows, cols = torch.meshgrid(a, b, indexing="ij")
+    return rows + cols
 
 
-def test_residuals_mistakes():
-    assert_fails(
-        ex.residuals, lambda pred, target: pred - target,
-        "has shape (4, 4); expected (4,)",
-        "a (4, 1) tensor met a (4,) tensor and broadcast to (4, 4)",
-    )
-    assert_fails(ex.residuals, lambda pred, target: pred - target[:, None], "(4, 1); expected (4,)")
-    # "Fixing" the (N, N) shape by averaging it away gives the right shape and wrong numbers.
-    assert_fails(ex.residuals, lambda pred, target: (pred - target).mean(dim=1), "wrong values")
-    # The right numbers, but the caller's pred is (N,) afterwards: its next use breaks.
-    assert_fails(
-        ex.residuals, lambda pred, target: pred.squeeze_(1) - target,
-        "changed its input pred in place", "has shape (4,) afterwards instead of (4, 1)",
-        "squeeze_", "use pred.squeeze(1), which returns a new tensor",
-    )
-
-    def subtracts_in_place(pred, target):
-        return pred.squeeze(1).sub_(target)
-
-    assert_fails(ex.residuals, subtracts_in_place, "changed the numbers in its input pred")
+def outer_sum_meshgrid_xy(a, b):
+    rows, cols = torch.meshgrid(a, b, indexing="xy")
+    return rows + cols
 
 
-# -- T8 checked_mse --------------------------------------------------------------------------
-def test_checked_mse_right_answers():
-    assert_passes(ex.checked_mse, ex.checked_mse.reference)
-
-    def with_value_error(pred, target):
-        if pred.shape != target.shape:
-            raise ValueError(f"shape mismatch: {pred.shape} and {target.shape}")
-        return torch.nn.functional.mse_loss(pred, target)
-
-    assert_passes(ex.checked_mse, with_value_error)
+# -- residuals ----------------------------------------------------------------------------------
+def residuals_subtract_in_place(pred, target):
+    return pred.squeeze(1).sub_(target)
 
 
-def test_checked_mse_mistakes():
-    assert_fails(
-        ex.checked_mse, lambda pred, target: ((pred - target) ** 2).mean(),
-        "instead of stopping", "assert pred.shape == target.shape",
-    )
+def residuals_minus_equals(pred, target):
+    pred -= target.unsqueeze(1)
+    return pred.squeeze(1)
 
-    def silent_assert(pred, target):
-        # (a bare `assert` here would get a message from pytest's assertion rewriting)
-        if pred.shape != target.shape:
-            raise AssertionError()
-        return ((pred - target) ** 2).mean()
 
-    assert_fails(ex.checked_mse, silent_assert, "says nothing", "both shapes")
+def residuals_sample_by_sample(pred, target):
+    return torch.stack([p[0] - t for p, t in zip(pred, target)])
 
-    def vague(pred, target):
-        if pred.shape != target.shape:
-            raise AssertionError("shapes differ")
-        return ((pred - target) ** 2).mean()
 
-    assert_fails(ex.checked_mse, vague, "'shapes differ'", "include both shapes")
+def residuals_through_python_floats(pred, target):
+    return torch.tensor([(p - t).item() for p, t in zip(pred[:, 0], target)])
 
-    def numel_only(pred, target):
-        assert pred.numel() == target.numel(), f"{pred.shape} vs {target.shape}"
-        return ((pred.reshape(-1) - target.reshape(-1)) ** 2).mean()
 
-    assert_fails(ex.checked_mse, numel_only, "instead of stopping")
+# -- checked_mse --------------------------------------------------------------------------------
+# (A bare `assert` without a message in a test module gets one from pytest's assertion
+# rewriting, so the silent answers below raise AssertionError themselves.)
+def mse_value_error_and_functional(pred, target):
+    if pred.shape != target.shape:
+        raise ValueError(f"shape mismatch: {pred.shape} and {target.shape}")
+    return torch.nn.functional.mse_loss(pred, target)
+
+
+class ShapeMismatch(ValueError):
+    """A learner's own error type, a subclass of the ValueError the task asks for."""
+
+
+def mse_own_error_type(pred, target):
+    if pred.size() != target.size():
+        raise ShapeMismatch(f"{list(pred.size())} != {list(target.size())}")
+    return torch.mean(torch.square(pred - target))
+
+
+def mse_shapes_as_4x1(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError(
+            "pred is " + "x".join(map(str, pred.shape)) + f", target {tuple(target.shape)}"
+        )
+    return (pred - target).pow(2).sum() / pred.numel()
+
+
+def mse_silent_assert(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError()
+    return ((pred - target) ** 2).mean()
+
+
+def mse_vague_message(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError("shapes differ")
+    return ((pred - target) ** 2).mean()
+
+
+def mse_checks_numel_only(pred, target):
+    assert pred.numel() == target.numel(), f"{pred.shape} vs {target.shape}"
+    return ((pred.reshape(-1) - target.reshape(-1)) ** 2).mean()
+
+
+def mse_checks_dim_only(pred, target):
+    assert pred.dim() == target.dim(), f"{pred.shape} vs {target.shape}"
+    return ((pred - target) ** 2).mean()
+
+
+def mse_checks_first_size_only(pred, target):
+    assert len(pred) == len(target), f"{pred.shape} vs {target.shape}"
+    return ((pred - target) ** 2).mean()
+
+
+def mse_in_place(pred, target):
+    assert pred.shape == target.shape, f"{pred.shape} vs {target.shape}"
+    return pred.sub_(target).pow_(2).mean()
+
+
+def mse_flattened_with_view(pred, target):
+    assert pred.shape == target.shape, f"{pred.shape} vs {target.shape}"
+    return ((pred.view(-1) - target.view(-1)) ** 2).mean()
+
+
+def mse_divided_by_len(pred, target):
+    assert pred.shape == target.shape, f"{pred.shape} vs {target.shape}"
+    return ((pred - target) ** 2).sum() / len(pred)
+
+
+def mse_type_error(pred, target):
+    if pred.shape != target.shape:
+        raise TypeError(f"{tuple(pred.shape)} vs {tuple(target.shape)}")
+    return ((pred - target) ** 2).mean()
+
+
+CATALOGUE = Catalogue({
+    ex.match_reference: [
+        right("x.to(reference), tensor as the template", lambda x, reference: x.to(reference)),
+        right("device then dtype, two statements", match_in_two_steps),
+        right("torch.as_tensor with dtype and device", lambda x, reference: torch.as_tensor(
+            x, dtype=reference.dtype, device=reference.device)),
+        right("empty_like then copy_", lambda x, reference: torch.empty_like(
+            x, dtype=reference.dtype, device=reference.device).copy_(x)),
+        right("type(dtype) then to(device)",
+              lambda x, reference: x.type(reference.dtype).to(reference.device)),
+        right("type_as then to(device)", lambda x, reference: x.type_as(reference).to(reference.device)),
+        wrong("moves only the device", lambda x, reference: x.to(reference.device),
+              "keeps x's dtype in every case", "Only the device moved"),
+        wrong("returns x unchanged", lambda x, reference: x,
+              "keeps x's dtype and device", "Change both"),
+        wrong("converts only the dtype", lambda x, reference: x.to(reference.dtype),
+              "Your result is on cpu, the reference on meta", ".to(reference.device)"),
+        wrong("returns a tensor like the reference", lambda x, reference: torch.zeros_like(reference),
+              "the reference's shape", "Keep x's own shape"),
+        wrong("ones in x's shape instead of x's values",
+              lambda x, reference: torch.ones_like(x, dtype=reference.dtype, device=reference.device),
+              "right shape but wrong values"),
+        wrong("hard-codes the cpu device", lambda x, reference: x.to(reference.dtype).to("cpu"),
+              "on cpu, the reference on meta"),
+        wrong("always float32: only the notebook's float reference", lambda x, reference: x.float().to(
+            reference.device), "float32 in every case", "reference.dtype", kind=EDGE),
+        wrong("only float16 or float32", match_only_float_dtypes,
+              "has dtype float32", "expected the reference's, bfloat16", kind=EDGE),
+        wrong("type promotion by adding a zero of the reference's dtype", match_by_adding_zeros,
+              "kept x's dtype float64", "should have the reference's, float32", kind=EDGE),
+        wrong("x.type(reference.type()) has no name for meta tensors",
+              lambda x, reference: x.type(reference.type()), "invalid type", "Likely cause:",
+              "x.type(...)", kind=EDGE, outcome=RAISED),
+        wrong("converts the caller's x through x.data", match_by_converting_x_data,
+              "changed its input x in place", "is (3,) float32 afterwards instead of (3,) float64",
+              "x.data", kind=STATEFUL),
+    ],
+    ex.independent_copy: [
+        right("from_numpy then clone", lambda array: torch.from_numpy(array).clone()),
+        right("from_numpy of a NumPy copy", lambda array: torch.from_numpy(array.copy())),
+        right("as_tensor then clone", lambda array: torch.as_tensor(array).clone()),
+        right("torch.tensor with the array's own dtype",
+              lambda array: torch.tensor(array, dtype=torch.from_numpy(array).dtype)),
+        wrong("torch.from_numpy shares", torch.from_numpy,
+              "shares memory with the array", "torch.tensor(array)"),
+        wrong("torch.as_tensor shares", torch.as_tensor,
+              "shares memory with the array", "torch.tensor(array)"),
+        wrong("legacy torch.Tensor constructor", lambda array: torch.Tensor(array),
+              "shares memory with the array", "torch.Tensor(array) (capital T) shares"),
+        wrong("returns a NumPy copy", lambda array: array.copy(), "is a numpy.ndarray",
+              "expected a torch.Tensor"),
+        wrong("copies the local name after sharing", copy_then_break_the_link_too_late,
+              "shares memory with the array"),
+        wrong(".float() copies a float64 array but shares a float32 one",
+              lambda array: torch.from_numpy(array).float(),
+              "shares memory with the array", "float32", "(.float() of a float32 array)", kind=EDGE),
+        wrong("through a Python list: loses the dtype", lambda array: torch.tensor(array.tolist()),
+              "has dtype torch.float32, the array torch.float64", ".tolist()", kind=EDGE),
+        wrong("stacks row by row: no rows in an empty array", copy_row_by_row,
+              "stack expects a non-empty TensorList", "Likely cause:", "empty array",
+              kind=EDGE, outcome=RAISED),
+        wrong("copies into one buffer reused by every call", copy_into_reused_buffer,
+              "changed the tensor it returned the first time", "same memory", kind=STATEFUL),
+        wrong("memoised by id(array): stale after the array changes", copy_memoised_by_id,
+              "returned the old values", "on every call", kind=STATEFUL),
+    ],
+    ex.flatten_transposed: [
+        right("t().contiguous().view(-1)", lambda x: x.t().contiguous().view(-1)),
+        right("torch.flatten of transpose(0, 1)", lambda x: torch.flatten(x.transpose(0, 1))),
+        right("permute then flatten", lambda x: x.permute(1, 0).flatten()),
+        right("mT then ravel", lambda x: x.mT.ravel()),
+        wrong("view on the transpose", lambda x: x.T.view(-1),
+              "view size is not compatible with input tensor's size and stride",
+              "Likely cause: view() cannot reorder memory", outcome=RAISED),
+        wrong("flattens without transposing", lambda x: x.reshape(-1), "x's own order", "transpose first"),
+        wrong("reshapes to (columns, rows) instead of transposing",
+              lambda x: x.reshape(x.shape[1], x.shape[0]).reshape(-1), "x's own order",
+              "is not a transpose"),
+        wrong("transposes but does not flatten", lambda x: x.T.contiguous(), "expected one dimension"),
+        wrong("returns a NumPy array", lambda x: x.T.reshape(-1).numpy(), "is a numpy.ndarray"),
+        wrong("transposes the caller's x in place", lambda x: x.t_().reshape(-1),
+              "changed its input x in place", "is (3, 2) float32 afterwards instead of (2, 3)", "t_",
+              kind=STATEFUL),
+        wrong("column by column: no columns in an (n, 0) x", flatten_by_columns,
+              "expected a non-empty list of Tensors", "Likely cause:", "(n, 0)",
+              kind=EDGE, outcome=RAISED),
+        wrong("through a Python list: loses float64", lambda x: torch.tensor(x.T.tolist()).flatten(),
+              "has dtype torch.float32; expected torch.float64", kind=EDGE),
+        wrong("as_strided with strides assumed contiguous", flatten_with_assumed_strides,
+              "right for every contiguous x", "not contiguous", kind=EDGE),
+    ],
+    ex.remove_batch_dim: [
+        right("indexing the first sample", lambda x: x[0]),
+        right("reshape to shape[1:]", lambda x: x.reshape(x.shape[1:])),
+        right("flatten(0, 1) for 2+ dims, else index", lambda x: x.flatten(0, 1) if x.dim() > 1 else x[0]),
+        right("torch.squeeze with dim=0", lambda x: torch.squeeze(x, dim=0)),
+        right("view to shape[1:]", lambda x: x.view(x.shape[1:])),
+        wrong("squeeze() drops every size-1 dim", lambda x: x.squeeze(),
+              "every size-1 dimension is gone", "squeeze(0)"),
+        wrong("squeezes the last dimension", lambda x: x.squeeze(-1),
+              "still has shape (1, 5)", "squeeze(d) silently does nothing"),
+        wrong("squeezes dimension 1: a 1-D x has none", lambda x: x.squeeze(1),
+              "Dimension out of range", "on x of shape (1,)", "Likely cause:", kind=EDGE,
+              outcome=RAISED),
+        wrong("slices instead of indexing", lambda x: x[:1], "still has shape (1, 5)",
+              "dimension 0, is still there"),
+        wrong("flattens everything", lambda x: x.flatten(), "has shape (12,); expected (3, 4)"),
+        wrong("squeezes the caller's x in place", lambda x: x.squeeze_(0),
+              "changed its input x in place", "is (5,) float32 afterwards instead of (1, 5)",
+              "squeeze_", kind=STATEFUL),
+        wrong("sum over the batch: bool becomes int64", lambda x: x.sum(0),
+              "has dtype torch.int64; expected torch.bool", kind=EDGE),
+        wrong("view(*shape[1:]): no size at all for a 1-D x", lambda x: x.view(*x.shape[1:]),
+              "view() received an invalid combination of arguments", "Likely cause:",
+              "x.view(x.shape[1:])", kind=EDGE, outcome=RAISED),
+        wrong("mean over the batch: no mean of integers", lambda x: x.mean(0),
+              "could not infer output dtype", "Likely cause:", "needs a floating dtype",
+              kind=EDGE, outcome=RAISED),
+        wrong("through a Python list: loses the dtype", lambda x: torch.tensor(x.tolist()[0]),
+              "has dtype torch.float32; expected torch.float64", kind=EDGE),
+    ],
+    ex.outer_sum: [
+        right("unsqueeze(1) and broadcasting b", lambda a, b: a.unsqueeze(1) + b),
+        right("view(-1, 1) + view(1, -1)", lambda a, b: a.view(-1, 1) + b.view(1, -1)),
+        right("meshgrid with ij indexing", outer_sum_meshgrid_ij),
+        right("expand both then add", lambda a, b: torch.add(a[:, None].expand(-1, len(b)),
+                                                             b.expand(len(a), -1))),
+        wrong("a + b: element by element", lambda a, b: a + b,
+              "must match the size of tensor b", "Likely cause:",
+              "a[:, None]", outcome=RAISED),
+        wrong("a + b when the sizes happen to match", outer_sum_square_only,
+              "Two (N,) tensors meet element by element", "a[:, None]"),
+        wrong("new dimension on the wrong side", lambda a, b: a[None, :] + b[:, None],
+              "rows should follow a"),
+        wrong("meshgrid with xy indexing", outer_sum_meshgrid_xy, "rows should follow a"),
+        wrong("outer product instead of sum", lambda a, b: torch.outer(a, b),
+              "products a[i] * b[j]", "the sum a[i] + b[j]"),
+        wrong("a Python loop over the rows", outer_sum_loop_into_empty,
+              "asks for no Python loop", "for i in range(len(a))"),
+        wrong("a comprehension over Python numbers",
+              lambda a, b: torch.tensor([[ai + bj for bj in b.tolist()] for ai in a.tolist()]),
+              "asks for no Python loop"),
+        wrong("a loop hidden in map", lambda a, b: torch.stack(list(map(lambda ai: ai + b, a))),
+              "asks for no Python loop", "torch calls", kind=EDGE),
+        wrong("starts from float zeros: integers become float32",
+              lambda a, b: torch.zeros(len(a), len(b)) + a[:, None] + b,
+              "has dtype torch.float32; expected torch.int64", kind=EDGE),
+        wrong("unsqueezes the caller's a in place", lambda a, b: a.unsqueeze_(1) + b,
+              "changed its input a in place", "is (3, 1) float32 afterwards instead of (3,)",
+              kind=STATEFUL),
+    ],
+    ex.residuals: [
+        right("index column 0", lambda pred, target: pred[:, 0] - target),
+        right("target to a column, then view(-1)", lambda pred, target: (pred - target[:, None]).view(-1)),
+        right("flatten pred", lambda pred, target: pred.flatten() - target),
+        right("torch.sub with squeeze(-1)", lambda pred, target: torch.sub(pred.squeeze(-1), target)),
+        wrong("the (N, N) broadcasting bug", lambda pred, target: pred - target,
+              "has shape (4, 4); expected (4,)", "a (4, 1) tensor met a (4,) tensor and broadcast to (4, 4)"),
+        wrong("target to a column: (N, 1) left", lambda pred, target: pred - target[:, None],
+              "(4, 1); expected (4,)"),
+        wrong("averages the (N, N) away", lambda pred, target: (pred - target).mean(dim=1),
+              "right shape but wrong values"),
+        wrong("target minus pred", lambda pred, target: target - pred.squeeze(1),
+              "opposite sign", "pred - target"),
+        wrong("absolute errors", lambda pred, target: (pred.squeeze(1) - target).abs(),
+              "absolute errors", "with its sign"),
+        wrong("squeezes the caller's pred in place", lambda pred, target: pred.squeeze_(1) - target,
+              "changed its input pred in place", "is (4,) float32 afterwards instead of (4, 1)",
+              "squeeze_", "pred.squeeze(1), without the underscore", kind=STATEFUL),
+        wrong("subtracts in place on a view of pred", residuals_subtract_in_place,
+              "changed the numbers in its input pred", kind=STATEFUL),
+        wrong("pred -= target", residuals_minus_equals,
+              "changed the numbers in its input pred", "-=", kind=STATEFUL),
+        wrong("squeeze() after the subtraction: N = 1 loses its dimension",
+              lambda pred, target: (pred - target[:, None]).squeeze(),
+              "has shape (); expected (1,)", "squeeze(1)", kind=EDGE),
+        wrong("sample by sample: an empty batch", residuals_sample_by_sample,
+              "stack expects a non-empty TensorList", "Likely cause:", "empty batch (N = 0)",
+              kind=EDGE, outcome=RAISED),
+        wrong("through Python floats: float64 lost", residuals_through_python_floats,
+              "has dtype torch.float32; expected torch.float64", kind=EDGE),
+    ],
+    ex.checked_mse: [
+        right("ValueError and F.mse_loss", mse_value_error_and_functional),
+        right("own subclass of ValueError, shapes as lists", mse_own_error_type),
+        right("shapes written 4x1, sum over numel", mse_shapes_as_4x1),
+        right("assert with torch.Size in the message", lambda pred, target: (
+            (pred - target).pow(2).mean() if pred.shape == target.shape
+            else (_ for _ in ()).throw(AssertionError(f"{pred.shape} != {target.shape}")))),
+        wrong("no check: broadcasting computes a number", lambda pred, target: ((pred - target) ** 2).mean(),
+              "instead of stopping", "assert pred.shape == target.shape"),
+        wrong("an AssertionError without a message", mse_silent_assert, "says nothing", "both shapes"),
+        wrong("a message without the shapes", mse_vague_message, "'shapes differ'", "include both shapes"),
+        wrong("checks the number of elements only", mse_checks_numel_only,
+              "For pred (4, 1) and target (4,) your function returned a tensor of shape ()",
+              "instead of stopping"),
+        wrong("checks the first size only", mse_checks_first_size_only, "instead of stopping"),
+        wrong("raises a TypeError", mse_type_error, "raised TypeError",
+              "an AssertionError (or a ValueError)"),
+        wrong("checks the number of dimensions only", mse_checks_dim_only,
+              "For pred (2, 3) and target (3, 2) your function raised RuntimeError",
+              "from your own check of the shapes", kind=EDGE),
+        wrong("flattens with view: a transposed input", mse_flattened_with_view,
+              "view size is not compatible", "Likely cause:", "transposed pred or target",
+              kind=EDGE, outcome=RAISED),
+        wrong("divides by len(pred): rows, not elements", mse_divided_by_len,
+              "divides the sum of squares by the number of rows, 3", "pred.numel()", kind=EDGE),
+        wrong("squares in place on the caller's pred", mse_in_place,
+              "changed the numbers in its input pred", kind=STATEFUL),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()
 
 
 def test_checked_mse_stub_is_not_attempted():

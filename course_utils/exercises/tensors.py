@@ -1,10 +1,18 @@
 """Chapter 01 — Tensors: the three attributes, shared memory, views, dimensions, broadcasting.
 
-Each probe runs the learner's function on several generated shapes, so an answer that only
-works for one example does not pass. Each reference solution is what ``.solution()`` shows.
+Each probe runs the learner's function on several generated inputs (several dtypes, a
+non-contiguous layout, an empty or a one-element size where the task allows them), calls it
+more than once on the same objects, and records whether the caller's inputs were left as they
+were, so an answer that only works for one example, or only on its first call, does not pass.
+Each reference solution is what ``.solution()`` shows.
 """
 
 from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
 
 import numpy as np
 import torch
@@ -20,6 +28,121 @@ def _generator(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+# --------------------------------------------------------------------------------------------
+# The answer's own source: read (never run) to check a rule the task states ("without a Python
+# loop"), or to name a mistake only when the answer really contains it.
+# --------------------------------------------------------------------------------------------
+def _answer_nodes(answer) -> list:
+    """The ast nodes of ``answer``'s own definition, or [] when its source cannot be read."""
+    try:
+        source = textwrap.dedent(inspect.getsource(answer))
+    except (OSError, TypeError):
+        return []
+    tree = None
+    for attempt in (source, source.strip().rstrip(",;"), f"(\n{source}\n)"):
+        try:
+            tree = ast.parse(attempt)
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return []
+    name = getattr(answer, "__name__", "")
+    if name == "<lambda>":
+        return [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
+    return [
+        node for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+    ][:1]
+
+
+_LOOP_NODES = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
+               ast.GeneratorExp)
+
+
+def _loops_in(answer) -> list[str]:
+    """The Python loops (for, while, comprehensions) written in the answer's own source."""
+    found = []
+    for node in _answer_nodes(answer):
+        for inner in ast.walk(node):
+            if isinstance(inner, _LOOP_NODES):
+                text = ast.unparse(inner).splitlines()[0]
+                found.append(text if len(text) <= 70 else text[:67] + "...")
+    return found
+
+
+def _calls_in(answer) -> list[str]:
+    """Names of the functions and methods the answer's own source calls (``squeeze``, ...)."""
+    names = []
+    for node in _answer_nodes(answer):
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call):
+                func = inner.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if name:
+                    names.append(name + ("()" if not inner.args and not inner.keywords else ""))
+    return names
+
+
+class _TorchCalls(torch.overrides.TorchFunctionMode):
+    """Counts the torch functions and tensor methods called inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _left_as_it_was(given, kept) -> bool:
+    """Whether the caller's tensor ``given`` still equals ``kept``, a copy made before the call.
+
+    A second call on the same inputs only makes sense when the first call left them alone
+    (a changed input is reported from the record of the first call).
+    """
+    return (
+        given.shape == kept.shape and given.dtype == kept.dtype and given.device == kept.device
+        and (given.device.type == "meta" or bool(torch.equal(given, kept)))
+    )
+
+
+def _input_changed(before: dict, after: dict, name: str, on: str) -> str | None:
+    """The message when the learner's function changed the caller's tensor ``name``.
+
+    ``before`` and ``after`` are ``value_facts`` of the tensor before and after the call.
+    """
+    if after["kind"] != "tensor":  # cannot happen to a tensor: only its attributes can change
+        return None
+    if after["shape"] != before["shape"] or after["dtype"] != before["dtype"] or (
+        after["device"] != before["device"]
+    ):
+        def looks(facts):
+            device = f" on {facts['device']}" if after["device"] != before["device"] else ""
+            return f"{shape_text(facts['shape'])} {_dtype_name(facts['dtype'])}{device}"
+
+        return (
+            f"Your function changed its input {name} in place ({on}): the caller's {name} is "
+            f"{looks(after)} afterwards instead of {looks(before)}. Methods ending in an "
+            f"underscore (squeeze_, t_, ...) and assignments to {name}.data change the caller's "
+            f"own tensor; compute a new tensor and leave {name} as it was."
+        )
+    if "values" in after and "values" in before and not same_values(
+        after["values"], before["values"], rtol=0, atol=0
+    ):
+        return (
+            f"Your function changed the numbers in its input {name} ({on}). An in-place "
+            f"operation (sub_, -=, ...) on {name} or on a view of it changes the caller's "
+            f"tensor; compute a new tensor and leave {name} as it was."
+        )
+    return None
+
+
 # ============================================================================================
 # T1 — shape, dtype, device
 # ============================================================================================
@@ -27,54 +150,115 @@ def match_reference(x, reference):
     return x.to(dtype=reference.dtype, device=reference.device)
 
 
-# (x's dtype, reference's dtype, reference's device, x's shape). "meta" tensors have a device
-# but no data, so moving to another device can be checked on a machine with only a CPU.
+# (x's dtype, x's shape, x non-contiguous, reference's dtype, reference's device). "meta"
+# tensors have a device but no data, so moving to another device can be checked on a machine
+# with only a CPU. Float x meeting an integer reference holds whole numbers, so truncating and
+# rounding agree.
 _MATCH_CASES = [
-    (torch.float64, torch.float32, "cpu", (3,)),
-    (torch.int64, torch.float32, "cpu", (2, 3)),
-    (torch.float32, torch.float16, "cpu", (4, 1)),
-    (torch.float32, torch.float32, "meta", (2, 2)),
-    (torch.float64, torch.bfloat16, "meta", (5,)),
+    (torch.float64, (3,), False, torch.float32, "cpu"),
+    (torch.int64, (2, 3), False, torch.float32, "cpu"),
+    (torch.float32, (4, 1), False, torch.float16, "cpu"),
+    (torch.float32, (2, 2), False, torch.float32, "meta"),
+    (torch.float64, (5,), False, torch.bfloat16, "meta"),
+    (torch.float32, (3, 4), True, torch.float64, "cpu"),
+    (torch.float32, (2, 3), False, torch.int64, "cpu"),
+    (torch.int32, (4,), False, torch.int64, "meta"),
+    (torch.float16, (), False, torch.float64, "cpu"),
 ]
 
 
 def _probe_match_reference(answer, run):
     generator = _generator(1)
     cases = []
-    for x_dtype, ref_dtype, ref_device, shape in _MATCH_CASES:
-        x = (torch.rand(shape, generator=generator) * 10).to(x_dtype)
+    for x_dtype, shape, permuted, ref_dtype, ref_device in _MATCH_CASES:
+        raw = torch.rand(tuple(reversed(shape)) if permuted else shape, generator=generator) * 10 - 3
+        if not (x_dtype.is_floating_point and ref_dtype.is_floating_point):
+            raw = raw.round()
+        x = (raw.T if permuted else raw).to(x_dtype)
         reference = torch.zeros(7, dtype=ref_dtype, device=ref_device)
+        layout = " (a transposed, non-contiguous view)" if permuted else ""
         on = (
-            f"x: {shape_text(list(shape))} {str(x_dtype)[6:]} on cpu, "
-            f"reference: {str(ref_dtype)[6:]} on {ref_device}"
+            f"x: {shape_text(list(shape))} {_dtype_name(x_dtype)} on cpu{layout}, "
+            f"reference: {_dtype_name(ref_dtype)} on {ref_device}"
         )
-        got = run(answer, x.clone(), reference, on=on)
+        expected = value_facts(x.to(dtype=ref_dtype, device=ref_device))
+        given = x.clone() if not permuted else x.T.clone().T
+        got_facts = value_facts(run(answer, given, reference, on=on))
+        again = (
+            value_facts(run(answer, given, reference, on=on + ", second call"))
+            if _left_as_it_was(given, x) else got_facts
+        )
         cases.append(
             {
                 "on": on,
-                "got": value_facts(got),
-                "expected": value_facts(x.to(dtype=ref_dtype, device=ref_device)),
+                "got": got_facts,
+                "again": again,
+                "expected": expected,
                 "x_dtype": str(x_dtype),
                 "reference_shape": [7],
+                "x_before": value_facts(x),
+                "x_after": value_facts(given),
+                "reference_after": value_facts(reference),
             }
         )
-    return cases
+    return {"cases": cases}
 
 
-def _judge_match_reference(cases):
+def _judge_match_reference(record):
+    cases = record["cases"]
     for case in cases:
         got, expected, on = case["got"], case["expected"], case["on"]
+        changed = _input_changed(case["x_before"], case["x_after"], "x", on)
+        if changed:
+            return changed
+        ref_after = case["reference_after"]
+        if ref_after["shape"] != case["reference_shape"] or ref_after["dtype"] != expected["dtype"]:
+            return (
+                f"Your function changed the caller's reference ({on}); only read its dtype and "
+                "device."
+            )
         if got["kind"] == "tensor":
             if got["shape"] == case["reference_shape"] and expected["shape"] != case["reference_shape"]:
                 return (
                     f"Your result has the reference's shape ({on}); only its dtype and device "
                     "should change. Keep x's own shape and values."
                 )
-            if got["dtype"] == case["x_dtype"] and got["dtype"] != expected["dtype"]:
+            if got["dtype"] != expected["dtype"]:
+                tensors = [c["got"] for c in cases if c["got"]["kind"] == "tensor"]
+                always_x = all(c["got"].get("dtype") == c["x_dtype"] for c in cases)
+                fixed = len(tensors) == len(cases) and len({t["dtype"] for t in tensors}) == 1
+                device_right = all(c["got"].get("device") == c["expected"]["device"] for c in cases)
+                if always_x and not device_right:
+                    moved = [c for c in cases if c["got"]["device"] != c["expected"]["device"]]
+                    shown = next((c for c in moved if c["got"]["dtype"] != c["expected"]["dtype"]), moved[0])
+                    return (
+                        f"Your result keeps x's dtype and device in every case: "
+                        f"{_dtype_name(shown['got']['dtype'])} on {shown['got']['device']} where "
+                        f"the reference is {_dtype_name(shown['expected']['dtype'])} on "
+                        f"{shown['expected']['device']} ({shown['on']}). Change both: "
+                        ".to(dtype=reference.dtype, device=reference.device)."
+                    )
+                if always_x:
+                    return (
+                        f"Your result keeps x's dtype in every case: {_dtype_name(got['dtype'])} "
+                        f"where the reference is {_dtype_name(expected['dtype'])} ({on}). Only "
+                        "the device moved; .to(dtype=..., device=...) changes both."
+                    )
+                if fixed:
+                    return (
+                        f"Your result is {_dtype_name(got['dtype'])} in every case, whatever "
+                        f"the reference's dtype ({on}: expected {_dtype_name(expected['dtype'])})."
+                        " Take the dtype from the reference, reference.dtype, instead of a "
+                        "fixed one."
+                    )
+                if got["dtype"] == case["x_dtype"]:
+                    return (
+                        f"Your result kept x's dtype {_dtype_name(got['dtype'])} ({on}); it "
+                        f"should have the reference's, {_dtype_name(expected['dtype'])}."
+                    )
                 return (
-                    f"Your result kept x's dtype {got['dtype']} ({on}); it should have the "
-                    f"reference's, {expected['dtype']}. Did you move only the device? "
-                    ".to(dtype=..., device=...) changes both."
+                    f"Your result has dtype {_dtype_name(got['dtype'])} ({on}); expected the "
+                    f"reference's, {_dtype_name(expected['dtype'])}."
                 )
             if got["device"] != expected["device"]:
                 return (
@@ -84,6 +268,12 @@ def _judge_match_reference(cases):
         problem = tensor_problem(got, expected, on=on, rtol=1e-2, atol=1e-2)
         if problem:
             return problem
+        if tensor_problem(case["again"], expected, on=on, rtol=1e-2, atol=1e-2):
+            return (
+                f"Your function returned the right tensor on its first call but not on a "
+                f"second call with the same x and reference ({on}): "
+                + tensor_problem(case["again"], expected, what="the second result", rtol=1e-2, atol=1e-2)
+            )
     return None
 
 
@@ -91,7 +281,8 @@ match_reference = Exercise(
     "match_reference",
     chapter=CHAPTER,
     title="Match a reference's dtype and device",
-    expects=Function("match_reference", ("x", "reference")),
+    expects=Function("match_reference", ("x", "reference"),
+                     returns="a tensor with x's shape and values, on the reference's dtype and device"),
     probe=_probe_match_reference,
     judge=_judge_match_reference,
     reference=match_reference,
@@ -100,6 +291,13 @@ match_reference = Exercise(
         "Print the three attributes of both tensors first: shape, dtype, device.",
         "x.to(...) can change the dtype and the device in one call.",
         "x.to(dtype=reference.dtype, device=reference.device)",
+    ],
+    error_notes=[
+        (
+            "invalid type: 'torch.meta",
+            "x.type(...) knows only the tensor types with a name (CPU, CUDA), not every device "
+            "(here meta). Use x.to(dtype=reference.dtype, device=reference.device).",
+        ),
     ],
 )
 
@@ -111,27 +309,64 @@ def independent_copy(array):
     return torch.tensor(array)
 
 
+def _array_cases():
+    """(description, array): several dtypes, a transposed and a strided (non-contiguous)
+    layout, an empty array and a 0-d one."""
+    rng = np.random.default_rng(3)
+    yield "shape (4,), float64", rng.random(4) * 10
+    yield "shape (2, 3), float32", (rng.random((2, 3)) * 10).astype(np.float32)
+    yield "shape (3,), int64", rng.integers(0, 10, 3).astype(np.int64)
+    yield "shape (3, 2), float32, transposed (non-contiguous)", (rng.random((2, 3)) * 10).astype(np.float32).T
+    yield "shape (2, 2), int32, every other column (non-contiguous)", rng.integers(0, 10, (2, 4)).astype(np.int32)[:, ::2]
+    yield "shape (5,), uint8", rng.integers(0, 10, 5).astype(np.uint8)
+    yield "shape (2, 2), float16", (rng.random((2, 2)) * 10).astype(np.float16)
+    yield "shape (0,), float64 (empty)", np.zeros(0)
+    yield "shape (), float64 (0-d)", np.array(2.5)
+
+
 def _probe_independent_copy(answer, run):
     # The probe records numbers only; whether memory is shared is decided by the judge, so a
     # patched np.array_equal in the learner's session cannot decide it.
-    rng = np.random.default_rng(3)
     cases = []
-    for shape, dtype in [((4,), np.float64), ((2, 3), np.float32), ((3,), np.int64)]:
-        array = (rng.random(shape) * 10).astype(dtype)
+    for description, array in _array_cases():
         original = array.copy()
-        on = f"a NumPy array of shape {shape_text(list(shape))}, {np.dtype(dtype).name}"
+        on = f"a NumPy array of {description}"
         got = run(answer, array, on=on)
-        case = {"on": on, "got": value_facts(got), "expected": value_facts(torch.from_numpy(original))}
-        if isinstance(got, torch.Tensor) and tuple(got.shape) == shape:
-            array += 1  # does the tensor see a change of the array?
-            case["array_changed_to"] = array.copy()
-            case["tensor_after_array_change"] = got.detach().cpu().numpy().copy()
+        case = {
+            "on": on,
+            "got": value_facts(got),
+            "expected": value_facts(torch.from_numpy(original.copy())),
+            "array_after": array.copy(),
+            "array_writeable": bool(array.flags.writeable),
+        }
+        comparable = (
+            isinstance(got, torch.Tensor) and tuple(got.shape) == array.shape and array.size > 0
+            and got.device.type == "cpu" and got.dtype is not torch.bool
+            and got.layout is torch.strided
+        )
+        if comparable and array.flags.writeable:
+            # (An inference tensor can only be changed in place inside inference mode.)
+            with torch.no_grad(), torch.inference_mode(got.is_inference()):
+                array += 1  # does the tensor see a change of the array?
+                case["array_changed_to"] = array.copy()
+                case["tensor_after_array_change"] = value_facts(got)["values"]
+                array[...] = original
+                got.add_(100)  # does the array see a change of the tensor?
+                case["array_after_tensor_change"] = array.copy()
+                got.sub_(100)
+                array[...] = original
+            # Called again on the same array after it changed: a new copy of the new values,
+            # and the first result left as it was.
+            first = value_facts(got)
+            array += 1
+            again = run(answer, array, on=on + ", second call after the array changed")
+            case["again"] = value_facts(again)
+            case["again_expected"] = value_facts(torch.from_numpy(array.copy()))
+            case["first_after_again"] = value_facts(got)
+            case["first_before_again"] = first
             array[...] = original
-            got.add_(100)  # does the array see a change of the tensor?
-            case["array_after_tensor_change"] = array.copy()
-            got.sub_(100)
         cases.append(case)
-    return cases
+    return {"cases": cases, "calls": _calls_in(answer)}
 
 
 def _shares_memory(case) -> bool:
@@ -142,30 +377,72 @@ def _shares_memory(case) -> bool:
     return followed_array or followed_tensor
 
 
-def _judge_independent_copy(cases):
+def _judge_independent_copy(record):
+    cases, calls = record["cases"], record["calls"]
+    for case in cases:  # the point of the exercise first: no sharing, in any case
+        if not case["array_writeable"]:
+            return (
+                f"Your function made the caller's array read-only ({case['on']}): its "
+                "writeable flag is off afterwards. Leave the array as it was; copy it instead."
+            )
+        if not same_values(case["array_after"], case["expected"]["values"], rtol=0, atol=0):
+            return f"Your function changed the numbers in the caller's array ({case['on']})."
+        if _shares_memory(case):
+            names = {call.rstrip("()") for call in calls}
+            notes = ""
+            if names & {"float", "double", "half", "long", "int", "to", "type"}:
+                notes += (
+                    " A conversion to the dtype the array already has (.float() of a float32 "
+                    "array) returns the same tensor, still sharing."
+                )
+            if "Tensor" in names:
+                notes += (
+                    " torch.Tensor(array) (capital T) shares a float32 array's memory and "
+                    "converts every other dtype to float32."
+                )
+            return (
+                f"Your tensor shares memory with the array ({case['on']}): changing one changed "
+                "the other. torch.from_numpy and torch.as_tensor share; torch.tensor(array) "
+                f"copies (so does torch.from_numpy(array).clone()).{notes}"
+            )
     for case in cases:
         got, on = case["got"], case["on"]
         if got["kind"] == "tensor" and got["shape"] == case["expected"]["shape"]:
-            if _shares_memory(case):
-                return (
-                    f"Your tensor shares memory with the array ({on}): changing one changed "
-                    "the other. torch.from_numpy and torch.as_tensor share; torch.tensor(array) "
-                    "copies (so does torch.from_numpy(array).clone())."
-                )
             if got["dtype"] != case["expected"]["dtype"]:
-                legacy = (
-                    " torch.Tensor(array) always makes float32; torch.tensor(array) keeps the "
-                    "array's dtype."
-                    if got["dtype"] == "torch.float32"
-                    else ""
-                )
+                cause = ""
+                if "Tensor" in calls:
+                    cause = " torch.Tensor(array) always makes float32; torch.tensor(array) keeps the array's dtype."
+                elif "tolist()" in calls:
+                    cause = (
+                        " .tolist() turns the numbers into Python floats and ints, and "
+                        "torch.tensor gives those its own defaults (float32, int64)."
+                    )
                 return (
                     f"Your tensor has dtype {got['dtype']}, the array {case['expected']['dtype']} "
-                    f"({on}); a copy should keep the dtype.{legacy}"
+                    f"({on}); a copy should keep the dtype.{cause}"
                 )
         problem = tensor_problem(got, case["expected"], what="your tensor", on=on)
         if problem:
             return problem
+        if "again" in case:
+            if not same_values(case["first_after_again"]["values"], case["first_before_again"]["values"], rtol=0, atol=0):
+                return (
+                    f"Calling your function a second time changed the tensor it returned the "
+                    f"first time ({on}): both calls return the same memory. Return a new tensor "
+                    "on every call, e.g. torch.tensor(array)."
+                )
+            problem = tensor_problem(case["again"], case["again_expected"], what="the second result", on=on)
+            if problem:
+                stale = case["again"]["kind"] == "tensor" and same_values(
+                    case["again"].get("values", []), case["expected"]["values"]
+                )
+                if stale:
+                    return (
+                        f"Called a second time on the same array after the array changed, your "
+                        f"function returned the old values ({on}): it gave back a result kept "
+                        "from an earlier call. Copy the array as it is now, on every call."
+                    )
+                return f"Your function was right on its first call, not on a second one: {problem}"
     return None
 
 
@@ -173,7 +450,8 @@ independent_copy = Exercise(
     "independent_copy",
     chapter=CHAPTER,
     title="A tensor that does not share the array's memory",
-    expects=Function("independent_copy", ("array",)),
+    expects=Function("independent_copy", ("array",),
+                     returns="a tensor with the array's values and dtype, in its own memory"),
     probe=_probe_independent_copy,
     judge=_judge_independent_copy,
     reference=independent_copy,
@@ -181,6 +459,18 @@ independent_copy = Exercise(
     hints=[
         "Of torch.from_numpy, torch.as_tensor and torch.tensor, only one copies the data.",
         "torch.tensor(array) copies and keeps the dtype; torch.from_numpy(array).clone() too.",
+    ],
+    error_notes=[
+        (
+            "stack expects a non-empty TensorList",
+            "an empty array has no rows, so the list given to torch.stack was empty. "
+            "torch.tensor(array) copies an array of any shape, empty ones too, in one call.",
+        ),
+        (
+            "iteration over a 0-d array",
+            "a 0-d array (a single number) has no rows to go through. torch.tensor(array) "
+            "copies an array of any shape in one call.",
+        ),
     ],
 )
 
@@ -192,38 +482,82 @@ def flatten_transposed(x):
     return x.T.reshape(-1)
 
 
-_FLATTEN_SHAPES = [(2, 3), (4, 5), (1, 6), (3, 1)]
+# (shape, dtype, layout): "transposed" gives x as the transpose of a contiguous tensor, so x
+# itself is not contiguous (and x.T is); "strided" takes every other column.
+_FLATTEN_CASES = [
+    ((2, 3), torch.float32, "contiguous"),
+    ((4, 5), torch.float64, "contiguous"),
+    ((1, 6), torch.int64, "contiguous"),
+    ((3, 1), torch.float32, "contiguous"),
+    ((3, 3), torch.int32, "contiguous"),
+    ((3, 4), torch.float32, "transposed"),
+    ((2, 3), torch.float32, "strided"),
+    ((3, 0), torch.float32, "contiguous"),
+]
+
+
+def _flatten_input(shape, dtype, layout, generator):
+    n, m = shape
+    if layout == "transposed":
+        base = torch.rand(m, n, generator=generator) * 20 - 10
+        return base.to(dtype).T  # the transpose of a contiguous (m, n): not contiguous
+    if layout == "strided":
+        return (torch.rand(n, 2 * m, generator=generator) * 20 - 10).to(dtype)[:, ::2]
+    return (torch.rand(n, m, generator=generator) * 20 - 10).to(dtype)
 
 
 def _probe_flatten_transposed(answer, run):
+    generator = _generator(5)
     cases = []
-    for shape in _FLATTEN_SHAPES:
-        x = torch.arange(float(shape[0] * shape[1])).reshape(shape)
-        on = f"x of shape {shape_text(list(shape))}"
-        got = run(answer, x.clone(), on=on)
+    for shape, dtype, layout in _FLATTEN_CASES:
+        x = _flatten_input(shape, dtype, layout, generator)
+        on = f"x of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
+        if layout != "contiguous":
+            on += f", {layout} (not contiguous)"
+        expected = value_facts(x.T.reshape(-1))
+        untransposed = value_facts(x.reshape(-1))["values"]
+        before = value_facts(x)
+        given = x.clone() if layout == "contiguous" else x  # (the layout is the point)
+        kept = x.clone()
+        got = value_facts(run(answer, given, on=on))
+        x_after = value_facts(given)
+        again = value_facts(run(answer, given, on=on + ", second call")) if _left_as_it_was(given, kept) else got
         cases.append(
             {
                 "on": on,
-                "got": value_facts(got),
-                "expected": value_facts(x.T.reshape(-1)),
-                "untransposed": x.reshape(-1).numpy().copy(),
+                "layout": layout,
+                "got": got,
+                "again": again,
+                "expected": expected,
+                "untransposed": untransposed,
+                "x_before": before,
+                "x_after": x_after,
             }
         )
-    return cases
+    return {"cases": cases, "calls": _calls_in(answer)}
 
 
-def _judge_flatten_transposed(cases):
+def _judge_flatten_transposed(record):
+    cases = record["cases"]
     for case in cases:
         got, on = case["got"], case["on"]
+        changed = _input_changed(case["x_before"], case["x_after"], "x", on)
+        if changed:
+            return changed
         if (
             got["kind"] == "tensor"
             and got["shape"] == case["expected"]["shape"]
             and not same_values(case["untransposed"], case["expected"]["values"])
-            and same_values(got["values"], case["untransposed"])
+            and same_values(got.get("values", []), case["untransposed"])
         ):
+            names = {call.rstrip("()") for call in record["calls"]}
+            note = (
+                " (Reshaping x to (columns, rows) is not a transpose: it keeps x's order.)"
+                if names & {"reshape", "view"} else ""
+            )
             return (
                 f"These are x's values in x's own order ({on}): transpose first (x.T), then "
-                "flatten."
+                f"flatten.{note}"
             )
         if got["kind"] == "tensor" and len(got["shape"]) == 2:
             return (
@@ -232,7 +566,22 @@ def _judge_flatten_transposed(cases):
             )
         problem = tensor_problem(got, case["expected"], on=on)
         if problem:
+            contiguous_right = all(
+                tensor_problem(c["got"], c["expected"]) is None
+                for c in cases if c["layout"] == "contiguous"
+            )
+            if case["layout"] != "contiguous" and contiguous_right:
+                return (
+                    f"Your function is right for every contiguous x, wrong for this one ({on}): "
+                    f"{tensor_problem(got, case['expected'])} Work with x's dimensions (x.T, transpose, permute), not with "
+                    "assumed strides or memory order."
+                )
             return problem
+        if tensor_problem(case["again"], case["expected"]):
+            return (
+                f"Your function was right on its first call, not on a second call with the same "
+                f"x ({on}): {tensor_problem(case['again'], case['expected'], what='the second result')}"
+            )
     return None
 
 
@@ -240,7 +589,8 @@ flatten_transposed = Exercise(
     "flatten_transposed",
     chapter=CHAPTER,
     title="Flatten a transposed matrix",
-    expects=Function("flatten_transposed", ("x",)),
+    expects=Function("flatten_transposed", ("x",),
+                     returns="a 1-D tensor: x's transpose, flattened, with x's dtype"),
     probe=_probe_flatten_transposed,
     judge=_judge_flatten_transposed,
     reference=flatten_transposed,
@@ -256,6 +606,11 @@ flatten_transposed = Exercise(
             "view() cannot reorder memory, and a transposed tensor is not contiguous. Use "
             ".reshape(-1), or .contiguous().view(-1).",
         ),
+        (
+            "expected a non-empty list of Tensors",
+            "an x with no columns (shape (n, 0)) gives an empty list of columns, and torch.cat "
+            "refuses an empty list. x.T.reshape(-1) handles every shape, empty ones too.",
+        ),
     ],
 )
 
@@ -267,64 +622,89 @@ def remove_batch_dim(x):
     return x.squeeze(0)
 
 
-_BATCH_SHAPES = [(1, 5), (1, 3, 4), (1, 1, 5), (1, 2, 1), (1, 1)]
+# (shape, dtype, permuted): "permuted" gives x as a non-contiguous view.
+_BATCH_CASES = [
+    ((1, 5), torch.float32, False),
+    ((1, 3, 4), torch.float32, True),
+    ((1, 1, 5), torch.int64, False),
+    ((1, 2, 1), torch.float64, False),
+    ((1, 1), torch.bool, False),
+    ((1,), torch.float32, False),
+    ((1, 0, 3), torch.float32, False),
+    ((1, 4), torch.int8, False),
+]
+
+
+def _batch_input(shape, dtype, permuted, generator):
+    if permuted:
+        base = torch.rand(shape[0], shape[2], shape[1], generator=generator) * 20 - 10
+        return base.to(dtype).transpose(1, 2)
+    values = torch.rand(shape, generator=generator) * 20 - 10
+    return values > 0 if dtype is torch.bool else values.to(dtype)
 
 
 def _probe_remove_batch_dim(answer, run):
     generator = _generator(6)
     cases = []
-    for shape in _BATCH_SHAPES:
-        x = torch.rand(shape, generator=generator)
-        on = f"x of shape {shape_text(list(shape))}"
-        given = x.clone()
-        got = run(answer, given, on=on)
+    for shape, dtype, permuted in _BATCH_CASES:
+        x = _batch_input(shape, dtype, permuted, generator)
+        on = f"x of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
+        if permuted:
+            on += ", a permuted (non-contiguous) view"
+        expected, squeezed_all, before = value_facts(x[0]), list(x.squeeze().shape), value_facts(x)
+        given = x if permuted else x.clone()
+        kept = x.clone()
+        got = value_facts(run(answer, given, on=on))
+        after = value_facts(given)
+        again = value_facts(run(answer, given, on=on + ", second call")) if _left_as_it_was(given, kept) else got
         cases.append(
             {
                 "on": on,
-                "got": value_facts(got),
-                "expected": value_facts(x[0]),
-                "squeezed_all": list(x.squeeze().shape),
-                "x": x.numpy().copy(),
-                "x_after": value_facts(given),
+                "got": got,
+                "again": again,
+                "expected": expected,
+                "squeezed_all": squeezed_all,
+                "x_before": before,
+                "x_after": after,
             }
         )
-    return cases
+    return {"cases": cases, "calls": _calls_in(answer)}
 
 
-def _judge_remove_batch_dim(cases):
+def _judge_remove_batch_dim(record):
+    cases, calls = record["cases"], record["calls"]
     for case in cases:
         got, on = case["got"], case["on"]
-        after = case["x_after"]
-        if after["shape"] != list(case["x"].shape):
-            return (
-                f"Your function changed its input x in place ({on}): the caller's x has shape "
-                f"{shape_text(after['shape'])} afterwards instead of "
-                f"{shape_text(list(case['x'].shape))}. An in-place method with an underscore "
-                "(such as squeeze_) reshapes the caller's own tensor; use x.squeeze(0), which "
-                "returns a new tensor and leaves x as it was."
-            )
-        if "values" in after and not same_values(after["values"], case["x"], rtol=0, atol=0):
-            return (
-                f"Your function changed the numbers in its input x ({on}). Compute a new "
-                "tensor; leave x as it was."
-            )
+        changed = _input_changed(case["x_before"], case["x_after"], "x", on)
+        if changed:
+            return changed
         if got["kind"] == "tensor" and got["shape"] != case["expected"]["shape"]:
             if got["shape"] == case["squeezed_all"]:
+                note = (
+                    " squeeze() with no argument drops them all." if "squeeze()" in calls else ""
+                )
                 return (
                     f"Your result has shape {shape_text(got['shape'])}; expected "
-                    f"{shape_text(case['expected']['shape'])} ({on}). squeeze() with no "
-                    "argument drops EVERY size-1 dimension, not only the batch one: "
-                    "say which, squeeze(0)."
+                    f"{shape_text(case['expected']['shape'])} ({on}): every size-1 dimension is "
+                    f"gone, not only the batch one.{note} Remove only dimension 0: x.squeeze(0) "
+                    "or x[0]."
                 )
-            if len(got["shape"]) == len(case["expected"]["shape"]) + 1:
+            if got["shape"] == case["x_before"]["shape"]:
+                note = (
+                    " squeeze(d) silently does nothing when dimension d is not of size 1."
+                    if "squeeze" in calls
+                    else ""
+                )
                 return (
-                    f"Your result still has shape {shape_text(got['shape'])} ({on}): "
-                    "squeeze(d) silently does nothing when dimension d is not of size 1. The "
-                    "batch dimension is dimension 0."
+                    f"Your result still has shape {shape_text(got['shape'])} ({on}): the batch "
+                    f"dimension, dimension 0, is still there.{note}"
                 )
         problem = tensor_problem(got, case["expected"], on=on)
         if problem:
             return problem
+        problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on)
+        if problem:
+            return f"Your function was right on its first call, not on a second call with the same x: {problem}"
     return None
 
 
@@ -332,7 +712,8 @@ remove_batch_dim = Exercise(
     "remove_batch_dim",
     chapter=CHAPTER,
     title="Remove the batch dimension, and only that",
-    expects=Function("remove_batch_dim", ("x",)),
+    expects=Function("remove_batch_dim", ("x",),
+                     returns="a tensor of shape x.shape[1:], with x's values and dtype"),
     probe=_probe_remove_batch_dim,
     judge=_judge_remove_batch_dim,
     reference=remove_batch_dim,
@@ -340,6 +721,18 @@ remove_batch_dim = Exercise(
     hints=[
         "The check also uses shapes like (1, 1, 5): only the first 1 is the batch.",
         "squeeze() drops every dimension of size 1; squeeze(0) only the first (x[0] works too).",
+    ],
+    error_notes=[
+        (
+            "view() received an invalid combination of arguments - got ()",
+            "for x of shape (1,) the rest is (), so view(*x.shape[1:]) passes no size at all. "
+            "Pass the shape as one tuple, x.view(x.shape[1:]), or use x.squeeze(0) or x[0].",
+        ),
+        (
+            "could not infer output dtype",
+            "mean() computes an average, which needs a floating dtype; an integer x has none. "
+            "Dropping a dimension needs no arithmetic: x.squeeze(0) or x[0].",
+        ),
     ],
 )
 
@@ -351,59 +744,122 @@ def outer_sum(a, b):
     return a[:, None] + b[None, :]
 
 
-_OUTER_SHAPES = [(3, 4), (5, 5), (1, 3), (4, 1), (2, 6)]
+# (N, M, dtype): square and not, size 1 on either side, integers, an empty a.
+_OUTER_CASES = [
+    (3, 4, torch.float32),
+    (5, 5, torch.float32),
+    (1, 3, torch.float64),
+    (4, 1, torch.int64),
+    (2, 6, torch.int32),
+    (0, 3, torch.float32),
+]
+# A loop over a or over b makes at least one torch call per element; broadcasting a handful.
+_LOOP_N, _LOOP_M, _LOOP_CALLS = 40, 37, 30
+
+
+def _outer_input(n, dtype, generator):
+    values = torch.rand(n, generator=generator) * 20 - 10
+    return values.round().to(dtype) if not dtype.is_floating_point else values.to(dtype)
 
 
 def _probe_outer_sum(answer, run):
     generator = _generator(7)
-    cases = []
-    for n, m in _OUTER_SHAPES:
-        a, b = torch.rand(n, generator=generator), torch.rand(m, generator=generator)
-        on = f"a of shape ({n},), b of shape ({m},)"
-        got = run(answer, a.clone(), b.clone(), on=on)
+    record = {"loops": _loops_in(answer)}
+    a, b = _outer_input(_LOOP_N, torch.float32, generator), _outer_input(_LOOP_M, torch.float32, generator)
+    counter = _TorchCalls()
+    with counter:
+        big = run(answer, a, b, on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
+    record["torch_calls"] = counter.count
+    record["big"] = {"got": value_facts(big), "expected": value_facts(a[:, None] + b[None, :])}
+    record["cases"] = cases = []
+    if record["loops"] or counter.count >= _LOOP_CALLS:
+        return record  # the loop is recorded; its other inputs (an empty a) would only raise
+    for n, m, dtype in _OUTER_CASES:
+        a, b = _outer_input(n, dtype, generator), _outer_input(m, dtype, generator)
+        on = f"a of shape ({n},), b of shape ({m},), {_dtype_name(dtype)}"
+        given_a, given_b = a.clone(), b.clone()
+        got = value_facts(run(answer, given_a, given_b, on=on))
         cases.append(
             {
                 "on": on,
                 "n": n,
                 "m": m,
-                "got": value_facts(got),
+                "got": got,
                 "expected": value_facts(a[:, None] + b[None, :]),
-                "swapped": (b[:, None] + a[None, :]).numpy().copy(),
+                "swapped": value_facts(b[:, None] + a[None, :])["values"],
+                "product": value_facts(a[:, None] * b[None, :])["values"],
+                "elementwise": value_facts(a + b)["values"] if n == m else None,
+                "a_before": value_facts(a),
+                "a_after": value_facts(given_a),
+                "b_before": value_facts(b),
+                "b_after": value_facts(given_b),
             }
         )
-    return cases
+        left = _left_as_it_was(given_a, a) and _left_as_it_was(given_b, b)
+        cases[-1]["again"] = (
+            value_facts(run(answer, given_a, given_b, on=on + ", second call")) if left else got
+        )
+    return record
 
 
-def _judge_outer_sum(cases):
+def _judge_outer_sum(record):
+    cases = record["cases"]
+    if record["loops"]:
+        return (
+            f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
+            "Let broadcasting make every pair: a[:, None] + b[None, :]."
+        )
+    if record["torch_calls"] >= _LOOP_CALLS:
+        return (
+            f"The task asks for no Python loop; for a of {_LOOP_N} and b of {_LOOP_M} elements "
+            f"your function made {record['torch_calls']} torch calls, one or more per element. "
+            "Let broadcasting make every pair in one operation: a[:, None] + b[None, :]."
+        )
     for case in cases:
         got, on, n, m = case["got"], case["on"], case["n"], case["m"]
-        if got["kind"] == "tensor" and got["shape"] == [n] and n == m:
+        for name in ("a", "b"):
+            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            if changed:
+                return changed
+        if got["kind"] == "tensor" and got["shape"] == [n] and n == m and same_values(
+            got.get("values", []), case["elementwise"]
+        ):
             return (
-                f"Your result has shape ({n},); expected ({n}, {m}) ({on}). Two (N,) tensors "
-                "meet element by element: a + b pairs a[i] with b[i] only. Give a a second "
-                "dimension, a[:, None], so it broadcasts against b."
+                f"Your result has shape ({n},); expected ({n}, {m}) ({on}): it holds a[i] + b[i]. "
+                "Two (N,) tensors meet element by element: a + b pairs a[i] with b[i] only. "
+                "Give a a second dimension, a[:, None], so it broadcasts against b."
             )
         if got["kind"] == "tensor" and got["shape"] == [m, n] and n != m:
             return (
                 f"Your result has shape ({m}, {n}); expected ({n}, {m}) ({on}): rows should "
                 "follow a, columns b. Put the new dimension on the other side."
             )
-        if got["kind"] == "tensor" and got["shape"] == [n, m] and n == m and n > 1:
-            if "values" in got and same_values(got["values"], case["swapped"]) and not same_values(
-                got["values"], case["expected"]["values"]
-            ):
+        if got["kind"] == "tensor" and got["shape"] == [n, m] and "values" in got and not same_values(
+            got["values"], case["expected"]["values"]
+        ):
+            if n == m and n > 1 and same_values(got["values"], case["swapped"]):
                 return f"Your result is transposed ({on}): out[i, j] should be a[i] + b[j]."
+            if same_values(got["values"], case["product"]):
+                return (
+                    f"Your result holds the products a[i] * b[j] ({on}); out[i, j] should be "
+                    "the sum a[i] + b[j]."
+                )
         problem = tensor_problem(got, case["expected"], on=on)
         if problem:
             return problem
-    return None
+        problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on)
+        if problem:
+            return f"Your function was right on its first call, not on a second call with the same a and b: {problem}"
+    problem = tensor_problem(record["big"]["got"], record["big"]["expected"],
+                             on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
+    return problem
 
 
 outer_sum = Exercise(
     "outer_sum",
     chapter=CHAPTER,
     title="Every pair: out[i, j] = a[i] + b[j]",
-    expects=Function("outer_sum", ("a", "b")),
+    expects=Function("outer_sum", ("a", "b"), returns="an (N, M) tensor with out[i, j] = a[i] + b[j]"),
     probe=_probe_outer_sum,
     judge=_judge_outer_sum,
     reference=outer_sum,
@@ -412,6 +868,18 @@ outer_sum = Exercise(
         "Broadcasting aligns shapes from the right; a size-1 dimension stretches.",
         "(N, 1) + (1, M) gives (N, M). a[:, None] or a.unsqueeze(1) makes a (N, 1).",
     ],
+    error_notes=[
+        (
+            "must match the size of tensor b",
+            "a + b on two 1-D tensors pairs a[i] with b[i] only, so their sizes must be equal. "
+            "For every pair give a a second dimension: a[:, None] + b[None, :].",
+        ),
+        (
+            "stack expects a non-empty TensorList",
+            "with an empty a (N = 0) a loop over a gives torch.stack an empty list. The task "
+            "asks for no loop: a[:, None] + b[None, :] handles every size.",
+        ),
+    ],
 )
 
 
@@ -419,55 +887,65 @@ def residuals(pred, target):
     return pred.squeeze(1) - target
 
 
-_RESIDUAL_SIZES = [4, 1, 7, 3]
+# (N, dtype, pred non-contiguous)
+_RESIDUAL_CASES = [
+    (4, torch.float32, False),
+    (1, torch.float32, False),
+    (7, torch.float64, False),
+    (3, torch.float32, True),
+    (0, torch.float32, False),
+    (5, torch.float64, False),
+]
 
 
 def _probe_residuals(answer, run):
     generator = _generator(8)
     cases = []
-    for n in _RESIDUAL_SIZES:
-        pred, target = torch.rand(n, 1, generator=generator), torch.rand(n, generator=generator)
-        on = f"pred of shape ({n}, 1), target of shape ({n},)"
-        given_pred, given_target = pred.clone(), target.clone()
-        got = run(answer, given_pred, given_target, on=on)
-        cases.append(
-            {
-                "on": on,
-                "n": n,
-                "got": value_facts(got),
-                "expected": value_facts(pred[:, 0] - target),
-                "pred": pred.numpy().copy(),
-                "target": target.numpy().copy(),
-                "pred_after": value_facts(given_pred),
-                "target_after": value_facts(given_target),
-            }
+    for n, dtype, strided in _RESIDUAL_CASES:
+        if strided:
+            pred = (torch.rand(n, 3, generator=generator)).to(dtype)[:, 1:2]
+        else:
+            pred = torch.rand(n, 1, generator=generator).to(dtype)
+        target = torch.rand(n, generator=generator).to(dtype)
+        on = f"pred of shape ({n}, 1), target of shape ({n},), {_dtype_name(dtype)}"
+        if strided:
+            on += ", pred a column of a wider tensor (not contiguous)"
+        given_pred, given_target = (pred if strided else pred.clone()), target.clone()
+        expected = pred[:, 0] - target
+        pred = pred.clone()  # kept to compare with
+        record = {
+            "on": on,
+            "n": n,
+            "expected": value_facts(expected),
+            "every_pair": value_facts(pred - target)["values"],
+            "pred_before": value_facts(pred),
+            "target_before": value_facts(target),
+        }
+        record["got"] = value_facts(run(answer, given_pred, given_target, on=on))
+        record["pred_after"] = value_facts(given_pred)
+        record["target_after"] = value_facts(given_target)
+        left = _left_as_it_was(given_pred, pred) and _left_as_it_was(given_target, target)
+        record["again"] = (
+            value_facts(run(answer, given_pred, given_target, on=on + ", second call"))
+            if left else record["got"]
         )
-    return cases
+        cases.append(record)
+    return {"cases": cases, "calls": _calls_in(answer)}
 
 
-def _judge_residuals(cases):
+def _judge_residuals(record):
+    cases, calls = record["cases"], record["calls"]
     for case in cases:
         got, on, n = case["got"], case["on"], case["n"]
-        for name, shape in (("pred", f"({n}, 1)"), ("target", f"({n},)")):
-            before, after = case[name], case[f"{name}_after"]
-            if after["shape"] != list(before.shape):
-                fix = (
-                    "use pred.squeeze(1), which returns a new tensor"
-                    if name == "pred"
-                    else "use operations that return a new tensor"
-                )
-                return (
-                    f"Your function changed its input {name} in place ({on}): the caller's "
-                    f"{name} has shape {shape_text(after['shape'])} afterwards instead of "
-                    f"{shape}. An in-place method with an underscore (such as squeeze_) "
-                    f"reshapes the caller's own tensor; {fix} and leaves {name} as it was."
-                )
-            if "values" in after and not same_values(after["values"], before, rtol=0, atol=0):
-                return (
-                    f"Your function changed the numbers in its input {name} ({on}). Compute "
-                    f"a new tensor; leave {name} as it was."
-                )
-        if got["kind"] == "tensor" and got["shape"] == [n, n] and n > 1:
+        for name in ("pred", "target"):
+            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            if changed:
+                if name == "pred" and case["pred_after"]["shape"] == [n]:
+                    changed += " (pred.squeeze(1), without the underscore, returns a new tensor.)"
+                return changed
+        if got["kind"] == "tensor" and got["shape"] == [n, n] and n > 1 and same_values(
+            got.get("values", []), case["every_pair"]
+        ):
             return (
                 f"Your result has shape ({n}, {n}); expected ({n},) ({on}). The classic "
                 f"broadcasting bug: a ({n}, 1) tensor met a ({n},) tensor and broadcast to "
@@ -479,9 +957,42 @@ def _judge_residuals(cases):
                 f"Your result has shape ({n}, 1); expected ({n},) ({on}). One value per "
                 "sample, in one dimension."
             )
-        problem = tensor_problem(got, case["expected"], on=on)
+        if got["kind"] == "tensor" and got["shape"] == [] and n == 1:
+            note = (
+                " squeeze() with no argument drops every size-1 dimension, the sample one too "
+                "when N = 1: name the dimension, squeeze(1)."
+                if "squeeze()" in calls
+                else ""
+            )
+            return (
+                f"Your result has shape (); expected (1,) ({on}): with one sample the sample "
+                f"dimension disappeared.{note}"
+            )
+        expected = case["expected"]
+        if got["kind"] == "tensor" and got["shape"] == expected["shape"] and "values" in got:
+            values, right = np.asarray(got["values"], dtype=np.float64), np.asarray(expected["values"], dtype=np.float64)
+            if not same_values(values, right):
+                if same_values(values, -right):
+                    return (
+                        f"Your result has the opposite sign ({on}): it is target - pred; the "
+                        "task asks for pred - target."
+                    )
+                if same_values(values, np.abs(right)):
+                    return (
+                        f"Your result holds the absolute errors |pred - target| ({on}); the "
+                        "task asks for pred - target, with its sign."
+                    )
+                if same_values(values, right ** 2):
+                    return (
+                        f"Your result holds the squared errors ({on}); the task asks for "
+                        "pred - target itself."
+                    )
+        problem = tensor_problem(got, expected, on=on)
         if problem:
             return problem
+        problem = tensor_problem(case["again"], expected, what="the second result", on=on)
+        if problem:
+            return f"Your function was right on its first call, not on a second call with the same pred and target: {problem}"
     return None
 
 
@@ -489,7 +1000,7 @@ residuals = Exercise(
     "residuals",
     chapter=CHAPTER,
     title="Per-sample errors without the (N, N) bug",
-    expects=Function("residuals", ("pred", "target")),
+    expects=Function("residuals", ("pred", "target"), returns="an (N,) tensor: pred - target per sample"),
     probe=_probe_residuals,
     judge=_judge_residuals,
     reference=residuals,
@@ -497,6 +1008,13 @@ residuals = Exercise(
     hints=[
         "Print both shapes: pred is (N, 1), target is (N,). What does broadcasting make of them?",
         "Make both (N,) before subtracting: pred.squeeze(1) or pred[:, 0] (or pred.view(-1)).",
+    ],
+    error_notes=[
+        (
+            "stack expects a non-empty TensorList",
+            "an empty batch (N = 0) gives a loop over the samples nothing to collect, and "
+            "torch.stack refuses an empty list. pred.squeeze(1) - target handles every N, 0 too.",
+        ),
     ],
 )
 
@@ -509,20 +1027,67 @@ def checked_mse(pred, target):
     return ((pred - target) ** 2).mean()
 
 
-_MSE_GOOD = [(4,), (3, 2), (5, 1)]
-_MSE_BAD = [((4, 1), (4,)), ((3,), (3, 1)), ((2, 3), (3, 2))]
+# (shape, dtype, transposed): equal shapes, one of them non-contiguous.
+_MSE_GOOD = [
+    ((4,), torch.float32, False),
+    ((3, 2), torch.float32, True),
+    ((5, 1), torch.float64, False),
+    ((2, 2, 2), torch.float32, False),
+]
+# Unequal shapes, most of which broadcast silently: different numbers of dimensions, the same
+# number (so comparing .dim() is not enough), the same first size, the same number of elements.
+_MSE_BAD = [
+    ((4, 1), (4,)),
+    ((3,), (3, 1)),
+    ((2, 3), (3, 2)),
+    ((3, 1), (1, 3)),
+    ((2, 3), (2, 1)),
+]
+
+
+def _shape_forms(shape) -> list[str]:
+    """How a message may write a shape: (4, 1), [4, 1], torch.Size([4, 1]), 4x1; (4,), [4]."""
+    dims = [str(n) for n in shape]
+    forms = [str(tuple(shape)), str(list(shape)), "(" + ", ".join(dims) + ")"]
+    if len(dims) > 1:
+        forms += [sep.join(dims) for sep in ("x", "×", "*", " x ", " × ")]
+    return forms
 
 
 def _probe_checked_mse(answer, run):
     generator = _generator(9)
     cases = []
-    for shape in _MSE_GOOD:
-        pred, target = torch.rand(shape, generator=generator), torch.rand(shape, generator=generator)
-        on = f"pred and target of shape {shape_text(list(shape))}"
-        got = run(answer, pred.clone(), target.clone(), on=on)
-        cases.append(
-            {"on": on, "got": value_facts(got), "expected": value_facts(((pred - target) ** 2).mean())}
+    for shape, dtype, transposed in _MSE_GOOD:
+        def make():
+            raw = torch.rand(tuple(reversed(shape)) if transposed else shape, generator=generator)
+            return (raw.T if transposed else raw).to(dtype)
+
+        pred, target = make(), make()
+        on = f"pred and target of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
+        if transposed:
+            on += ", transposed views (not contiguous)"
+        squares = (pred.double() - target.double()) ** 2
+        case = {
+            "on": on,
+            "expected": value_facts(((pred - target) ** 2).mean()),
+            "rows_mean": float(squares.sum() / shape[0]),
+            "rows": shape[0],
+            "numel": pred.numel(),
+            "pred_before": value_facts(pred),
+            "target_before": value_facts(target),
+        }
+        kept_pred, kept_target = pred.clone(), target.clone()
+        given_pred = pred if transposed else pred.clone()
+        given_target = target if transposed else target.clone()
+        case["got"] = value_facts(run(answer, given_pred, given_target, on=on))
+        case["pred_after"] = value_facts(given_pred)
+        case["target_after"] = value_facts(given_target)
+        left = _left_as_it_was(given_pred, kept_pred) and _left_as_it_was(given_target, kept_target)
+        case["again"] = (
+            value_facts(run(answer, given_pred, given_target, on=on + ", second call"))
+            if left else case["got"]
         )
+        cases.append(case)
     refusals = []
     for pred_shape, target_shape in _MSE_BAD:
         pred, target = torch.rand(pred_shape, generator=generator), torch.rand(target_shape, generator=generator)
@@ -532,11 +1097,14 @@ def _probe_checked_mse(answer, run):
         except NotImplementedError as error:
             raise LearnerRaised(error, on) from None
         except Exception as error:
+            try:
+                message = str(error)[:300]
+            except Exception:  # an exception whose __str__ is broken
+                message = ""
             refusals.append(
-                {"on": on, "raised": type(error).__name__, "message": str(error)[:300],
-                 "shapes": [shape_text(list(pred_shape)), shape_text(list(target_shape)),
-                            str(list(pred_shape)), str(list(target_shape)),
-                            str(tuple(pred_shape)), str(tuple(target_shape))]}
+                {"on": on, "raised": type(error).__name__, "message": message,
+                 "asked_type": isinstance(error, (AssertionError, ValueError)),
+                 "pred_forms": _shape_forms(pred_shape), "target_forms": _shape_forms(target_shape)}
             )
         else:
             refusals.append({"on": on, "raised": None, "returned": value_facts(returned)})
@@ -544,39 +1112,72 @@ def _probe_checked_mse(answer, run):
 
 
 def _mentions(message: str, forms) -> bool:
-    """Whether a shape appears in the message, written as (4, 1), [4, 1] or torch.Size([4, 1])."""
+    """Whether a shape appears in the message, in one of the forms of ``_shape_forms``.
+
+    A 1-D shape (4,) may also be written as the bare number 4, when no other size is
+    attached to it (as in "4x1" or "(4, 1)").
+    """
     compact = message.replace(" ", "")
-    return any(form.replace(" ", "") in compact for form in forms)
+    if any(form.replace(" ", "") in compact for form in forms):
+        return True
+    bare = forms[0][1:-2] if forms[0].endswith(",)") else None  # "(4,)" -> "4"
+    if bare is None:
+        return False
+    pattern = rf"(?<![\w.×*(\[,])(?<!, )(?<!x )(?<!× ){bare}(?![\w)\]]|\s*[x×*,.]\s*\d)"
+    return re.search(pattern, message) is not None
 
 
 def _judge_checked_mse(record):
     for case in record["cases"]:
-        problem = tensor_problem(case["got"], case["expected"], what="your loss", on=case["on"], rtol=1e-4)
+        on = case["on"]
+        for name in ("pred", "target"):
+            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            if changed:
+                return changed
+        got, expected = case["got"], case["expected"]
+        problem = tensor_problem(got, expected, what="your loss", on=on, rtol=1e-4)
         if problem:
+            if (
+                got["kind"] == "tensor" and got["shape"] == [] and "values" in got
+                and case["rows"] != case["numel"]
+                and same_values(got["values"], case["rows_mean"], rtol=1e-4)
+            ):
+                return (
+                    f"Your loss divides the sum of squares by the number of rows, "
+                    f"{case['rows']}, not by the number of elements, {case['numel']} ({on}). "
+                    "The mean is over every element: .mean(), or divide by pred.numel()."
+                )
             return problem
+        problem = tensor_problem(case["again"], expected, what="the second loss", on=on, rtol=1e-4)
+        if problem:
+            return f"Your function was right on its first call, not on a second call with the same pred and target: {problem}"
     for refusal in record["refusals"]:
         on = refusal["on"]
         if refusal["raised"] is None:
             returned = refusal["returned"]
-            shown = f" ({returned['shape']})" if returned["kind"] == "tensor" else ""
+            shown = f" of shape {shape_text(returned['shape'])}" if returned["kind"] == "tensor" else ""
             return (
-                f"For {on} your function returned a {returned['kind']}{shown} instead of stopping. "
-                "Broadcasting made the shapes fit silently; assert pred.shape == target.shape "
-                "before computing."
-            )
-        if refusal["raised"] not in ("AssertionError", "ValueError"):
-            return (
-                f"For {on} your function raised {refusal['raised']} ({refusal['message']}), not "
-                "your own check. Assert the shapes first, before any arithmetic."
+                f"For {on} your function returned {_kind_text(returned)}{shown} instead of "
+                "stopping. Unequal shapes must not reach the arithmetic, where broadcasting (or "
+                "a reshape) makes them fit silently: assert pred.shape == target.shape before "
+                "computing."
             )
         message = refusal["message"]
+        mentions_both = bool(message) and _mentions(message, refusal["pred_forms"]) and _mentions(
+            message, refusal["target_forms"])
+        if not refusal["asked_type"]:
+            shown = f" ({message})" if message else ""
+            return (
+                f"For {on} your function raised {refusal['raised']}{shown}; the task asks for "
+                "an AssertionError (or a ValueError) from your own check of the shapes, before "
+                "any arithmetic."
+            )
         if not message:
             return (
-                f"For {on} your assertion stopped the code but says nothing. Put both shapes in "
-                "its message: assert a.shape == b.shape, f\"{a.shape} vs {b.shape}\"."
+                f"For {on} your {refusal['raised']} stopped the code but says nothing. Put both "
+                "shapes in its message: assert a.shape == b.shape, f\"{a.shape} vs {b.shape}\"."
             )
-        shapes = refusal["shapes"]
-        if not (_mentions(message, shapes[0::2]) and _mentions(message, shapes[1::2])):
+        if not mentions_both:
             return (
                 f"For {on} your message was {message!r}: include both shapes, so the person who "
                 "sees it knows what to fix."
@@ -584,11 +1185,16 @@ def _judge_checked_mse(record):
     return None
 
 
+def _kind_text(facts: dict) -> str:
+    return "a tensor" if facts["kind"] == "tensor" else f"a value of type {facts['kind']}"
+
+
 checked_mse = Exercise(
     "checked_mse",
     chapter=CHAPTER,
     title="Assert shapes before the loss",
-    expects=Function("checked_mse", ("pred", "target")),
+    expects=Function("checked_mse", ("pred", "target"),
+                     returns="a 0-dim tensor, the mean squared error (and an AssertionError when the shapes differ)"),
     probe=_probe_checked_mse,
     judge=_judge_checked_mse,
     reference=checked_mse,
@@ -597,5 +1203,12 @@ checked_mse = Exercise(
         "First line: assert pred.shape == target.shape, <a message>.",
         "Put both shapes in the message, e.g. f\"pred {tuple(pred.shape)} vs target {tuple(target.shape)}\".",
         "Then the loss: ((pred - target) ** 2).mean().",
+    ],
+    error_notes=[
+        (
+            "view size is not compatible with input tensor's size and stride",
+            "view() needs memory laid out in the order it reads; a transposed pred or target "
+            "is not. The loss needs no reshaping: ((pred - target) ** 2).mean(), or reshape().",
+        ),
     ],
 )
