@@ -1,21 +1,20 @@
 """Chapter 06's exercises: the reference passes, other right answers pass, classic mistakes
-fail with the message that names them."""
+fail with the message that names them (the catalogue at the end)."""
 
 import copy
+import math
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler, SubsetRandomSampler
 
 from course_utils.data import JitteredDigits, reseed_worker
 from course_utils.exercises import debugging as ex
 from course_utils.exercises.core import Outcome
-from exercise_asserts import (
-    assert_fails,
-    assert_passes,
-    assert_references_pass_and_leave_the_session_alone,
-)
+from exercise_asserts import assert_references_pass_and_leave_the_session_alone
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
 
 EXERCISES = (ex.flat_features, ex.PositionWeights, ex.drop_non_finite, ex.clipped_step, ex.seeded_loader)
 
@@ -50,308 +49,613 @@ def test_a_blank_answer_is_not_attempted():
 
 
 # -- flat_features (D2) ----------------------------------------------------------------------
-def test_flat_features_alternatives_pass():
-    def on_a_copy(features, sample_shape):
-        dry = copy.deepcopy(features)
-        out = dry(torch.zeros(2, *sample_shape))  # train mode is fine on a copy
-        return out.flatten(1).shape[1]
-
-    def on_meta(features, sample_shape):
-        dry = copy.deepcopy(features).to("meta").eval()
-        return int(np.prod(dry(torch.empty(1, *sample_shape, device="meta")).shape[1:]))
-
-    assert_passes(ex.flat_features, on_a_copy)
-    assert_passes(ex.flat_features, on_meta)
+def flat_on_a_copy(features, sample_shape):
+    dry = copy.deepcopy(features)
+    out = dry(torch.zeros(2, *sample_shape))  # train mode is fine on a copy
+    return out.flatten(1).shape[1]
 
 
-def test_flat_features_classic_mistakes():
-    def with_batch(features, sample_shape):
-        copy_ = copy.deepcopy(features).eval()
-        return copy_(torch.zeros(2, *sample_shape)).numel()
+def flat_on_meta(features, sample_shape):
+    dry = copy.deepcopy(features).to("meta").eval()
+    return int(np.prod(dry(torch.empty(1, *sample_shape, device="meta")).shape[1:]))
 
-    assert_fails(ex.flat_features, with_batch, "2 times", "counted the batch dimension")
 
-    def shape(features, sample_shape):
-        return copy.deepcopy(features).eval()(torch.zeros(1, *sample_shape)).shape[1:]
+def flat_every_module_mode_restored(features, sample_shape):
+    modes = {m: m.training for m in features.modules()}
+    features.eval()
+    with torch.inference_mode():
+        out = features(torch.randn(1, *sample_shape))
+    for module, mode in modes.items():
+        module.training = mode
+    return math.prod(out.shape[1:])
 
-    assert_fails(ex.flat_features, shape, "returned a shape", "out[0].numel()")
 
-    def train_mode(features, sample_shape):
-        with torch.no_grad():
-            return features(torch.zeros(2, *sample_shape))[0].numel()
+def flat_counted_with_the_batch(features, sample_shape):
+    copy_ = copy.deepcopy(features).eval()
+    return copy_(torch.zeros(2, *sample_shape)).numel()
 
-    assert_fails(ex.flat_features, train_mode, "running statistics", "eval mode")
 
-    def left_in_eval(features, sample_shape):
-        features.eval()
-        with torch.no_grad():
-            return features(torch.zeros(1, *sample_shape))[0].numel()
+def flat_returns_the_shape(features, sample_shape):
+    return copy.deepcopy(features).eval()(torch.zeros(1, *sample_shape)).shape[1:]
 
-    assert_fails(ex.flat_features, left_in_eval, "left the stack in eval mode")
 
-    def as_tensor(features, sample_shape):
-        return torch.tensor(64.0)
+def flat_in_train_mode(features, sample_shape):
+    with torch.no_grad():
+        return features(torch.zeros(2, *sample_shape))[0].numel()
 
-    assert_fails(ex.flat_features, as_tensor, "return one Python int")
+
+def flat_left_in_eval(features, sample_shape):
+    features.eval()
+    with torch.no_grad():
+        return features(torch.zeros(1, *sample_shape))[0].numel()
+
+
+def flat_as_a_tensor(features, sample_shape):
+    with torch.no_grad():
+        out = copy.deepcopy(features).eval()(torch.zeros(1, *sample_shape))
+    return torch.tensor(out.shape[1:]).prod()
+
+
+def flat_always_back_to_train(features, sample_shape):
+    features.eval()
+    with torch.no_grad():
+        out = features(torch.zeros(1, *sample_shape))
+    features.train()
+    return out[0].numel()
+
+
+_FLAT_CACHE = {}
+
+
+def flat_cached_by_shape(features, sample_shape):
+    key = tuple(sample_shape)
+    if key not in _FLAT_CACHE:
+        _FLAT_CACHE[key] = ex.flat_features.reference(features, sample_shape)
+    return _FLAT_CACHE[key]
+
+
+def flat_grad_switched_off(features, sample_shape):
+    torch.set_grad_enabled(False)
+    return copy.deepcopy(features).eval()(torch.zeros(1, *sample_shape))[0].numel()
+
+
+def flat_frozen_parameters(features, sample_shape):
+    for p in features.parameters():
+        p.requires_grad_(False)  # "no gradients needed for a dry run"
+    return ex.flat_features.reference(features, sample_shape)
+
+
+def flat_moves_the_stack_to_meta(features, sample_shape):
+    dry = features.to("meta").eval()  # .to() moves the module itself, not a copy
+    return dry(torch.empty(1, *sample_shape, device="meta"))[0].numel()
+
+
+def flat_channels_only(features, sample_shape):
+    with torch.no_grad():
+        return copy.deepcopy(features).eval()(torch.zeros(1, *sample_shape)).shape[1]
 
 
 # -- PositionWeights (D3) --------------------------------------------------------------------
-def test_position_weights_alternatives_pass():
-    class WithBuffer(nn.Module):
-        def __init__(self, max_length):
-            super().__init__()
-            self.register_buffer("steps", torch.arange(1, max_length + 1), persistent=False)
+class PositionsWithBuffer(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.register_buffer("steps", torch.arange(1, max_length + 1), persistent=False)
 
-        def forward(self, x):
+    def forward(self, x):
+        length = x.shape[1]
+        weights = (self.steps[:length] / length).to(x.dtype)
+        return x * weights[:, None]
+
+
+class PositionsFromInput(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device).to(x.dtype) / length
+        return x * steps.view(1, length, 1)
+
+
+class PositionsWithAFrozenParameter(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.steps = nn.Parameter(torch.arange(1.0, max_length + 1), requires_grad=False)
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (self.steps[:length] / length).to(x.dtype).unsqueeze(-1)
+
+
+class PositionsWithLinspace(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+
+    def forward(self, x):
+        length = x.size(1)
+        weights = torch.linspace(1 / length, 1.0, length, device=x.device, dtype=x.dtype)
+        return torch.einsum("blf,l->blf", x, weights)
+
+
+class PositionsBuggy(nn.Module):  # the notebook's module
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (torch.arange(1, length + 1) / length)[:, None]
+
+
+class PositionsDeviceOnly(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (torch.arange(1, length + 1, device=x.device) / length)[:, None]
+
+
+class PositionsPlainAttribute(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.steps = torch.arange(1, max_length + 1)
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (self.steps[:length] / length).to(x.dtype)[:, None]
+
+
+class PositionsFromZero(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (torch.arange(length, device=x.device, dtype=x.dtype) / length)[:, None]
+
+
+class PositionsOverMaxLength(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+
+    def forward(self, x):
+        steps = torch.arange(1, x.shape[1] + 1, device=x.device, dtype=x.dtype)
+        return x * (steps / self.max_length)[:, None]
+
+
+class PositionsCachedOnFirstCall(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.weights = None
+
+    def forward(self, x):
+        if self.weights is None:  # computed once, "to save time"
             length = x.shape[1]
-            weights = (self.steps[:length] / length).to(x.dtype)
-            return x * weights[:, None]
-
-    class FromInput(nn.Module):
-        def __init__(self, max_length):
-            super().__init__()
-
-        def forward(self, x):
-            length = x.shape[1]
-            steps = torch.arange(1, length + 1, device=x.device).to(x.dtype) / length
-            return x * steps.view(1, length, 1)
-
-    assert_passes(ex.PositionWeights, WithBuffer)
-    assert_passes(ex.PositionWeights, FromInput)
+            self.weights = torch.arange(1, length + 1, device=x.device, dtype=x.dtype) / length
+        return x * self.weights[:, None]
 
 
-def test_position_weights_classic_mistakes():
-    class Buggy(nn.Module):  # the notebook's module
-        def __init__(self, max_length):
-            super().__init__()
+class PositionsInPlace(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
 
-        def forward(self, x):
-            length = x.shape[1]
-            return x * (torch.arange(1, length + 1) / length)[:, None]
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+        return x.mul_((steps / length)[:, None])
 
-    assert_fails(ex.PositionWeights, Buggy, "is not on the expected device meta", "device=x.device")
 
-    class DeviceOnly(nn.Module):
-        def __init__(self, max_length):
-            super().__init__()
+class PositionsWithView(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
 
-        def forward(self, x):
-            length = x.shape[1]
-            return x * (torch.arange(1, length + 1, device=x.device) / length)[:, None]
+    def forward(self, x):
+        batch, length, features = x.shape
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype) / length
+        flat = x.view(batch * length, features) * steps.repeat(batch)[:, None]
+        return flat.view(batch, length, features)
 
-    assert_fails(ex.PositionWeights, DeviceOnly, "float32 for a bfloat16 input", "dtype=x.dtype")
 
-    class PlainAttribute(nn.Module):
-        def __init__(self, max_length):
-            super().__init__()
-            self.steps = torch.arange(1, max_length + 1)
+class PositionsDetached(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
 
-        def forward(self, x):
-            length = x.shape[1]
-            return x * (self.steps[:length] / length).to(x.dtype)[:, None]
+    def forward(self, x):
+        length = x.shape[1]
+        with torch.no_grad():  # "the weights are constants"
+            steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+            return x * (steps / length)[:, None]
 
-    assert_fails(ex.PositionWeights, PlainAttribute, "self.steps is a plain tensor attribute", "register_buffer")
 
-    class WrongWeights(nn.Module):
-        def __init__(self, max_length):
-            super().__init__()
+class PositionsInFloat32(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
 
-        def forward(self, x):
-            length = x.shape[1]
-            return x * (torch.arange(length, device=x.device, dtype=x.dtype) / length)[:, None]
-
-    assert_fails(ex.PositionWeights, WrongWeights, "(t + 1) / length")
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=torch.float32)
+        return x * (steps / length)[:, None]
 
 
 # -- drop_non_finite (D5) --------------------------------------------------------------------
-def test_drop_non_finite_alternatives_pass():
-    def with_reshape(x, y):
-        keep = torch.isfinite(x.reshape(len(x), -1)).all(dim=-1)
-        return x[keep], y[keep]
-
-    def with_nan_and_inf(x, y):
-        bad = (torch.isnan(x) | torch.isinf(x)).flatten(1).any(1)
-        return x[~bad], y[~bad]
-
-    assert_passes(ex.drop_non_finite, with_reshape)
-    assert_passes(ex.drop_non_finite, with_nan_and_inf)
+def drop_with_reshape(x, y):
+    keep = torch.isfinite(x.reshape(len(x), -1)).all(dim=-1)
+    return x[keep], y[keep]
 
 
-def test_drop_non_finite_classic_mistakes():
-    def nan_only(x, y):
-        keep = ~torch.isnan(x).flatten(1).any(1)
-        return x[keep], y[keep]
+def drop_with_nan_and_inf(x, y):
+    bad = (torch.isnan(x) | torch.isinf(x)).flatten(1).any(1)
+    return x[~bad], y[~bad]
 
-    assert_fails(ex.drop_non_finite, nan_only, "finds nan but not inf", "torch.isfinite")
 
-    def self_equal(x, y):
-        keep = (x == x).flatten(1).all(1)
-        return x[keep], y[keep]
+def drop_with_amin_over_dims(x, y):
+    finite = torch.isfinite(x)
+    keep = finite.all(dim=tuple(range(1, x.dim()))) if x.dim() > 1 else finite
+    return x[keep], y[keep]
 
-    assert_fails(ex.drop_non_finite, self_equal, "finds nan but not inf")
 
-    def table_only(x, y):
-        keep = torch.isfinite(x).all(dim=1)
-        return x[keep], y[keep]
+def drop_with_a_loop(x, y):
+    indices = [i for i in range(len(x)) if torch.isfinite(x[i]).all()]
+    index = torch.tensor(indices, dtype=torch.long)
+    return x[index], y[index]
 
-    assert_fails(ex.drop_non_finite, table_only, "every dimension but the first", outcome=Outcome.RAISED)
 
-    def columns(x, y):
-        keep = torch.isfinite(x).all(dim=0)
-        return x[:, keep], y
+def drop_nan_only(x, y):
+    keep = ~torch.isnan(x).flatten(1).any(1)
+    return x[keep], y[keep]
 
-    assert_fails(ex.drop_non_finite, columns, "Drop whole examples")
 
-    def forgot_labels(x, y):
-        keep = torch.isfinite(x).flatten(1).all(1)
-        return x[keep], y[: int(keep.sum())]
+def drop_self_equal(x, y):
+    keep = (x == x).flatten(1).all(1)
+    return x[keep], y[keep]
 
-    assert_fails(ex.drop_non_finite, forgot_labels, "your y is not")
 
-    def replaced(x, y):
-        return torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0), y
+def drop_table_only(x, y):
+    keep = torch.isfinite(x).all(dim=1)
+    return x[keep], y[keep]
 
-    assert_fails(ex.drop_non_finite, replaced, "still has all 7 examples")
 
-    def in_place(x, y):
-        x.nan_to_num_(0.0, 0.0, 0.0)
-        return ex.drop_non_finite.reference(x, y)
+def drop_columns(x, y):
+    keep = torch.isfinite(x).all(dim=0)
+    return x[:, keep], y
 
-    assert_fails(ex.drop_non_finite, in_place, "changed the tensors it was given")
+
+def drop_forgot_labels(x, y):
+    keep = torch.isfinite(x).flatten(1).all(1)
+    return x[keep], y[: int(keep.sum())]
+
+
+def drop_replaced(x, y):
+    return torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0), y
+
+
+def drop_in_place(x, y):
+    x.nan_to_num_(0.0, 0.0, 0.0)
+    return ex.drop_non_finite.reference(x, y)
+
+
+def drop_by_the_sum(x, y):
+    keep = torch.isfinite(x.flatten(1).sum(dim=1))  # nan and inf spread into the sum
+    return x[keep], y[keep]
+
+
+def drop_with_view(x, y):
+    keep = torch.isfinite(x).view(len(x), -1).all(dim=1)
+    return x[keep], y[keep]
+
+
+def drop_by_stacking(x, y):
+    pairs = [(xi, yi) for xi, yi in zip(x, y) if torch.isfinite(xi).all()]
+    return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+def drop_as_float(x, y):
+    x = x.float()
+    keep = torch.isfinite(x).flatten(1).all(1)
+    return x[keep], y[keep]
 
 
 # -- clipped_step (D6) -----------------------------------------------------------------------
-def test_clipped_step_alternatives_pass():
-    def returns_float(model, optimizer, loss, max_norm):
-        loss.backward()
-        norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
-        optimizer.step()
-        optimizer.zero_grad()
-        return norm.item()
-
-    def by_hand(model, optimizer, loss, max_norm):
-        optimizer.zero_grad()
-        loss.backward()
-        grads = [p.grad for p in model.parameters()]
-        total = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
-        scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-        for g in grads:
-            g.mul_(scale)
-        optimizer.step()
-        return total
-
-    assert_passes(ex.clipped_step, returns_float)
-    assert_passes(ex.clipped_step, by_hand)
+def clip_returns_a_numpy_float(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total.numpy()[()]  # a NumPy float32, to log
 
 
-def test_clipped_step_classic_mistakes():
-    def after_step(model, optimizer, loss, max_norm):
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-
-    assert_fails(ex.clipped_step, after_step, "unclipped gradient", "before optimizer.step()")
-
-    def before_backward(model, optimizer, loss, max_norm):
-        optimizer.zero_grad()
-        total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        loss.backward()
-        optimizer.step()
-        return total
-
-    assert_fails(ex.clipped_step, before_backward, "unclipped gradient", "after loss.backward()")
-
-    def by_value(model, optimizer, loss, max_norm):
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_value_(model.parameters(), max_norm)
-        optimizer.step()
-        return max_norm
-
-    assert_fails(ex.clipped_step, by_value, "clip_grad_value_", "direction")
-
-    def clipped_norm(model, optimizer, loss, max_norm):
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        optimizer.step()
-        return nn.utils.get_total_norm([p.grad for p in model.parameters()])
-
-    assert_fails(ex.clipped_step, clipped_norm, "the norm after clipping")
-
-    def zeroes_before_step(model, optimizer, loss, max_norm):
-        loss.backward()
-        total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        optimizer.zero_grad()
-        optimizer.step()
-        return total
-
-    assert_fails(ex.clipped_step, zeroes_before_step, "did not move")
-
-    def returns_nothing(model, optimizer, loss, max_norm):
-        ex.clipped_step.reference(model, optimizer, loss, max_norm)
-
-    assert_fails(ex.clipped_step, returns_nothing, "returned None", "`return`")
+def clip_returns_float(model, optimizer, loss, max_norm):
+    loss.backward()
+    norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    return norm.item()
 
 
-def test_clipped_step_is_called_twice_with_a_stateful_optimizer():
-    def model_zero_grad(model, optimizer, loss, max_norm):
-        model.zero_grad(set_to_none=False)
-        loss.backward()
-        total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        optimizer.step()
-        return total
+def clip_by_hand(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+    scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(scale)
+    optimizer.step()
+    return total
 
-    assert_passes(ex.clipped_step, model_zero_grad)
 
-    def no_zero_grad(model, optimizer, loss, max_norm):
-        loss.backward()
-        total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        optimizer.step()
-        return total
+def clip_model_zero_grad(model, optimizer, loss, max_norm):
+    model.zero_grad(set_to_none=False)
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total
 
-    assert_fails(ex.clipped_step, no_zero_grad, "second call", "plus the first call's",
-                 "optimizer.zero_grad() before loss.backward()")
+
+def clip_trainable_list(model, optimizer, loss, max_norm):
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    total = torch.nn.utils.clip_grad_norm_(trainable, max_norm, norm_type=2.0)
+    optimizer.step()
+    return float(total)
+
+
+def clip_after_step(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+def clip_before_backward(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    loss.backward()
+    optimizer.step()
+    return total
+
+
+def clip_by_value(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_value_(model.parameters(), max_norm)
+    optimizer.step()
+    return max_norm
+
+
+def clip_returns_the_clipped_norm(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+
+
+def clip_zeroes_before_step(model, optimizer, loss, max_norm):
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.zero_grad()
+    optimizer.step()
+    return total
+
+
+def clip_returns_nothing(model, optimizer, loss, max_norm):
+    ex.clipped_step.reference(model, optimizer, loss, max_norm)
+
+
+def clip_no_zero_grad(model, optimizer, loss, max_norm):
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total
+
+
+def clip_new_optimizer(model, optimizer, loss, max_norm):
+    lr = optimizer.param_groups[0]["lr"]
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)  # "to be sure of the lr"
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total
+
+
+def clip_by_hand_every_parameter(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))
+    if total > max_norm:
+        for p in model.parameters():
+            p.grad *= max_norm / total
+    optimizer.step()
+    return total
+
+
+def clip_always_rescales(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+    for g in grads:
+        g *= max_norm / total  # "normalise the gradient to max_norm"
+    optimizer.step()
+    return total
 
 
 # -- seeded_loader (D8) ----------------------------------------------------------------------
-def test_seeded_loader_alternatives_pass():
-    def keyword_generator(dataset, batch_size, seed):
-        g = torch.Generator().manual_seed(seed)
-        sampler = torch.utils.data.RandomSampler(dataset, generator=g)
-        return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
-
-    def with_worker_seeding(dataset, batch_size, seed):
-        g = torch.Generator()
-        g.manual_seed(seed)
-        return DataLoader(dataset, batch_size, shuffle=True, generator=g, worker_init_fn=reseed_worker)
-
-    assert_passes(ex.seeded_loader, keyword_generator)
-    assert_passes(ex.seeded_loader, with_worker_seeding)
+def loader_with_a_sampler(dataset, batch_size, seed):
+    g = torch.Generator().manual_seed(seed)
+    sampler = RandomSampler(dataset, generator=g)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
 
 
-def test_seeded_loader_classic_mistakes():
-    def global_seed(dataset, batch_size, seed):
-        torch.manual_seed(seed)
-        return DataLoader(dataset, batch_size=batch_size, shuffle=True)
+def loader_with_worker_seeding(dataset, batch_size, seed):
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return DataLoader(dataset, batch_size, shuffle=True, generator=g, worker_init_fn=reseed_worker)
 
-    assert_fails(ex.seeded_loader, global_seed, "global random stream", "generator=")
 
-    def no_shuffle(dataset, batch_size, seed):
-        return DataLoader(dataset, batch_size=batch_size)
+def loader_with_a_subset_sampler(dataset, batch_size, seed):
+    sampler = SubsetRandomSampler(range(len(dataset)), generator=torch.Generator().manual_seed(seed))
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=False)
 
-    assert_fails(ex.seeded_loader, no_shuffle, "does not shuffle")
 
-    def batches(dataset, batch_size, seed):
-        return list(ex.seeded_loader.reference(dataset, batch_size, seed))
+def loader_global_seed(dataset, batch_size, seed):
+    torch.manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True)
 
-    assert_fails(ex.seeded_loader, batches, "returned list", "DataLoader")
 
-    def ignores_seed(dataset, batch_size, seed):
-        return DataLoader(dataset, batch_size, shuffle=True, generator=torch.Generator().manual_seed(0))
+def loader_no_shuffle(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size)
 
-    assert_fails(ex.seeded_loader, ignores_seed, "seed=7 and seed=8 gave the same order")
+
+def loader_batches(dataset, batch_size, seed):
+    return list(ex.seeded_loader.reference(dataset, batch_size, seed))
+
+
+def loader_ignores_seed(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size, shuffle=True, generator=torch.Generator().manual_seed(0))
+
+
+def loader_manual_seed_as_generator(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.manual_seed(seed))
+
+
+def loader_fixed_permutation(dataset, batch_size, seed):
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    return DataLoader(dataset, batch_size=batch_size, sampler=order)
+
+
+_SHARED = torch.Generator()
+
+
+def loader_shared_generator(dataset, batch_size, seed):
+    _SHARED.manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=_SHARED)
+
+
+def loader_drop_last(dataset, batch_size, seed):
+    g = torch.Generator().manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=g, drop_last=True)
+
+
+def loader_belt_and_braces(dataset, batch_size, seed):
+    torch.manual_seed(seed)  # the global stream too, "to be safe"
+    return ex.seeded_loader.reference(dataset, batch_size, seed)
+
+
+CATALOGUE = Catalogue({
+    ex.flat_features: [
+        right("a dry run on a deepcopy, in train mode", flat_on_a_copy),
+        right("a copy on the meta device", flat_on_meta),
+        right("every module's mode saved and put back, inference_mode, math.prod", flat_every_module_mode_restored),
+        wrong("counts the batch dimension", flat_counted_with_the_batch, "2 times", "counted the batch dimension"),
+        wrong("returns the output's shape", flat_returns_the_shape, "returned a shape", "out[0].numel()"),
+        wrong("dry run in train mode", flat_in_train_mode, "running statistics", "eval mode"),
+        wrong("leaves the stack in eval mode", flat_left_in_eval, "left the stack in eval mode", kind=STATEFUL),
+        wrong("returns a tensor", flat_as_a_tensor, "returned a tensor of shape ()", "Python int"),
+        wrong("switches a stack in eval mode to train", flat_always_back_to_train,
+              "left the stack in train mode", "it was in eval mode before", kind=STATEFUL),
+        wrong("caches the answer by sample_shape", flat_cached_by_shape,
+              "the number of the earlier stack with the same sample_shape", "keep nothing", kind=STATEFUL),
+        wrong("switches autograd off for good", flat_grad_switched_off,
+              "autograd was switched off", "torch.no_grad()", kind=STATEFUL),
+        wrong("freezes the parameters", flat_frozen_parameters, "changed requires_grad", kind=STATEFUL),
+        wrong("moves the stack itself to meta", flat_moves_the_stack_to_meta,
+              "changed the stack's parameters", "moves the stack", kind=EDGE),
+        wrong("returns the channels only", flat_channels_only, "Your function returned 16",
+              "in_features=64"),
+    ],
+    ex.PositionWeights: [
+        right("a buffer sliced to the length", PositionsWithBuffer),
+        right("arange on x.device, then .to(x.dtype), view", PositionsFromInput),
+        right("a frozen nn.Parameter", PositionsWithAFrozenParameter),
+        right("linspace and einsum", PositionsWithLinspace),
+        wrong("the notebook's module: arange on the CPU", PositionsBuggy,
+              "is not on the expected device meta", "device=x.device", kind=EDGE),
+        wrong("device only, no dtype", PositionsDeviceOnly, "float32 for a bfloat16 input", "dtype=x.dtype", kind=EDGE),
+        wrong("a plain tensor attribute", PositionsPlainAttribute,
+              "self.steps is a plain tensor attribute", "register_buffer", kind=EDGE),
+        wrong("weights t / length", PositionsFromZero, "(t + 1) / length"),
+        wrong("divides by max_length", PositionsOverMaxLength, "wrong values", "length = x.shape[1]"),
+        wrong("weights cached on the first call", PositionsCachedOnFirstCall,
+              "second call", "not reuse what an earlier call made", kind=STATEFUL),
+        wrong("multiplies x in place", PositionsInPlace, "changed its input x in place", "x * weights",
+              kind=STATEFUL),
+        wrong("view on a non-contiguous input", PositionsWithView, "view size is not compatible",
+              "non-contiguous", outcome=Outcome.RAISED, kind=EDGE),
+        wrong("computes under no_grad", PositionsDetached, "does not require grad", "cut off from autograd",
+              kind=EDGE),
+        wrong("weights always float32", PositionsInFloat32, "float32 for a bfloat16 input", kind=EDGE),
+    ],
+    ex.drop_non_finite: [
+        right("reshape and all(dim=-1)", drop_with_reshape),
+        right("isnan | isinf, any, inverted", drop_with_nan_and_inf),
+        right("all over a tuple of dims", drop_with_amin_over_dims),
+        right("a loop collecting indices", drop_with_a_loop),
+        wrong("finds nan only", drop_nan_only, "finds nan but not inf", "torch.isfinite"),
+        wrong("x == x", drop_self_equal, "finds nan but not inf"),
+        wrong("all(dim=1) works for tables only", drop_table_only, "The shape of the mask",
+              "every dimension but the first", outcome=Outcome.RAISED, kind=EDGE),
+        wrong("drops columns", drop_columns, "Drop whole examples"),
+        wrong("labels not filtered", drop_forgot_labels, "your y is not"),
+        wrong("replaces the bad values", drop_replaced, "still has all 7 examples"),
+        wrong("fixes x in place", drop_in_place, "changed the tensors it was given", kind=STATEFUL),
+        wrong("tests the sum of each example", drop_by_the_sum, "sum is not", "overflows float16", kind=EDGE),
+        wrong("view on a non-contiguous batch", drop_with_view, "view size is not compatible", ".reshape()",
+              outcome=Outcome.RAISED, kind=EDGE),
+        wrong("stacks a list that can be empty", drop_by_stacking, "stack expects a non-empty TensorList",
+              "x[keep]", outcome=Outcome.RAISED, kind=EDGE),
+        wrong("converts x to float32", drop_as_float, "dtype float32", "float64", kind=EDGE),
+    ],
+    ex.clipped_step: [
+        right("zero_grad after step, returns a float", clip_returns_float),
+        right("clipped by hand", clip_by_hand),
+        right("model.zero_grad", clip_model_zero_grad),
+        right("trainable parameters only, norm_type given", clip_trainable_list),
+        right("returns a NumPy float", clip_returns_a_numpy_float),
+        wrong("clips after step", clip_after_step, "unclipped gradient", "before optimizer.step()"),
+        wrong("clips before backward", clip_before_backward, "unclipped gradient", "after loss.backward()"),
+        wrong("clips by value", clip_by_value, "clip_grad_value_", "direction"),
+        wrong("returns the clipped norm", clip_returns_the_clipped_norm, "the norm after clipping"),
+        wrong("zero_grad between clip and step", clip_zeroes_before_step, "did not move"),
+        wrong("returns nothing", clip_returns_nothing, "returned None", "`return`"),
+        wrong("never zeroes the gradients", clip_no_zero_grad, "second call", "plus the first call's",
+              "optimizer.zero_grad() before loss.backward()", kind=STATEFUL),
+        wrong("makes a new optimizer", clip_new_optimizer, "remembered nothing of the first call",
+              "optimizer you are given", kind=STATEFUL),
+        wrong("by hand over every parameter, frozen ones too", clip_by_hand_every_parameter,
+              "'NoneType'", "frozen with requires_grad=False", outcome=Outcome.RAISED, kind=EDGE),
+        wrong("also scales small gradients up", clip_always_rescales, "scaled the gradient up",
+              "min(1, max_norm / total_norm)", kind=EDGE),
+    ],
+    ex.seeded_loader: [
+        right("a RandomSampler with the generator", loader_with_a_sampler),
+        right("worker seeding too", loader_with_worker_seeding),
+        right("a SubsetRandomSampler over every index", loader_with_a_subset_sampler),
+        wrong("seeds the global stream", loader_global_seed, "global random stream", "generator="),
+        wrong("does not shuffle", loader_no_shuffle, "does not shuffle"),
+        wrong("returns the batches", loader_batches, "returned list", "DataLoader"),
+        wrong("ignores the seed", loader_ignores_seed, "seed=7 and seed=8 gave the same order"),
+        wrong("generator=torch.manual_seed(seed)", loader_manual_seed_as_generator,
+              "torch.default_generator", "torch.Generator().manual_seed(seed)"),
+        wrong("one permutation for every epoch", loader_fixed_permutation,
+              "same order in every epoch", kind=STATEFUL),
+        wrong("one generator shared by every loader", loader_shared_generator,
+              "share one torch.Generator object", kind=STATEFUL),
+        wrong("drop_last=True", loader_drop_last, "the last, smaller batch of 2 is missing", "drop_last=False", kind=EDGE),
+        wrong("reseeds the global stream as well", loader_belt_and_braces,
+              "changed the global random generator's state", kind=STATEFUL),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()
 
 
 def test_jittered_digits_workers_are_reseeded():

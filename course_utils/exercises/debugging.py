@@ -60,10 +60,17 @@ def _flat_cases():
         normed[1].running_var.uniform_(0.5, 2)
         normed[1].num_batches_tracked.fill_(40)
     wide = nn.Sequential(nn.Conv2d(2, 5, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.5))
+    # The same sample_shape as `digits`, another stack: an answer kept from an earlier call shows.
+    narrow = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU())
+    frozen = copy.deepcopy(normed)  # a stack the caller put in eval mode: it must stay there
     return [
-        ("a conv stack for 8 × 8 digits, sample_shape (1, 8, 8)", digits, (1, 8, 8)),
-        ("a stack with BatchNorm2d, sample_shape (3, 17, 13)", normed, (3, 17, 13)),
-        ("a stack with Dropout, sample_shape (2, 24, 30)", wide, (2, 24, 30)),
+        ("a conv stack for 8 × 8 digits, sample_shape (1, 8, 8)", digits, (1, 8, 8), True),
+        ("a stack with BatchNorm2d, sample_shape torch.Size([3, 17, 13])", normed,
+         torch.Size([3, 17, 13]), True),
+        ("a stack with Dropout, sample_shape (2, 24, 30)", wide, (2, 24, 30), True),
+        ("another stack for the same sample_shape (1, 8, 8), called after the first",
+         narrow, (1, 8, 8), True),
+        ("the BatchNorm2d stack in eval mode, sample_shape (3, 17, 13)", frozen, (3, 17, 13), False),
     ]
 
 
@@ -72,55 +79,107 @@ def _module_state(module):
         "training": [m.training for m in module.modules()],
         "buffers": {n: b.detach().clone() for n, b in module.named_buffers()},
         "parameters": {n: p.detach().clone() for n, p in module.named_parameters()},
+        "requires_grad": {n: p.requires_grad for n, p in module.named_parameters()},
+        "grads": sorted(n for n, p in module.named_parameters() if p.grad is not None),
     }
+
+
+def _same_tensor(a, b) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device and (
+        a.device.type == "meta" or torch.equal(a, b)
+    )
 
 
 def _probe_flat_features(answer, run):
     cases = []
-    for on, features, sample_shape in _flat_cases():
-        features.train()
+    for on, features, sample_shape, training in _flat_cases():
+        features.train(training)
         before = _module_state(features)
-        got = run(answer, features, sample_shape, on=on)
-        after = _module_state(features)
         reference = copy.deepcopy(features).eval()
         with torch.no_grad():
             out = reference(torch.zeros(1, *sample_shape))
+        torch.set_grad_enabled(True)
+        got = run(answer, features, sample_shape, on=on)
+        grad_enabled = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        after = _module_state(features)
         case = {
             "on": on,
             "expected": int(out[0].numel()),
             "output_shape": [int(n) for n in out.shape[1:]],
+            "sample_shape": [int(n) for n in sample_shape],
             "kind": _kind(got),
-            "buffers_changed": sorted(n for n in before["buffers"] if not torch.equal(before["buffers"][n], after["buffers"][n])),
-            "parameters_changed": sorted(n for n in before["parameters"] if not torch.equal(before["parameters"][n], after["parameters"][n])),
+            "buffers_changed": sorted(
+                n for n in before["buffers"]
+                if n not in after["buffers"] or not _same_tensor(before["buffers"][n], after["buffers"][n])
+            ),
+            "parameters_changed": sorted(
+                n for n in before["parameters"]
+                if n not in after["parameters"] or not _same_tensor(before["parameters"][n], after["parameters"][n])
+            ),
+            "requires_grad_changed": sorted(
+                n for n, flag in before["requires_grad"].items() if after["requires_grad"].get(n) != flag
+            ),
+            "grads_made": sorted(set(after["grads"]) - set(before["grads"])),
+            "was_training": training,
             "mode_changed": before["training"] != after["training"],
-            "left_in_eval": not features.training,
+            "grad_enabled_after": grad_enabled,
         }
         if isinstance(got, bool):
             pass
         elif isinstance(got, (int, np.integer)):
             case["value"] = int(got)
-        elif isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point():
-            case["value"] = int(got.item())
-        elif isinstance(got, (tuple, list, torch.Size)) and all(isinstance(n, (int, np.integer)) for n in got):
+        elif isinstance(got, torch.Tensor):
+            case["tensor"] = shape_text(list(got.shape))
+        elif isinstance(got, (tuple, list, torch.Size)) and all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in got
+        ):
             case["shape"] = [int(n) for n in got]
         cases.append(case)
     return cases
 
 
 def _judge_flat_features(cases):
+    seen = []  # (sample_shape, expected, on) of the earlier calls
     for case in cases:
         on, expected = case["on"], case["expected"]
         per_example = shape_text(case["output_shape"])
         if case["parameters_changed"]:
             return (
                 f"Your function changed the stack's parameters ({', '.join(case['parameters_changed'])}, "
-                f"on {on}): a dry run only looks; it never steps an optimizer."
+                f"on {on}): a dry run only looks; it never steps an optimizer or moves the stack."
+            )
+        if case["requires_grad_changed"]:
+            return (
+                f"Your function changed requires_grad of the stack's parameters "
+                f"({', '.join(case['requires_grad_changed'][:3])}, on {on}) and did not put it "
+                "back: they would stop learning. Use `with torch.no_grad():` for the dry run "
+                "instead; it changes nothing on the stack."
+            )
+        if not case["grad_enabled_after"]:
+            return (
+                f"After your function returned, autograd was switched off for the whole session "
+                f"(torch.is_grad_enabled() is False, on {on}): training after it would compute "
+                "no gradients. Use `with torch.no_grad():`, which switches it back on when the "
+                "block ends."
+            )
+        if case["grads_made"]:
+            return (
+                f"Your dry run left gradients in .grad ({', '.join(case['grads_made'][:3])}, on "
+                f"{on}): the next training step would add them to its own. A dry run needs no "
+                "backward(); run it under torch.no_grad()."
             )
         if "shape" in case:
             return (
                 f"Your function returned a shape, {shape_text(case['shape'])} (on {on}); return one "
                 f"int, the number of features per example: the product of the output's sizes "
                 f"after the batch dimension, here {per_example} → out[0].numel()."
+            )
+        if "tensor" in case:
+            return (
+                f"Your function returned a tensor of shape {case['tensor']} (on {on}); return a "
+                f"Python int, here {expected}: nn.Linear's in_features is an int "
+                "(out[0].numel() is one; .item() turns a one-value tensor into one)."
             )
         if "value" not in case:
             return (
@@ -129,6 +188,18 @@ def _judge_flat_features(cases):
             )
         value = case["value"]
         if value != expected:
+            earlier = [
+                (other_on, other) for shape, other, other_on in seen
+                if shape == case["sample_shape"] and other == value
+            ]
+            if earlier:
+                return (
+                    f"Your function returned {value} on {on}, the number of the earlier stack "
+                    f"with the same sample_shape ({earlier[0][0]}); this stack makes {per_example} "
+                    f"of one example, {expected} features. The answer depends on the stack: run "
+                    "the dry run on the stack you are given, on every call, and keep nothing "
+                    "from an earlier call."
+                )
             if value > expected and value % expected == 0:
                 return (
                     f"Your function returned {value} (on {on}), {value // expected} times the "
@@ -148,13 +219,21 @@ def _judge_flat_features(cases):
                 "updates BatchNorm's running statistics with your fake input. Run it in eval "
                 "mode (and put the mode back), or on a copy.deepcopy of the stack."
             )
-        if case["left_in_eval"] or case["mode_changed"]:
+        if case["mode_changed"]:
+            if case["was_training"]:
+                return (
+                    f"The right number, but your function left the stack in eval mode (on {on}); it "
+                    "was in train mode before, so its Dropout and BatchNorm would now behave wrongly "
+                    "in training. Remember features.training and put it back with "
+                    "features.train(was_training), or work on a copy."
+                )
             return (
-                f"The right number, but your function left the stack in eval mode (on {on}); it "
-                "was in train mode before, so its Dropout and BatchNorm would now behave wrongly "
-                "in training. Remember features.training and put it back with "
-                "features.train(was_training), or work on a copy."
+                f"The right number, but your function left the stack in train mode (on {on}); "
+                "it was in eval mode before, so an evaluation after it would use dropout and "
+                "batch statistics. Put back the mode it had: was_training = features.training "
+                "before, features.train(was_training) after, or work on a copy."
             )
+        seen.append((case["sample_shape"], expected, on))
     return None
 
 
@@ -162,7 +241,7 @@ flat_features = Exercise(
     "flat_features",
     chapter=CHAPTER,
     title="The flatten size, by a dry run",
-    expects=Function("flat_features", ("features", "sample_shape")),
+    expects=Function("flat_features", ("features", "sample_shape"), returns="an int, the number of features of one example"),
     probe=_probe_flat_features,
     judge=_judge_flat_features,
     reference=flat_features,
@@ -222,38 +301,76 @@ def _plain_tensor_attributes(module: nn.Module) -> list[str]:
     return found
 
 
+def _raised_text(raised: LearnerRaised) -> str:
+    lines = str(raised.error).strip().splitlines()
+    return f"{type(raised.error).__name__}: {lines[0] if lines else ''}"
+
+
 def _probe_position_weights(answer, run):
     cases = []
     max_length = 16
-    # 1. The CPU, float32: the values.
-    on = "a float32 batch of shape (2, 5, 3) on the CPU"
-    module = run(answer, max_length, on=f"PositionWeights({max_length})")
+    made = f"PositionWeights({max_length})"
+    # 1. The CPU, float32, a non-contiguous input (a transposed batch): the values, and x unchanged.
+    on = "a float32 batch of shape (2, 5, 3) on the CPU (a transposed, non-contiguous tensor)"
+    module = run(answer, max_length, on=made)
     if not isinstance(module, nn.Module):
         return [{"on": on, "not_a_module": _kind(module)}]
-    x = torch.randn(2, 5, 3, generator=_generator(0))
-    got = run(module, x.clone(), on=on)
+    x = torch.randn(2, 3, 5, generator=_generator(0)).transpose(1, 2)
+    x_in = x.clone()  # clone keeps x's strides: non-contiguous too
+    got = run(module, x_in, on=on)
     expected = (x.double() * _position_weights(5)[:, None]).float()
-    cases.append({"on": on, "got": value_facts(got), "expected": value_facts(expected)})
-    # 2. The module and its input moved to the meta device, as to a GPU.
+    cases.append({
+        "on": on, "got": value_facts(got), "expected": value_facts(expected),
+        "changed_input": not torch.equal(x_in, x),
+    })
+    # 2. The same module again, on another length, with an input that requires grad.
+    on = ("a second call of the same module, on a float32 batch of shape (3, 4, 2) that "
+          "requires grad")
+    x = torch.randn(3, 4, 2, generator=_generator(2))
+    x_in = x.clone().requires_grad_(True)
+    case = {"on": on, "expected": value_facts(x.double() * _position_weights(4)[:, None]),
+            "expected_grad": (torch.ones_like(x, dtype=torch.float64) * _position_weights(4)[:, None]).numpy()}
+    try:
+        got = run(module, x_in, on=on)
+        case["got"] = value_facts(got)
+        if isinstance(got, torch.Tensor) and got.requires_grad and got.is_floating_point():
+            run(lambda: torch.Tensor.sum(got).backward(), on=f"out.sum().backward() after {on}")
+            case["grad"] = None if x_in.grad is None else x_in.grad.detach().numpy().copy()
+    except LearnerRaised as raised:
+        if isinstance(raised.error, NotImplementedError) and not str(raised.error):
+            raise
+        case["raised"] = _raised_text(raised)
+    cases.append(case)
+    # 3. That module (called twice already) and its input moved to the meta device, as to a GPU.
     on = "PositionWeights(16).to('meta') on a batch of shape (2, 7, 4) on the meta device"
-    module = run(answer, max_length, on=f"PositionWeights({max_length})")
-    module = module.to("meta")
+    module = run(lambda: module.to("meta"), on=f"{made}.to('meta')")
     case = {"on": on, "plain_tensors": _plain_tensor_attributes(module)}
     try:
         got = run(module, torch.empty(2, 7, 4, device="meta"), on=on)
         case["got"] = value_facts(got)
     except LearnerRaised as raised:
-        if isinstance(raised.error, NotImplementedError):
+        if isinstance(raised.error, NotImplementedError) and not str(raised.error):
             raise
-        case["raised"] = f"{type(raised.error).__name__}: {str(raised.error).strip().splitlines()[0]}"
+        case["raised"] = _raised_text(raised)
     cases.append(case)
-    # 3. The module and its input in bfloat16, as in mixed precision.
+    # 4. A new module and its input in bfloat16, as in mixed precision.
     on = "PositionWeights(16).to(torch.bfloat16) on a bfloat16 batch of shape (3, 6, 2)"
-    module = run(answer, max_length, on=f"PositionWeights({max_length})").to(torch.bfloat16)
+    module = run(answer, max_length, on=made)
+    module = run(lambda: module.to(torch.bfloat16), on=f"{made}.to(torch.bfloat16)")
     x = torch.randn(3, 6, 2, generator=_generator(1)).to(torch.bfloat16)
     got = run(module, x.clone(), on=on)
     expected = x.double() * _position_weights(6)[:, None]
-    cases.append({"on": on, "got": value_facts(got), "expected_values": expected.numpy()})
+    cases.append({"on": on, "got": value_facts(got), "expected_values": expected.numpy(),
+                  "expected_dtype": "torch.bfloat16"})
+    # 5. A new module in float64, on a batch of one.
+    on = "PositionWeights(16).to(torch.float64) on a float64 batch of one, shape (1, 9, 1)"
+    module = run(answer, max_length, on=made)
+    module = run(lambda: module.to(torch.float64), on=f"{made}.to(torch.float64)")
+    x = torch.randn(1, 9, 1, generator=_generator(3), dtype=torch.float64)
+    got = run(module, x.clone(), on=on)
+    expected = x * _position_weights(9)[:, None]
+    cases.append({"on": on, "got": value_facts(got), "expected_values": expected.numpy(),
+                  "expected_dtype": "torch.float64"})
     return cases
 
 
@@ -265,13 +382,37 @@ _DEVICE_FIX = (
 )
 
 
+_VIEW_NOTE = (
+    "the check's input is non-contiguous (a transposed tensor, as x.transpose(1, 2) or "
+    "permute() give): .view() needs a contiguous memory layout; use .reshape(), which copies "
+    "only when it must."
+)
+
+
+def _not_a_tensor(got, on) -> str:
+    return (
+        f"forward returned {got['kind']} (on {on}); return the weighted tensor, shaped like x."
+    )
+
+
 def _judge_position_weights(cases):
     first = cases[0]
     if "not_a_module" in first:
         return not_a_module("PositionWeights(16)", first["not_a_module"], "PositionWeights")
     on, got, expected = first["on"], first["got"], first["expected"]
+    if first["changed_input"]:
+        return (
+            f"forward changed its input x in place (on {on}): the caller's tensor now holds "
+            "the weighted values. Return a new tensor, x * weights, instead of x.mul_(...) or "
+            "x *= ...."
+        )
     if got["kind"] != "tensor":
-        return f"forward returned {got['kind']} (on {on}); return the weighted tensor."
+        return _not_a_tensor(got, on)
+    if got["device"] != "cpu":
+        return (
+            f"forward's output is on {got['device']} for an input on the CPU (on {on}): keep "
+            "the output where the input is; make your tensors on x.device."
+        )
     if got["shape"] != expected["shape"]:
         return (
             f"forward's output has shape {shape_text(got['shape'])} (on {on}); expected "
@@ -281,10 +422,41 @@ def _judge_position_weights(cases):
     if not same_values(got["values"], expected["values"], rtol=1e-5, atol=1e-6):
         return (
             f"forward's output has the right shape but wrong values (on {on}): step t (counting "
-            "from 0) of each sequence is multiplied by (t + 1) / length, the same weight for "
-            "every feature."
+            "from 0) of each sequence is multiplied by (t + 1) / length, with length = "
+            "x.shape[1], the same weight for every feature."
         )
-    meta = cases[1]
+    again = cases[1]
+    on = again["on"]
+    if "raised" in again:
+        return (
+            f"{again['raised']} (on {on}). The first call worked: each call must make the "
+            "weights for its own input's length x.shape[1] (and device and dtype), not reuse "
+            "what an earlier call made."
+        )
+    got = again["got"]
+    if got["kind"] != "tensor":
+        return _not_a_tensor(got, on)
+    if got["shape"] != again["expected"]["shape"] or "values" not in got or not same_values(
+        got["values"], again["expected"]["values"], rtol=1e-5, atol=1e-6
+    ):
+        return (
+            f"On a second call with another length the output is wrong (on {on}): shape "
+            f"{shape_text(got['shape'])}, expected {shape_text(again['expected']['shape'])} with "
+            "weights (t + 1) / 4. The first call was right: make the weights from each call's "
+            "own x.shape[1], not from what an earlier call kept."
+        )
+    if not got["requires_grad"]:
+        return (
+            f"forward's output does not require grad although x does (on {on}): it is cut off "
+            "from autograd, so no gradient reaches the layers before it. Compute it with torch "
+            "operations on x itself (no .detach(), torch.no_grad() or NumPy inside forward)."
+        )
+    if again.get("grad") is None or not same_values(again["grad"], again["expected_grad"], rtol=1e-5, atol=1e-6):
+        return (
+            f"After out.sum().backward(), x.grad is not the weights (t + 1) / length (on {on}): "
+            "the output must be x times the weights, computed from x by autograd."
+        )
+    meta = cases[2]
     on = meta["on"]
     if "raised" in meta:
         if meta["plain_tensors"]:
@@ -297,7 +469,7 @@ def _judge_position_weights(cases):
         return f"{meta['raised']} (on {on}). {_DEVICE_FIX}"
     got = meta["got"]
     if got["kind"] != "tensor":
-        return f"forward returned {got['kind']} (on {on}); return the weighted tensor."
+        return _not_a_tensor(got, on)
     if got["device"] != "meta":
         return (
             f"forward's output is on {got['device']} although the module and its input are on "
@@ -305,20 +477,30 @@ def _judge_position_weights(cases):
             "on x.device."
         )
     if got["shape"] != [2, 7, 4] or got["dtype"] != "torch.float32":
-        return f"forward's output has shape {shape_text(got['shape'])} and dtype {got['dtype']} (on {on}); expected (2, 7, 4), float32."
-    half = cases[2]
-    on, got = half["on"], half["got"]
-    if got["kind"] != "tensor":
-        return f"forward returned {got['kind']} (on {on}); return the weighted tensor."
-    if got["dtype"] != "torch.bfloat16":
         return (
-            f"forward's output is {got['dtype'].removeprefix('torch.')} for a bfloat16 input "
-            f"(on {on}): the weights you create are float32, and type promotion turns the "
-            "product into float32, so every layer after this one runs in float32 and the memory "
-            "doubles, without an error. Create them with dtype=x.dtype (or .to(x.dtype))."
+            f"forward's output has shape {shape_text(got['shape'])} and dtype "
+            f"{got['dtype'].removeprefix('torch.')} (on {on}); expected (2, 7, 4) and float32, "
+            "the input's."
         )
-    if not same_values(got["values"], half["expected_values"], rtol=2e-2, atol=2e-2):
-        return f"forward's output has wrong values for a bfloat16 input (on {on})."
+    for case in cases[3:]:
+        on, got = case["on"], case["got"]
+        if got["kind"] != "tensor":
+            return _not_a_tensor(got, on)
+        want = case["expected_dtype"].removeprefix("torch.")
+        if got["dtype"] != case["expected_dtype"]:
+            return (
+                f"forward's output is {got['dtype'].removeprefix('torch.')} for a {want} input "
+                f"(on {on}): the weights you create have a dtype of their own, and type "
+                f"promotion gives the product theirs or the input's, whichever is wider; in "
+                "mixed precision every layer after this one would run in float32 and the "
+                "memory doubles, without an error. Create them with dtype=x.dtype (or "
+                ".to(x.dtype))."
+            )
+        tolerance = 2e-2 if want == "bfloat16" else 1e-6
+        if got["shape"] != list(case["expected_values"].shape) or "values" not in got or not same_values(
+            got["values"], case["expected_values"], rtol=tolerance, atol=tolerance
+        ):
+            return f"forward's output has wrong values for a {want} input (on {on})."
     return None
 
 
@@ -326,7 +508,7 @@ PositionWeights = Exercise(
     "PositionWeights",
     chapter=CHAPTER,
     title="A forward that follows its input's device and dtype",
-    expects=Function("PositionWeights", ("max_length",)),
+    expects=Function("PositionWeights", ("max_length",), returns="an nn.Module whose forward returns a tensor shaped like x"),
     probe=_probe_position_weights,
     judge=_judge_position_weights,
     reference=PositionWeights,
@@ -346,6 +528,7 @@ PositionWeights = Exercise(
     error_notes=[
         ("is not on the expected device", _DEVICE_FIX),
         ("Expected all tensors to be on the same device", _DEVICE_FIX),
+        ("view size is not compatible", _VIEW_NOTE),
         ("Cannot copy out of meta tensor", "the check moves your module to the meta device, "
          "which has no values: do not move tensors to the CPU (.cpu(), .item(), .tolist()) "
          "inside forward; keep everything on x.device."),
@@ -370,16 +553,26 @@ def _non_finite_cases():
     table[1, 2] = float("nan")
     table[3, 0] = float("inf")
     table[5, 3] = float("-inf")
-    images = torch.rand(6, 1, 3, 3, generator=g)
+    # Images stored channels-last and viewed as (N, C, H, W): a non-contiguous tensor.
+    images = torch.rand(6, 3, 3, generator=g).transpose(1, 2).unsqueeze(1)
     images[0, 0, 2, 1] = float("nan")
     images[4, 0, 0, 0] = float("inf")
-    clean = torch.randn(4, 2, generator=g)
+    clean = torch.randn(4, 2, generator=g, dtype=torch.float64)
+    # float16 features: row 0's values are finite, but their sum overflows to inf.
+    half = torch.tensor([[40000.0, 40000.0], [float("nan"), 1.0], [1.0, 2.0], [-60000.0, -9000.0]],
+                        dtype=torch.float16)
+    all_bad = torch.tensor([[1.0, float("nan"), 2.0], [float("inf"), 0.0, 1.0]])
+    counts = torch.tensor([[3, 0, 7], [1, 2, 2], [5, 5, 0]])
     return [
         ("a table of 7 examples × 4 features, with a nan, an inf and a -inf", table,
          torch.arange(7) * 10),
-        ("6 images of shape (1, 3, 3), with a nan in one and an inf in another", images,
-         torch.arange(6) * 10),
-        ("4 examples, all finite", clean, torch.arange(4) * 10),
+        ("6 images of shape (1, 3, 3), a non-contiguous tensor, with a nan in one and an inf "
+         "in another", images, torch.arange(6) * 10),
+        ("4 float64 examples, all finite", clean, torch.arange(4) * 10),
+        ("4 float16 examples, one with a nan; the others are finite (40000 + 40000 overflows "
+         "float16, but no value does)", half, torch.tensor([1.5, 2.5, 3.5, 4.5])),
+        ("2 examples that both hold a nan or an inf: nothing is kept", all_bad, torch.tensor([4, 2])),
+        ("3 examples of int64 counts (integers are always finite)", counts, torch.tensor([0, 1, 0])),
     ]
 
 
@@ -398,16 +591,18 @@ def _probe_drop_non_finite(answer, run):
     for on, x, y in _non_finite_cases():
         x_in, y_in = x.clone(), y.clone()
         got = run(answer, x_in, y_in, on=on)
-        rows = x.flatten(1)
+        rows = x.reshape(len(x), -1)
+        keep = torch.isfinite(rows).all(1)
+        by_sum = torch.isfinite(rows.sum(1)) if x.is_floating_point() else keep
         case = {
             "on": on,
             "n": len(x),
             "kind": _kind(got),
             "changed_input": not (_same(x_in, x) and _same(y_in, y)),
-            "expected_x": value_facts(x[torch.isfinite(rows).all(1)]),
-            "expected_y": value_facts(y[torch.isfinite(rows).all(1)]),
-            "nan_only_rows": int((~torch.isnan(rows).any(1)).sum()),
-            "finite_columns": int(torch.isfinite(x.reshape(len(x), -1)).all(0).sum()),
+            "expected_x": value_facts(x[keep]),
+            "expected_y": value_facts(y[keep]),
+            "nan_only_rows": int((~torch.isnan(rows).any(1)).sum()) if x.is_floating_point() else len(x),
+            "by_sum": value_facts(x[by_sum]) if not torch.equal(by_sum, keep) else None,
         }
         if isinstance(got, (tuple, list)) and len(got) == 2:
             case["x"] = value_facts(got[0])
@@ -432,6 +627,11 @@ def _judge_drop_non_finite(cases):
         x, y, expected_x = case["x"], case["y"], case["expected_x"]
         if x["kind"] != "tensor" or y["kind"] != "tensor":
             return f"Return two tensors, x[keep] and y[keep] (on {on}); got {x['kind']} and {y['kind']}."
+        if x["device"] != "cpu" or y["device"] != "cpu":
+            return (
+                f"Your tensors are on {x['device']} and {y['device']}; the x and y you were given "
+                f"are on the CPU (on {on}). Return them where they were: x[keep], y[keep]."
+            )
         if x["shape"][1:] != expected_x["shape"][1:]:
             return (
                 f"Your x has shape {shape_text(x['shape'])}; expected "
@@ -439,30 +639,51 @@ def _judge_drop_non_finite(cases):
                 "dimension 0), not features or single values: a boolean mask with one entry per "
                 "example, x[keep]."
             )
-        kept = x["shape"][0]
-        if kept == case["n"] and expected_x["shape"][0] != case["n"]:
+        kept, want = x["shape"][0], expected_x["shape"][0]
+        if kept == case["n"] and want != case["n"]:
             return (
                 f"Your x still has all {case['n']} examples (on {on}): replacing the bad values "
                 "(nan_to_num, zeros) keeps examples whose features are invented. Drop those "
                 "examples, and their labels with them."
             )
-        if kept != expected_x["shape"][0]:
+        by_sum = case["by_sum"]
+        if by_sum is not None and x["shape"] == by_sum["shape"] and same_values(x["values"], by_sum["values"]):
+            return (
+                f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on {on}): it dropped an "
+                "example whose values are all finite but whose sum is not (40000 + 40000 "
+                "overflows float16 to inf). Test every value with torch.isfinite, then reduce "
+                "the True/False per example with .all(), not the values with a sum or mean."
+            )
+        if kept != want:
             if kept == case["nan_only_rows"]:
                 return (
-                    f"Your function kept {kept} examples; {expected_x['shape'][0]} are finite "
+                    f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite "
                     f"(on {on}): it finds nan but not inf. torch.isnan (and x != x) sees nan "
                     "only; torch.isfinite is False for nan, inf and -inf alike."
                 )
             return (
-                f"Your function kept {kept} examples; {expected_x['shape'][0]} are finite (on "
+                f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on "
                 f"{on}): keep exactly the examples whose every value is finite."
+            )
+        if x["dtype"] != expected_x["dtype"]:
+            return (
+                f"Your x has dtype {x['dtype'].removeprefix('torch.')}; the x you were given is "
+                f"{expected_x['dtype'].removeprefix('torch.')} (on {on}). Keep the examples as "
+                "they are: index x with the mask, without converting it."
             )
         if not same_values(x["values"], expected_x["values"]):
             return f"Your x holds the wrong examples (on {on}); keep the finite ones, in their order."
-        if y["shape"] != case["expected_y"]["shape"] or not same_values(y["values"], case["expected_y"]["values"]):
+        expected_y = case["expected_y"]
+        if y["shape"] != expected_y["shape"] or not same_values(y["values"], expected_y["values"]):
             return (
                 f"Your x is right but your y is not (on {on}): the labels must lose the same "
                 "examples as x, so that x[i] still goes with y[i]. Index both with the same mask."
+            )
+        if y["dtype"] != expected_y["dtype"]:
+            return (
+                f"Your y has dtype {y['dtype'].removeprefix('torch.')}; the labels you were given "
+                f"are {expected_y['dtype'].removeprefix('torch.')} (on {on}). Keep them as they "
+                "are: y[keep]."
             )
     return None
 
@@ -471,7 +692,7 @@ drop_non_finite = Exercise(
     "drop_non_finite",
     chapter=CHAPTER,
     title="Drop the examples that hold a nan or an inf",
-    expects=Function("drop_non_finite", ("x", "y")),
+    expects=Function("drop_non_finite", ("x", "y"), returns="a tuple of two tensors, x[keep] and y[keep]"),
     probe=_probe_drop_non_finite,
     judge=_judge_drop_non_finite,
     reference=drop_non_finite,
@@ -490,6 +711,12 @@ drop_non_finite = Exercise(
             "The shape of the mask",
             "your mask has one entry per value, not per example: reduce over every dimension "
             "but the first, e.g. torch.isfinite(x).flatten(start_dim=1).all(dim=1).",
+        ),
+        ("view size is not compatible", _VIEW_NOTE),
+        (
+            "stack expects a non-empty TensorList",
+            "when no example is kept, the list you stack is empty; a boolean mask, x[keep], "
+            "gives an empty tensor with the right shape instead.",
         ),
     ],
 )
@@ -516,11 +743,14 @@ def _clipped_step_without_zero_grad(model, optimizer, loss, max_norm):
     return total_norm
 
 
-def _two_steps(step, model, batches, max_norm, call=None):
-    """Parameters after each of two calls of ``step`` on one model and one SGD-with-momentum."""
+def _two_steps(step, model, batches, max_norm, call=None, fresh_optimizer=False):
+    """Parameters after each of two calls of ``step`` on one model and one SGD-with-momentum
+    (or, with ``fresh_optimizer``, a new one for each call: what recreating it inside does)."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     after, returned = [], []
     for i, (x, y) in enumerate(batches):
+        if fresh_optimizer:
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         loss = nn.functional.mse_loss(model(x), y)
         if call is None:
             got = step(model, optimizer, loss, max_norm)
@@ -531,9 +761,12 @@ def _two_steps(step, model, batches, max_norm, call=None):
     return after, returned
 
 
-def _clip_model():
+def _clip_model(frozen=False):
     torch.manual_seed(6)
-    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    if frozen:  # a frozen first layer: its parameters get no .grad at all
+        model[0].requires_grad_(False)
+    return model
 
 
 def _flat(model) -> torch.Tensor:
@@ -549,25 +782,28 @@ def _delta_with(model, x, y, clip):
     clip(model)
     with torch.no_grad():
         for p in model.parameters():
-            p -= 0.1 * p.grad
+            if p.grad is not None:
+                p -= 0.1 * p.grad
     return (_flat(model) - before).numpy()
 
 
 def _probe_clipped_step(answer, run):
     cases = []
-    for on, scale, max_norm in [
-        ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0),
-        ("targets far off, max_norm=0.5", 30.0, 0.5),
-        ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0),
+    for on, scale, max_norm, frozen in [
+        ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0, False),
+        ("targets far off, max_norm=0.5", 30.0, 0.5, False),
+        ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0, False),
+        ("a model whose first layer is frozen (requires_grad=False, so its .grad stays None), "
+         "targets far off, max_norm=1.0", 30.0, 1.0, True),
     ]:
-        model = _clip_model()
+        model = _clip_model(frozen)
         g = _generator(int(scale * 10) + int(max_norm * 10))
         x = torch.randn(16, 4, generator=g)
         y = torch.randn(16, 2, generator=g) * scale
         pristine = copy.deepcopy(model)
         probe_copy = copy.deepcopy(model)
         nn.functional.mse_loss(probe_copy(x), y).backward()
-        grads = [p.grad for p in probe_copy.parameters()]
+        grads = [p.grad for p in probe_copy.parameters() if p.grad is not None]
         total = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
         before = _flat(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -581,11 +817,15 @@ def _probe_clipped_step(answer, run):
             "expected": _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_norm_(m.parameters(), max_norm)),
             "unclipped": _delta_with(pristine, x, y, lambda m: None),
             "by_value": _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_value_(m.parameters(), max_norm)),
+            # Scaled to norm max_norm even when it was smaller: clipping that also scales up.
+            "scaled_up": _delta_with(pristine, x, y, lambda m: [
+                p.grad.mul_(max_norm / total) for p in m.parameters() if p.grad is not None
+            ]),
             "kind": _kind(got),
         }
-        if isinstance(got, torch.Tensor) and got.numel() == 1:
+        if isinstance(got, torch.Tensor) and got.numel() == 1 and got.device.type != "meta":
             case["returned"] = float(torch.Tensor.detach(got).reshape(-1)[0].item())
-        elif isinstance(got, (int, float)) and not isinstance(got, bool):
+        elif isinstance(got, (int, float, np.integer, np.floating)) and not isinstance(got, (bool, np.bool_)):
             case["returned"] = float(got)
         cases.append(case)
     # Two calls in a row on the same model and optimizer (SGD with momentum), as in a loop.
@@ -597,16 +837,20 @@ def _probe_clipped_step(answer, run):
     after, returned = _two_steps(answer, model, batches, 1.0, call=lambda f, *a, on: run(f, *a, on=f"{_TWICE}, {on}"))
     expected, expected_norms = _two_steps(_clipped_step, copy.deepcopy(pristine), batches, 1.0)
     stale, _ = _two_steps(_clipped_step_without_zero_grad, copy.deepcopy(pristine), batches, 1.0)
+    fresh, _ = _two_steps(_clipped_step, copy.deepcopy(pristine), batches, 1.0, fresh_optimizer=True)
     case = {
         "on": on,
         "twice": True,
         "after": after,
         "expected": expected,
         "stale": stale,
+        "fresh": fresh,
         "expected_norms": [float(n) for n in expected_norms],
         "returned": [
-            float(torch.Tensor.detach(r).reshape(-1)[0].item()) if isinstance(r, torch.Tensor) and r.numel() == 1
-            else float(r) if isinstance(r, (int, float)) and not isinstance(r, bool) else _kind(r)
+            float(torch.Tensor.detach(r).reshape(-1)[0].item())
+            if isinstance(r, torch.Tensor) and r.numel() == 1 and r.device.type != "meta"
+            else float(r) if isinstance(r, (int, float, np.integer, np.floating)) and not isinstance(r, (bool, np.bool_))
+            else _kind(r)
             for r in returned
         ],
     }
@@ -627,6 +871,13 @@ def _judge_clipped_twice(case):
                 f"On the second call the parameters moved by this loss's gradient plus the first "
                 f"call's (on {on}): loss.backward() adds to .grad, and nothing cleared the old "
                 "gradients. Call optimizer.zero_grad() before loss.backward(), every call."
+            )
+        if i == 1 and same_values(case["after"][i], case["fresh"][i], rtol=1e-4, atol=1e-7):
+            return (
+                f"On the second call the parameters moved as if the optimizer remembered nothing "
+                f"of the first call (on {on}): its momentum buffer started empty again. Step "
+                "with the optimizer you are given; a new optimizer made inside your function "
+                "loses its state (momentum, Adam's moments) on every call."
             )
         return (
             f"After call {i + 1} the parameters are not where two clipped SGD-with-momentum "
@@ -665,6 +916,12 @@ def _judge_clipped_step(cases):
                     "gradients in .grad, so it must run after loss.backward() (when they exist) "
                     "and before optimizer.step() (which reads them)."
                 )
+            if total < max_norm and same_values(delta, case["scaled_up"], rtol=1e-4, atol=1e-7):
+                return (
+                    f"Your step scaled the gradient up to norm {max_norm:g} although its norm, "
+                    f"{total:.3g}, was already below it (on {on}). Clipping only scales down: "
+                    "the factor is min(1, max_norm / total_norm), which clip_grad_norm_ applies."
+                )
             if same_values(delta, case["by_value"], rtol=1e-4, atol=1e-7):
                 return (
                     f"You clipped each gradient value to ±{max_norm:g} (clip_grad_value_), on "
@@ -702,7 +959,7 @@ clipped_step = Exercise(
     "clipped_step",
     chapter=CHAPTER,
     title="One step with the gradient norm clipped",
-    expects=Function("clipped_step", ("model", "optimizer", "loss", "max_norm")),
+    expects=Function("clipped_step", ("model", "optimizer", "loss", "max_norm"), returns="the total norm that clip_grad_norm_ returns (a tensor or a float)"),
     probe=_probe_clipped_step,
     judge=_judge_clipped_step,
     reference=clipped_step,
@@ -723,6 +980,13 @@ clipped_step = Exercise(
         (
             "Trying to backward through the graph a second time",
             "call loss.backward() once per loss.",
+        ),
+        (
+            "'NoneType'",
+            "something was None where your code used a tensor. On this input that can be a "
+            ".grad: a parameter that gets no gradient (frozen with requires_grad=False, or "
+            "unused) keeps .grad None; skip it, as clip_grad_norm_ does "
+            "([p.grad for p in model.parameters() if p.grad is not None]).",
         ),
     ],
 )
@@ -745,15 +1009,46 @@ def _epoch(loader) -> list[list[int]]:
     return batches
 
 
+def _generators_of(loader) -> list:
+    found = [getattr(loader, "generator", None), getattr(getattr(loader, "sampler", None), "generator", None)]
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    found.append(getattr(getattr(batch_sampler, "sampler", None), "generator", None))
+    return [g for g in found if isinstance(g, torch.Generator)]
+
+
+_LOADERS = [  # key, seed, batch_size, the global draws made before its first epoch
+    ("a", 7, 4, 123),
+    ("b", 7, 4, 999),
+    ("c", 8, 4, 123),
+    ("d", 7, 3, 555),
+]
+
+
 def _probe_seeded_loader(answer, run):
     dataset = TensorDataset(torch.arange(20))
-    record = {}
-    for key, seed, disturbance in [("a", 7, 123), ("b", 7, 999), ("c", 8, 123)]:
-        on = f"seeded_loader(a data set of 20 items, batch_size=4, seed={seed})"
-        loader = run(answer, dataset, 4, seed, on=on)
+    record = {"global_changed": []}
+    loaders = {}
+    # Every loader is made first, then iterated: loaders that share one generator show.
+    for key, seed, batch_size, _ in _LOADERS:
+        on = f"seeded_loader(a data set of 20 items, batch_size={batch_size}, seed={seed})"
+        torch.manual_seed(2024)
+        before = torch.get_rng_state()
+        loader = run(answer, dataset, batch_size, seed, on=on)
+        if not torch.equal(torch.get_rng_state(), before):
+            record["global_changed"].append(on)
         record[f"kind_{key}"] = _kind(loader)
         if not isinstance(loader, DataLoader):
             return record
+        loaders[key] = (loader, on)
+    default = torch.default_generator
+    generators = {key: _generators_of(loader) for key, (loader, _) in loaders.items()}
+    record["uses_global_generator"] = any(g is default for gs in generators.values() for g in gs)
+    record["shared_generator"] = any(
+        g is h for gs in generators.values() for hs in generators.values() if gs is not hs
+        for g in gs for h in hs
+    ) and not record["uses_global_generator"]
+    for key, _, _, disturbance in _LOADERS:
+        loader, on = loaders[key]
         torch.manual_seed(disturbance)  # the rest of a program uses the global random stream
         torch.rand(3)
         record[key] = run(_epoch, loader, on=f"iterating over {on}")
@@ -763,24 +1058,48 @@ def _probe_seeded_loader(answer, run):
 
 
 def _judge_seeded_loader(record):
-    for key in ("a", "b", "c"):
+    for key, _, _, _ in _LOADERS:
         if key not in record:
             return (
                 f"seeded_loader returned {record[f'kind_{key}']}; return a "
                 "torch.utils.data.DataLoader (shuffle=True, batch_size=batch_size, and its "
                 "own generator)."
             )
-    a, b, c, a2 = record["a"], record["b"], record["c"], record["a2"]
-    items = sorted(v for batch in a for v in batch)
-    if items != list(range(20)):
-        return "One epoch of your loader does not hold each of the 20 items exactly once."
-    if [len(batch) for batch in a] != [4] * 5:
-        return f"Your batches have sizes {[len(batch) for batch in a]}; expected 5 batches of batch_size=4."
-    if a == sorted(a) and a == c and [v for batch in a for v in batch] == list(range(20)):
+    a, b, c, d, a2 = record["a"], record["b"], record["c"], record["d"], record["a2"]
+    for order, size in ((a, 4), (d, 3)):
+        items = sorted(v for batch in order for v in batch)
+        sizes = [len(batch) for batch in order]
+        if 20 % size and sizes == [size] * (20 // size):
+            return (
+                f"With batch_size={size} your loader gives {sizes}: the last, smaller batch of "
+                f"{20 % size} is missing, so {20 % size} items never appear in an epoch. Keep it "
+                "(drop_last=False, the default)."
+            )
+        if items != list(range(20)):
+            return (
+                f"One epoch of your loader with batch_size={size} does not hold each of the 20 "
+                f"items exactly once (it holds {len(items)} items)."
+            )
+        expected = [size] * (20 // size) + ([20 % size] if 20 % size else [])
+        if sizes != expected:
+            return f"With batch_size={size} your batches have sizes {sizes}; expected {expected}."
+    if a == c and [v for batch in a for v in batch] == list(range(20)):
         return (
             "Your loader gives the items in their stored order, 0, 1, 2…: it does not shuffle. "
             "Pass shuffle=True (training needs a new order every epoch), and make the order "
             "repeatable with generator=, not by switching shuffling off."
+        )
+    if record["uses_global_generator"]:
+        return (
+            "Your loader's generator is torch.default_generator, the global random stream "
+            "itself (which is also what torch.manual_seed(seed) returns): other code drawing from it changes "
+            "the order. Make a new one: generator=torch.Generator().manual_seed(seed)."
+        )
+    if record["shared_generator"]:
+        return (
+            "Two loaders made by your function share one torch.Generator object: iterating one "
+            "moves the other's stream, and each new call reseeds the loaders made before it. "
+            "Make a new generator in every call: torch.Generator().manual_seed(seed)."
         )
     if a != b:
         return (
@@ -790,13 +1109,23 @@ def _judge_seeded_loader(record):
             "the global stream when an epoch starts, so torch.manual_seed(seed) before creating "
             "it is not enough. Give it its own: generator=torch.Generator().manual_seed(seed)."
         )
+    if record["global_changed"]:
+        return (
+            f"Your function changed the global random generator's state (on "
+            f"{record['global_changed'][0]}): it reseeded or drew from the stream the rest of "
+            "the program uses, so every call resets the randomness of the code around it "
+            "(model initialisation, dropout). The loader needs a generator of its own; leave "
+            "the global one alone."
+        )
     if a == c:
         return "seed=7 and seed=8 gave the same order: the seed must choose the shuffle."
     if a2 == a:
         return (
-            "Your loader repeats the same order in every epoch: make the generator once, when the "
-            "loader is created, so each epoch continues its stream (a new order, yet the same "
-            "sequence of orders in every run)."
+            "Your loader repeats the same order in every epoch (two epochs of the loader with "
+            "seed=7): training needs a new order each epoch. Let the loader shuffle with "
+            "shuffle=True and its own generator, made once when the loader is created, so each "
+            "epoch continues its stream (a new order, yet the same sequence of orders in every "
+            "run)."
         )
     return None
 
@@ -805,7 +1134,7 @@ seeded_loader = Exercise(
     "seeded_loader",
     chapter=CHAPTER,
     title="A shuffle that repeats",
-    expects=Function("seeded_loader", ("dataset", "batch_size", "seed")),
+    expects=Function("seeded_loader", ("dataset", "batch_size", "seed"), returns="a torch.utils.data.DataLoader"),
     probe=_probe_seeded_loader,
     judge=_judge_seeded_loader,
     reference=seeded_loader,

@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import tempfile
+import warnings
 
 import numpy as np
 import torch
@@ -83,51 +84,117 @@ def _weights_model() -> nn.Module:
 _WEIGHTS_ON = "a Sequential(Linear, BatchNorm1d, ReLU, Linear) and a path in an empty temporary folder"
 
 
+def _readable(tensor: torch.Tensor):
+    """The numbers of a tensor as a NumPy array, or None when it has none (meta)."""
+    tensor = torch.Tensor.detach(tensor)
+    if tensor.device.type == "meta":
+        return None
+    tensor = tensor.cpu()
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    return tensor.numpy().copy()
+
+
+def _state_changes(before: dict, model: nn.Module) -> list[str]:
+    """What changed in the model's state_dict since ``before`` (a dict of name → tensor copy)."""
+    after = model.state_dict()
+    changes = []
+    for name, old in before.items():
+        new = after.get(name)
+        if new is None:
+            changes.append(f"{name} (gone)")
+        elif new.device != old.device:
+            changes.append(f"{name} (now on {new.device})")
+        elif new.dtype != old.dtype:
+            changes.append(f"{name} (now {str(new.dtype).removeprefix('torch.')})")
+        elif new.shape != old.shape or not torch.equal(new, old):
+            changes.append(name)
+    return changes
+
+
+def _file_record(path: str, expected: dict) -> dict:
+    """What torch.load(weights_only=True) and a fresh model's load_state_dict make of the file."""
+    record = {}
+    try:
+        with warnings.catch_warnings():  # torch's own remarks on a file the learner wrote
+            warnings.simplefilter("ignore")
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # what weights_only=True says about the file is the lesson
+        record["load_error"] = _unpickler_complaint(_error_text(error, 2000))
+        found = re.search(r"GLOBAL (\S+)", str(error))
+        record["global"] = found.group(1) if found else ""
+        return record
+    record["kind"] = _kind(loaded)
+    if isinstance(loaded, (list, tuple)):
+        record["length"] = len(loaded)
+        return record
+    if not isinstance(loaded, dict):
+        return record
+    record["keys"] = [str(k) for k in loaded]
+    record["not_tensors"] = [str(k) for k, v in loaded.items() if not isinstance(v, torch.Tensor)]
+    tensors = {str(k): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+    record["differ"] = sorted(
+        k for k, v in tensors.items()
+        if k in expected and (v.dtype != expected[k].dtype or not np.array_equal(_readable(v), _readable(expected[k])))
+    )
+    record["dtypes"] = {k: str(v.dtype).removeprefix("torch.") for k, v in tensors.items()}
+    fresh = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    try:
+        fresh.load_state_dict(loaded, strict=True)
+        record["strict_error"] = None
+    except Exception as error:
+        record["strict_error"] = _error_text(error)
+    return record
+
+
 def _probe_save_weights(answer, run):
     model = _weights_model()
-    expected = _arrays(model.state_dict())
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     parameters = [name for name, _ in model.named_parameters()]
-    record = {"expected_keys": list(expected), "parameters": parameters}
+    modes = [m.training for m in model.modules()]
+    record = {"expected_keys": list(state), "parameters": parameters}
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "weights.pt")
         run(answer, model, path, on=_WEIGHTS_ON)
         record["files"] = sorted(os.listdir(folder))
-        record["changed"] = sorted(k for k, v in _arrays(model.state_dict()).items()
-                                   if not np.array_equal(v, expected[k]))
-        if not os.path.isfile(path):
+        record["changed"] = _state_changes(state, model)
+        record["mode_changed"] = [m.training for m in model.modules()] != modes
+        if not os.path.isfile(path) or record["changed"]:
             return record
-        try:
-            loaded = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # what weights_only=True says about the file is the lesson
-            record["load_error"] = _unpickler_complaint(_error_text(error, 2000))
-            found = re.search(r"GLOBAL (\S+)", str(error))
-            record["global"] = found.group(1) if found else ""
+        record.update(_file_record(path, state))
+        if "strict_error" not in record or record["strict_error"] or record["differ"]:
             return record
-        record["kind"] = _kind(loaded)
-        if isinstance(loaded, (list, tuple)):
-            record["length"] = len(loaded)
-            return record
-        if not isinstance(loaded, dict):
-            return record
-        record["keys"] = [str(k) for k in loaded]
-        record["not_tensors"] = [str(k) for k, v in loaded.items() if not isinstance(v, torch.Tensor)]
-        tensors = {str(k): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
-        record["differ"] = sorted(
-            k for k, v in tensors.items()
-            if k in expected and not np.array_equal(v.detach().cpu().numpy(), expected[k])
-        )
-        fresh = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
-        try:
-            fresh.load_state_dict(loaded, strict=True)
-            record["strict_error"] = None
-        except Exception as error:
-            record["strict_error"] = _error_text(error)
+        # A second save to the same path, after the model trained on: the file must follow.
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.25)
+            model[1].running_mean.add_(0.5)
+        state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+        run(answer, model, path, on=f"a second call, {_SECOND_SAVE}")
+        second = _file_record(path, state) if os.path.isfile(path) else {"load_error": "the file is gone"}
+        record["second"] = {
+            "differ": second.get("differ"),
+            "problem": second.get("load_error") or second.get("strict_error"),
+        }
     return record
+
+
+_SECOND_SAVE = "after the model trained on, with the same path (the file exists already)"
 
 
 def _judge_save_weights(record):
     if record["changed"]:
-        return f"Your function changed the model ({', '.join(record['changed'])}); saving must only read it."
+        return (
+            f"Your function changed the model ({', '.join(record['changed'][:4])}); saving must "
+            "only read it. Save model.state_dict() as it is; convert or move copies, if ever, "
+            "not the model."
+        )
+    if record["mode_changed"]:
+        return (
+            "Your function changed the model's mode (train/eval) and did not put it back: the "
+            "caller's training goes on with dropout and BatchNorm in the wrong mode. Saving "
+            "needs no mode; leave model.training as it was."
+        )
     if "weights.pt" not in record["files"]:
         others = f" It wrote {', '.join(record['files'])} instead." if record["files"] else ""
         return f"No file was written at the path you were given.{others} Save to exactly that path."
@@ -142,8 +209,8 @@ def _judge_save_weights(record):
             )
         return (
             "torch.load(path, weights_only=True) cannot read your file. Save only tensors in a "
-            "dict (model.state_dict()), not other Python objects. It says: "
-            f"\"{record['load_error']}\""
+            "dict (model.state_dict()) with torch.save, not other Python objects or another "
+            f"file format. It says: \"{record['load_error']}\""
         )
     kind = record.get("kind")
     if "length" in record:
@@ -170,11 +237,27 @@ def _judge_save_weights(record):
             "torch.save(model.state_dict(), path)."
         )
     if record["differ"]:
-        return f"The tensors in your file differ from the model's, e.g. {record['differ'][0]}: save them as they are."
+        first = record["differ"][0]
+        dtype = record["dtypes"].get(first, "?")
+        return (
+            f"The tensors in your file differ from the model's, e.g. {first} (stored as {dtype}): "
+            "save them as they are, in their own dtype; a fresh model loads the values exactly "
+            "only if they were saved exactly."
+        )
     if record["strict_error"]:
         return (
             "A fresh model of the same architecture cannot load your file with "
             f"load_state_dict(strict=True): {record['strict_error']}"
+        )
+    second = record["second"]
+    if second["problem"] or second["differ"]:
+        what = (f"its {', '.join(second['differ'][:3])} still hold the first call's values"
+                if second["differ"] else second["problem"])
+        return (
+            f"The first save was right, but on a second call, {_SECOND_SAVE}, the file does "
+            "not hold the "
+            f"model's new weights: {what}. Each call must write the weights the model has now, "
+            "replacing the file."
         )
     return None
 
@@ -183,7 +266,7 @@ save_weights = Exercise(
     "save_weights",
     chapter=CHAPTER,
     title="Save the weights, not the object",
-    expects=Function("save_weights", ("model", "path")),
+    expects=Function("save_weights", ("model", "path"), returns="nothing (None): it writes the file at path"),
     probe=_probe_save_weights,
     judge=_judge_save_weights,
     reference=save_weights,
@@ -301,9 +384,24 @@ def _resume_record(answer, run):
         torch.manual_seed(12345)
         torch.rand(7)
         fresh = _resume_parts(x, y)
-        start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
+        loads = []
+        real_load = torch.load
+
+        def recording_load(*args, **kwargs):  # the task's rule: weights_only=True
+            loads.append(repr(kwargs.get("weights_only")))
+            return real_load(*args, **kwargs)
+
+        torch.load = recording_load
+        try:
+            start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
+        finally:
+            torch.load = real_load
+        record["weights_only"] = loads
         record["start_kind"] = _kind(start)
-        record["start"] = int(start) if isinstance(start, int) and not isinstance(start, bool) else None
+        record["start"] = (
+            int(start) if isinstance(start, (int, np.integer)) and not isinstance(start, (bool, np.bool_))
+            else None
+        )
         record["weights_after"] = _arrays(fresh[0].state_dict())
         record["moments_after"] = _adam_moments(fresh[1])
         record["scaler_after"] = {k: float(v) for k, v in fresh[3].state_dict().items()}
@@ -332,6 +430,13 @@ def _judge_resume(record):
             f"resume returned {record['start_kind']}; it should return the epoch to continue "
             f"from, an int: the checkpoint was saved after epoch {saved}, so {saved + 1}."
         )
+    if "False" in record["weights_only"]:
+        return (
+            "Your function loads the checkpoint with torch.load(..., weights_only=False): that "
+            "unpickles any class the file names, so a file you did not write can run code on "
+            "your machine. A checkpoint of state_dicts and plain values needs no more than "
+            "weights_only=True, as the task asks."
+        )
     if not _same(record["weights_after"], record["saved_weights"]):
         return (
             "After resume the model's weights are not the checkpoint's (they are still the fresh "
@@ -343,7 +448,8 @@ def _judge_resume(record):
             "After resume the optimizer has no state: Adam's moment estimates (exp_avg, "
             "exp_avg_sq) and its step count restarted at zero, so the first steps after the "
             "restart are larger than the uninterrupted run's and the weights drift apart. "
-            "optimizer.load_state_dict(checkpoint['optimizer'])."
+            "optimizer.load_state_dict(checkpoint['optimizer']), on the optimizer you are given: "
+            "training goes on with that object."
         )
     if len(moments) != len(expected_moments) or not all(
         np.array_equal(a, b) for a, b in zip(moments, expected_moments)
@@ -359,8 +465,8 @@ def _judge_resume(record):
         )
     if not record["rng_restored"]:
         return (
-            "After resume the random number generators are where the new process left them, not "
-            "where the checkpoint saved them: the dropout masks and the batch order after the "
+            "After resume the global random number generator is not where the checkpoint saved "
+            "it: the dropout masks and the batch order after the "
             "restart differ from the uninterrupted run's. restore_rng_state(checkpoint['rng'], loader)."
         )
     if not record["loader_restored"]:
@@ -393,10 +499,20 @@ def _judge_resume(record):
     lrs, expected_lrs = record["lrs_resumed"], record["lrs_straight"][saved + 1:]
     if not np.allclose(lrs, expected_lrs, rtol=1e-12, atol=0):
         index = next(i for i, (a, b) in enumerate(zip(lrs, expected_lrs)) if not np.isclose(a, b, rtol=1e-12, atol=0))
+        straight = record["lrs_straight"]
+        if np.allclose(lrs, straight[: len(lrs)], rtol=1e-12, atol=0):
+            why = "The scheduler started its schedule over: scheduler.load_state_dict(checkpoint['scheduler'])."
+        elif np.allclose(lrs[:-1], straight[saved + 2:], rtol=1e-12, atol=0):
+            why = (
+                "The schedule is one step ahead of the uninterrupted run's: the checkpoint's "
+                "scheduler state already counts the saved epoch, so load it as it is "
+                "(scheduler.load_state_dict(checkpoint['scheduler'])) and do not step it again."
+            )
+        else:
+            why = "Restore the scheduler's state as it was saved: scheduler.load_state_dict(checkpoint['scheduler'])."
         return (
             f"The learning rate after resume is wrong: epoch {saved + 1 + index} trained with "
-            f"lr={lrs[index]:.6g}, the uninterrupted run with lr={expected_lrs[index]:.6g}. The "
-            "scheduler started its schedule over: scheduler.load_state_dict(checkpoint['scheduler'])."
+            f"lr={lrs[index]:.6g}, the uninterrupted run with lr={expected_lrs[index]:.6g}. {why}"
         )
     if not _same(record["resumed"], record["straight"]):
         return (
@@ -412,7 +528,7 @@ resume = Exercise(
     "resume",
     chapter=CHAPTER,
     title="Resume exactly where the run stopped",
-    expects=Function("resume", ("path", "model", "optimizer", "scheduler", "scaler", "loader")),
+    expects=Function("resume", ("path", "model", "optimizer", "scheduler", "scaler", "loader"), returns="an int, the epoch to continue from"),
     probe=_probe_resume,
     judge=_judge_resume,
     reference=resume,
@@ -494,6 +610,12 @@ def _remap_cases():
         # Chained renames: "0." becomes "1.", the old "1." becomes "2."; each key is renamed once.
         ("a Sequential that gained a Dropout at the front", nn.Sequential(nn.Linear(4, 5), nn.Linear(5, 2)),
          lambda: nn.Sequential(nn.Dropout(0.1), nn.Linear(4, 5), nn.Linear(5, 2)), {"0.": "1.", "1.": "2."}),
+        # Swapped renames: two layers of the same shape trade places.
+        ("a Sequential whose two Linear(4, 4) layers swapped places",
+         nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)),
+         lambda: nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), {"0.": "1.", "1.": "0."}),
+        # Nothing renamed: still a new dict, with the same tensors.
+        ("a model whose layers kept their names", _OldNet(), _OldNet, {}),
     ]
 
 
@@ -517,11 +639,14 @@ def _probe_remap_keys(answer, run):
     for on, old_model, make_new, renames in _remap_cases():
         given = old_model.state_dict()
         keys_before = list(given)
+        tensors = dict(given)
         values = _arrays(given)
-        got = run(answer, given, dict(renames), on=f"{on}, renames={renames}")
+        renames_given = dict(renames)
+        got = run(answer, given, renames_given, on=f"{on}, renames={renames}")
         case = {
             "on": on,
             "renames": dict(renames),
+            "renames_changed": renames_given != renames,
             "keys_before": keys_before,
             "keys_after_call": list(given),
             "expected_keys": [_expected_key(k, renames) for k in keys_before],
@@ -532,11 +657,18 @@ def _probe_remap_keys(answer, run):
             cases.append(case)
             return cases
         case["keys"] = [str(k) for k in got]
+        originals = {_expected_key(k, renames): t for k, t in tensors.items()}
+        case["copied"] = sorted(
+            str(k) for k, v in got.items()
+            if str(k) in originals and isinstance(v, torch.Tensor) and v.device.type != "meta"
+            and (v.data_ptr() != originals[str(k)].data_ptr() or v.shape != originals[str(k)].shape)
+        )
         expected_values = {_expected_key(k, renames): v for k, v in values.items()}
         case["wrong_values"] = sorted(
             str(k) for k, v in got.items()
             if str(k) in expected_values and not (
-                isinstance(v, torch.Tensor) and np.array_equal(v.detach().cpu().numpy(), expected_values[str(k)])
+                isinstance(v, torch.Tensor) and v.device.type != "meta"
+                and np.array_equal(torch.Tensor.detach(v).cpu().numpy(), expected_values[str(k)])
             )
         )
         new_model = make_new()
@@ -560,6 +692,18 @@ def _judge_remap_keys(cases):
                 f"{case['keys_after_call'][:4]}... Build and return a new dict; whoever called "
                 "you may still need the original, for instance to load it into the old model."
             )
+        if case["renames_changed"]:
+            return (
+                f"remap_keys changed the renames dict it was given (on {on}, renames={renames}): "
+                "read it, do not empty or edit it; the caller may use it again for the next "
+                "checkpoint."
+            )
+        if case["same_object"]:
+            return (
+                f"remap_keys returned the very dict it was given (on {on}, renames={renames}), "
+                "not a new one: a later change to either changes both. Return a new dict, even "
+                "when no key is renamed (dict(state_dict) or a comprehension)."
+            )
         keys, expected = case["keys"], case["expected_keys"]
         if keys == expected or set(keys) == set(expected):
             if case["wrong_values"]:
@@ -569,6 +713,13 @@ def _judge_remap_keys(cases):
                 )
             if case["strict_error"]:
                 return f"load_state_dict(strict=True) refused your dict (on {on}): {case['strict_error']}"
+            if case["copied"]:
+                return (
+                    f"The keys and values are right, but {case['copied'][0]} holds a copy of the "
+                    f"given tensor, not the tensor itself (on {on}): the task asks for the same "
+                    "tensors. Put each given value in the new dict as it is, without .clone(); "
+                    "for a large model, copies double the memory for nothing."
+                )
             continue
         chained = [_chained_key(k, renames) for k in case["keys_before"]]
         if set(keys) == set(chained) and set(chained) != set(expected):
@@ -623,7 +774,7 @@ remap_keys = Exercise(
     "remap_keys",
     chapter=CHAPTER,
     title="Load old weights into renamed layers",
-    expects=Function("remap_keys", ("state_dict", "renames")),
+    expects=Function("remap_keys", ("state_dict", "renames"), returns="a new dict of str keys to the same tensors"),
     probe=_probe_remap_keys,
     judge=_judge_remap_keys,
     reference=remap_keys,
