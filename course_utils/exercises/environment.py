@@ -15,10 +15,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises import plain
+from course_utils.exercises.core import Exercise, Function, a_or_an
 from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
+from course_utils.exercises.running import LearnerRaised
 
 CHAPTER = "environment"
+
+
+def _shown_already(cases, judge) -> bool:
+    """True when the calls recorded so far already show a mistake.
+
+    A probe calls the answer on many inputs; when a later call raises, the mistake an earlier
+    call showed (an input changed in place, say) is the one to report, not the error it led to.
+    """
+    try:
+        return bool(cases) and judge(plain.to_plain(cases)) is not None
+    except Exception:  # a judge that needs every call's record cannot decide on a part
+        return False
 
 
 # ============================================================================================
@@ -33,25 +47,79 @@ def kernel_environment():
     }
 
 _ENV_KEYS = ("python", "prefix", "in_virtualenv", "torch_dir")
+_SYS_FIELDS = ("executable", "prefix", "base_prefix", "exec_prefix", "base_exec_prefix")
 
 
 def _normal_path(value) -> str | None:
     if not isinstance(value, (str, os.PathLike)):
         return None
-    return os.path.normcase(os.path.abspath(os.fspath(value)))
+    try:
+        return os.path.normcase(os.path.abspath(os.fspath(value)))
+    except Exception:  # a PathLike of the learner's whose __fspath__ fails or returns no str
+        return None
 
 
-def _probe_kernel_environment(answer, run):
-    import torch
+def _make_simulated_kernels(folder: Path) -> list[dict]:
+    """Two kernels the check pretends to run in: another virtual environment, and a plain
+    installation started from a shell where a virtual environment was activated.
 
-    got = run(answer, on="kernel_environment()")
-    truth = {
-        "python": _normal_path(sys.executable),
-        "prefix": _normal_path(sys.prefix),
-        "in_virtualenv": sys.prefix != sys.base_prefix,
-        "torch_dir": _normal_path(Path(torch.__file__).parent),
-    }
-    record = {"kind": value_facts(got)["kind"], "truth": truth, "got": {}, "keys": []}
+    Real folders, so that answers which look at the disk (pyvenv.cfg, the interpreter's link)
+    see what such a kernel would show them."""
+    installation = folder / "installation"
+    project = folder / "project"
+    for place in (installation / "bin", project / "bin"):
+        place.mkdir(parents=True)
+    (installation / "bin" / "python3").write_bytes(b"")
+    (project / "pyvenv.cfg").write_text(f"home = {installation / 'bin'}\n")
+    link = project / "bin" / "python3"
+    try:  # a virtual environment's interpreter is a link to the installation's
+        link.symlink_to(installation / "bin" / "python3")
+    except OSError:
+        link.write_bytes(b"")
+    return [
+        {
+            "on": f"a simulated kernel in another virtual environment ({project})",
+            "sys": {"executable": str(link), "prefix": str(project), "exec_prefix": str(project),
+                    "base_prefix": str(installation), "base_exec_prefix": str(installation)},
+            "virtual_env": None,
+            "in_virtualenv": True,
+        },
+        {
+            "on": (f"a simulated kernel outside any virtual environment ({installation}), "
+                   "started from a shell that had activated one"),
+            "sys": {"executable": str(installation / "bin" / "python3"),
+                    "prefix": str(installation), "exec_prefix": str(installation),
+                    "base_prefix": str(installation), "base_exec_prefix": str(installation)},
+            "virtual_env": str(project),
+            "in_virtualenv": False,
+        },
+    ]
+
+
+def _run_in_kernel(answer, run, kernel):
+    """Call the answer with sys and VIRTUAL_ENV describing ``kernel``; put everything back."""
+    saved = {name: getattr(sys, name) for name in _SYS_FIELDS}
+    saved_env = os.environ.get("VIRTUAL_ENV")
+    try:
+        for name, value in kernel["sys"].items():
+            setattr(sys, name, value)
+        if kernel["virtual_env"] is None:
+            os.environ.pop("VIRTUAL_ENV", None)
+        else:
+            os.environ["VIRTUAL_ENV"] = kernel["virtual_env"]
+        return run(answer, on=kernel["on"])
+    finally:
+        for name, value in saved.items():
+            setattr(sys, name, value)
+        if saved_env is None:
+            os.environ.pop("VIRTUAL_ENV", None)
+        else:
+            os.environ["VIRTUAL_ENV"] = saved_env
+
+
+def _environment_record(got, truth, clues, on):
+    record = {"on": on, "kind": value_facts(got)["kind"], "truth": truth, "clues": clues,
+              "got": {}, "keys": []}
     if type(got) is dict:
         record["keys"] = sorted(str(key) for key in got)
         for key in _ENV_KEYS:
@@ -63,68 +131,145 @@ def _probe_kernel_environment(answer, run):
                 else:
                     entry["path"] = _normal_path(value)
                 record["got"][key] = entry
-    python_on_path = shutil.which("python") or shutil.which("python3")
-    record["clues"] = {
-        "python_on_path": _normal_path(python_on_path) if python_on_path else "",
+    return record
+
+
+def _probe_kernel_environment(answer, run):
+    import tempfile
+
+    import torch
+
+    def python_on_path():
+        found = shutil.which("python") or shutil.which("python3")
+        return _normal_path(found) if found else ""
+
+    torch_dir = _normal_path(Path(torch.__file__).parent)
+    clues = {
+        "python_on_path": python_on_path(),
         "python_resolved": _normal_path(os.path.realpath(sys.executable)),
         "torch_file": _normal_path(torch.__file__),
         "virtual_env_var_set": "VIRTUAL_ENV" in os.environ,
     }
-    return record
+    truth = {
+        "python": _normal_path(sys.executable),
+        "prefix": _normal_path(sys.prefix),
+        "in_virtualenv": sys.prefix != sys.base_prefix,
+        "torch_dir": torch_dir,
+    }
+    this_kernel = truth
+    records = [_environment_record(run(answer, on="kernel_environment()"), truth, clues,
+                                   "kernel_environment()")]
+    with tempfile.TemporaryDirectory(prefix="kernel-check-") as folder:
+        for kernel in _make_simulated_kernels(Path(folder)):
+            truth = {
+                "python": _normal_path(kernel["sys"]["executable"]),
+                "prefix": _normal_path(kernel["sys"]["prefix"]),
+                "in_virtualenv": kernel["in_virtualenv"],
+                "torch_dir": torch_dir,
+            }
+            sim_clues = {
+                "python_on_path": clues["python_on_path"],
+                "python_resolved": _normal_path(os.path.realpath(kernel["sys"]["executable"])),
+                "torch_file": clues["torch_file"],
+                "virtual_env_var_set": kernel["virtual_env"] is not None,
+                "this_kernel": this_kernel,
+            }
+            try:
+                got = _run_in_kernel(answer, run, kernel)
+            except LearnerRaised:
+                if _shown_already(records, _judge_kernel_environment):
+                    break
+                raise
+            records.append(_environment_record(got, truth, sim_clues, kernel["on"]))
+    return records
 
 
-def _judge_kernel_environment(record):
+def _judge_one_environment(record, everywhere):
+    on = record["on"]
+    simulated = "this_kernel" in record["clues"]
+    where = f" (on {on})" if simulated else ""
     if record["kind"] != "dict":
-        return f"kernel_environment() returned a {record['kind']}; it should return a dict."
+        return f"kernel_environment() returned {a_or_an(record['kind'])}{where}; it should return a dict."
     missing = [key for key in _ENV_KEYS if key not in record["got"]]
     if missing:
         return (
             f"Your dict lacks the key{'s' if len(missing) > 1 else ''} "
-            f"{', '.join(repr(k) for k in missing)} (it has: {', '.join(record['keys']) or 'none'})."
+            f"{', '.join(repr(k) for k in missing)} (it has: {', '.join(record['keys']) or 'none'}){where}."
         )
     truth, got, clues = record["truth"], record["got"], record["clues"]
+    here = clues.get("this_kernel", {})
+
+    def did_not_follow(key, source):
+        return (
+            f"'{key}' did not follow the kernel: on {on}, where {source} is "
+            f"{truth[key]}, your function still returned {got[key]['facts'].get('repr')}, the "
+            f"value of the kernel you ran it in. A path written out, or worked out before the "
+            f"call, describes one machine only: read {source} inside the function."
+        )
 
     python = got["python"]["path"]
     if python != truth["python"]:
-        if python and python == clues["python_on_path"]:
+        if python is None:
+            return (
+                f"'python' should be a path (a str or a Path); got "
+                f"{a_or_an(got['python']['facts']['kind'])} ({got['python']['facts'].get('repr')}){where}."
+            )
+        if python == clues["python_on_path"]:
             return (
                 "'python' is the first python on your PATH (what `which python` finds), which "
                 "need not be the interpreter running this kernel: JupyterLab can start kernels "
-                "from other environments. Use sys.executable."
+                f"from other environments{where}. Use sys.executable."
             )
-        if python and python == clues["python_resolved"]:
+        if python == clues["python_resolved"]:
             return (
                 "'python' is where the environment's python link points (the base installation "
-                "it was made from). The environment is named by the link itself: use "
+                f"it was made from){where}. The environment is named by the link itself: use "
                 "sys.executable as it is, without resolving it."
             )
-        return f"'python' should be the interpreter running this kernel ({truth['python']}), not {got['python']['facts'].get('repr')}."
+        if simulated and python == here.get("python"):
+            return did_not_follow("python", "sys.executable")
+        return (
+            f"'python' should be the interpreter running this kernel, sys.executable "
+            f"({truth['python']}), not {got['python']['facts'].get('repr')}{where}."
+        )
 
     prefix = got["prefix"]["path"]
     if prefix != truth["prefix"]:
+        if simulated and prefix == here.get("prefix"):
+            return did_not_follow("prefix", "sys.prefix")
         return (
             f"'prefix' should be the environment's folder, sys.prefix ({truth['prefix']}); "
-            f"got {got['prefix']['facts'].get('repr')}. (sys.base_prefix is the installation "
-            "the environment was made from.)"
+            f"got {got['prefix']['facts'].get('repr')}{where}. (sys.base_prefix is the "
+            "installation the environment was made from.)"
         )
 
     flag = got["in_virtualenv"]["bool"]
     if flag is None:
         return (
-            f"'in_virtualenv' should be True or False; got a {got['in_virtualenv']['facts']['kind']} "
-            f"({got['in_virtualenv']['facts'].get('repr')})."
+            f"'in_virtualenv' should be True or False; got {a_or_an(got['in_virtualenv']['facts']['kind'])} "
+            f"({got['in_virtualenv']['facts'].get('repr')}){where}."
         )
     if flag != truth["in_virtualenv"]:
-        if flag == clues["virtual_env_var_set"]:
+        flags = [(r["flag"], r["virtual_env_var_set"]) for r in everywhere]
+        if all(f == var for f, var in flags):
             return (
-                f"'in_virtualenv' is {flag}, but this kernel {'runs' if truth['in_virtualenv'] else 'does not run'} "
-                "in a virtual environment. The VIRTUAL_ENV variable only says whether a shell "
-                "ran `activate`; a kernel started by JupyterLab usually was not. Compare "
+                f"'in_virtualenv' is {flag}{where}, but this kernel "
+                f"{'runs' if truth['in_virtualenv'] else 'does not run'} in a virtual "
+                "environment. The VIRTUAL_ENV variable only says whether a shell ran "
+                "`activate`; a kernel started by JupyterLab usually was not. Compare "
                 "sys.prefix with sys.base_prefix: they differ inside a virtual environment."
             )
+        if len({f for f, _ in flags}) == 1:
+            return (
+                f"'in_virtualenv' was {flag} in every kernel the check tried, including {on}, "
+                f"where it should be {truth['in_virtualenv']}: your value does not look at the "
+                "kernel. Compare sys.prefix with sys.base_prefix inside the function: they "
+                "differ inside a virtual environment."
+            )
         return (
-            f"'in_virtualenv' is {flag}; it should be {truth['in_virtualenv']}. Inside a virtual "
-            "environment sys.prefix differs from sys.base_prefix."
+            f"'in_virtualenv' is {flag}; it should be {truth['in_virtualenv']}{where}. Inside a "
+            "virtual environment sys.prefix differs from sys.base_prefix; outside one they are "
+            "the same folder."
         )
 
     torch_dir = got["torch_dir"]["path"]
@@ -136,8 +281,21 @@ def _judge_kernel_environment(record):
             )
         return (
             f"'torch_dir' should be the folder of the torch package this kernel imported "
-            f"({truth['torch_dir']}); got {got['torch_dir']['facts'].get('repr')}."
+            f"({truth['torch_dir']}); got {got['torch_dir']['facts'].get('repr')}{where}."
         )
+    return None
+
+
+def _judge_kernel_environment(records):
+    everywhere = [
+        {"flag": record["got"].get("in_virtualenv", {}).get("bool"),
+         "virtual_env_var_set": record["clues"]["virtual_env_var_set"]}
+        for record in records
+    ]
+    for record in records:
+        problem = _judge_one_environment(record, everywhere)
+        if problem:
+            return problem
     return None
 
 
@@ -145,19 +303,27 @@ kernel_environment = Exercise(
     "kernel_environment",
     chapter=CHAPTER,
     title="Which Python, which environment, which torch",
-    expects=Function("kernel_environment", ()),
+    expects=Function("kernel_environment", (), returns="a dict with the keys 'python', "
+                     "'prefix', 'in_virtualenv' and 'torch_dir'"),
     probe=_probe_kernel_environment,
     judge=_judge_kernel_environment,
     reference=kernel_environment,
     passed_message=(
         "Correct: these four facts tell you which installation every `import` in this "
-        "notebook comes from."
+        "notebook comes from — and they follow the kernel into any environment."
     ),
     hints=[
         "Everything you need is in the `sys` module and in `torch.__file__`.",
         "sys.executable is the running interpreter; sys.prefix is its environment's folder.",
         "In a virtual environment sys.prefix and sys.base_prefix differ. Environment "
         "variables such as VIRTUAL_ENV only describe the shell that started Jupyter.",
+    ],
+    error_notes=[
+        (
+            "is not defined",
+            "a name used before it was imported or defined in this notebook: import it "
+            "(import sys, import torch, from pathlib import Path) above your function.",
+        ),
     ],
 )
 
@@ -172,32 +338,108 @@ def known_gradient(x):
     return x.grad
 
 
-# (shape, whether the caller's x requires grad): "a float tensor x" may be one the learner
-# made with requires_grad=True; the answer must leave the caller's x as it was.
-_GRADIENT_SHAPES = [((5,), False), ((2, 3), False), ((4, 1, 2), False), ((), False), ((2, 3), True)]
+def _backward_recorder():
+    """A dispatch mode that counts the operations the autograd engine runs (a backward pass):
+    the proof that the gradient was computed by autograd, not written as a formula."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RecordBackward(TorchDispatchMode):
+        # Entering torch.compile's machinery on first use costs a second; nothing here compiles.
+        _should_skip_dynamo = classmethod(lambda cls: False)
+
+        def __init__(self):
+            super().__init__()
+            self.backward_ops = 0
+            self.backward_passes = set()  # one graph task per backward() / autograd.grad call
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            task = torch._C._current_graph_task_id()
+            if task != -1:
+                self.backward_ops += 1
+                self.backward_passes.add(task)
+            return func(*args, **(kwargs or {}))
+
+    return RecordBackward()
+
+
+def _gradient_inputs(torch):
+    """(label, x, leaf behind x or None, rtol) — every kind of "float tensor x of any shape"."""
+    generator = torch.Generator().manual_seed(0)
+
+    def uniform(shape, dtype=torch.float32):
+        return (torch.rand(shape, generator=generator, dtype=torch.float64) * 4 - 2).to(dtype)
+
+    inputs = [
+        ("x of shape (5,)", uniform((5,)), None, 1e-5),
+        ("x of shape (2, 3), float64", uniform((2, 3), torch.float64), None, 1e-7),
+        ("x of shape (4, 1, 2)", uniform((4, 1, 2)), None, 1e-5),
+        ("x of shape () (0-dimensional)", uniform(()), None, 1e-5),
+        ("x of shape (2, 3) with requires_grad=True", uniform((2, 3)).requires_grad_(True), None, 1e-5),
+    ]
+    stale = uniform((3,)).requires_grad_(True)
+    stale.grad = torch.ones(3)
+    inputs.append(("x of shape (3,) with requires_grad=True that already holds a .grad (ones, "
+                   "from an earlier backward)", stale, None, 1e-5))
+    leaf = uniform((4,)).requires_grad_(True)
+    inputs.append(("x = w * 1 of shape (4,), computed from a tensor w that requires grad",
+                   leaf * 1, leaf, 1e-5))
+    inputs += [
+        ("x of shape (0,) (empty)", uniform((0,)), None, 1e-5),
+        ("a transposed (non-contiguous) x of shape (3, 2)", uniform((2, 3)).t(), None, 1e-5),
+        ("x of shape (3,), float16", uniform((3,), torch.float16), None, 1e-2),
+    ]
+    return inputs
+
+
+def _grad_facts(tensor):
+    import torch
+
+    grad = tensor.grad if tensor.is_leaf else None
+    if grad is None:
+        return None
+    try:
+        return torch.Tensor.detach(grad).to("cpu", torch.float64).numpy().copy()
+    except Exception:  # a .grad the answer put somewhere unreadable (meta): it is there, that is all
+        return np.full(1, np.nan)
 
 
 def _probe_known_gradient(answer, run):
     import torch
 
-    generator = torch.Generator().manual_seed(0)
     cases = []
-    for shape, requires_grad in _GRADIENT_SHAPES:
-        x = torch.rand(shape, generator=generator) * 4 - 2
-        on = f"x of shape {shape_text(list(shape))}"
-        if requires_grad:
-            on += " with requires_grad=True"
-        given = x.clone().requires_grad_(requires_grad)
-        got = run(answer, given, on=on)
+    inputs = _gradient_inputs(torch)
+    # The first input again, after all others: the same tensor object, called a second time.
+    inputs.append((inputs[0][0] + ", a second call with the same x", inputs[0][1], None, 1e-5))
+    for on, given, leaf, rtol in inputs:
+        before = torch.Tensor.detach(given).to(torch.float64).clone()
+        requires_grad = bool(given.requires_grad)
+        grad_before = _grad_facts(given)
+        recorder = _backward_recorder()
+        try:
+            with recorder:
+                got = run(answer, given, on=on)
+        except LearnerRaised:
+            if _shown_already(cases, _judge_known_gradient):
+                break
+            raise
+        expected = (3 * before**2).to(given.dtype)
         cases.append(
             {
                 "on": on,
-                "x": x.numpy().copy(),
                 "got": value_facts(got),
-                "expected": value_facts(3 * x**2),
+                "expected": value_facts(expected),
+                "cubed": (before**3).numpy().copy(),
+                "rtol": rtol,
                 "requires_grad": requires_grad,
                 "requires_grad_after": bool(given.requires_grad),
-                "x_after": given.detach().numpy().copy(),
+                "grad_before": grad_before,
+                "grad_after": _grad_facts(given),
+                "leaf_grad_after": None if leaf is None else _grad_facts(leaf),
+                "x_before": before.numpy().copy(),
+                "x_after": torch.Tensor.detach(given).to(torch.float64).numpy().copy(),
+                "backward_ops": recorder.backward_ops,
+                "backward_passes": len(recorder.backward_passes),
             }
         )
     return cases
@@ -205,61 +447,115 @@ def _probe_known_gradient(answer, run):
 
 def _judge_known_gradient(cases):
     for case in cases:
-        got, expected, x = case["got"], case["expected"], case["x"]
+        got, expected, on = case["got"], case["expected"], case["on"]
+        second_call = "a second call" in on
         if got["kind"] == "NoneType" and case["requires_grad"]:
             return (
                 f"known_gradient returned None on an x that itself requires grad (on "
-                f"{case['on']}), though it returned a gradient for plain tensors. A copy made "
+                f"{on}), though it returned a gradient for plain tensors. A copy made "
                 "from such an x (x.clone(), x * 1) is recorded as an operation on x: it is not "
                 "a leaf, so its .grad stays None. Copy with x.detach().clone(), a fresh leaf, "
                 "then requires_grad_(True)."
             )
         if got["kind"] == "NoneType":
             return (
-                f"known_gradient returned None (on {case['on']}). x.grad stays None until "
+                f"known_gradient returned None (on {on}). x.grad stays None until "
                 "backward() runs on a result computed from an x with requires_grad=True — "
                 "and check that your function ends with `return`."
             )
         if case["requires_grad"] and not case["requires_grad_after"]:
             return (
-                f"Your function changed the caller's x in place (on {case['on']}): x required "
+                f"Your function changed the caller's x in place (on {on}): x required "
                 "grad before the call and no longer does after it. x.detach_() (or "
                 "x.requires_grad_(False)) detaches the caller's own tensor; use x.detach(), "
                 "which returns a new tensor and leaves x as it was."
             )
-        x_after = case["x_after"]
-        if not same_values(x_after, x, rtol=0, atol=0):
+        if not same_values(case["x_after"], case["x_before"], rtol=0, atol=0):
             return (
-                f"Your function changed its input x in place (on {case['on']}): the caller's "
+                f"Your function changed its input x in place (on {on}): the caller's "
                 "x holds other numbers afterwards. Compute new tensors; leave x as it was."
             )
-        if got["kind"] == "tensor" and got["shape"] == expected["shape"] and "values" in got:
-            values = got["values"]
-            if same_values(values, x**3):
+        if not case["requires_grad"] and case["requires_grad_after"]:
+            return (
+                f"Your function switched on requires_grad for the caller's own x (on {on}): "
+                "x did not require grad before the call and does after it, so everything the "
+                "caller computes from x afterwards is recorded. Make a copy that records "
+                "instead: x.detach().clone().requires_grad_(True)."
+            )
+        values = got.get("values") if got["kind"] == "tensor" and got["shape"] == expected["shape"] else None
+        grad_before = case["grad_before"]
+        if (values is not None and grad_before is not None and values.size
+                and same_values(values, expected["values"] + grad_before, rtol=case["rtol"])):
+            return (
+                f"Your gradient is 3x² plus the .grad the caller's x already held (on {on}): "
+                "backward() adds to .grad, it does not replace it. Compute on a fresh copy, "
+                "x.detach().clone().requires_grad_(True), whose .grad starts empty."
+            )
+        if second_call and values is not None and values.size and same_values(
+                values, 2 * expected["values"], rtol=case["rtol"]):
+            return (
+                f"The second call with the same x returned twice 3x² (on {on}): the first "
+                "call's gradient stayed in a .grad and backward() added the new one to it. "
+                "Compute on a fresh copy of x on every call."
+            )
+        if not _same_grad(case["grad_after"], grad_before):
+            before = "no .grad" if grad_before is None else "a .grad"
+            after = "none" if case["grad_after"] is None else ("one" if grad_before is None else "another")
+            return (
+                f"Your function changed the caller's x.grad (on {on}): x held {before} before "
+                f"the call and {after} after it. Leave the caller's x as it was: compute on a "
+                "copy, x.detach().clone().requires_grad_(True)."
+            )
+        if case["leaf_grad_after"] is not None:
+            return (
+                f"Your backward pass reached the tensors x was computed from (on {on}): the "
+                "caller's w now has a .grad. Cut x from its history first with x.detach()."
+            )
+        if values is not None and values.size:
+            if same_values(values, case["cubed"], rtol=case["rtol"]):
                 return (
-                    f"You returned y = x**3 itself (on {case['on']}). The gradient is what "
+                    f"You returned y = x**3 itself (on {on}). The gradient is what "
                     "backward() leaves in x.grad."
                 )
-            if same_values(values, 2 * expected["values"]):
-                return (
-                    f"Your gradient is twice 3x² (on {case['on']}): gradients accumulate, so "
-                    "two backward() calls add up. Call backward() once."
-                )
-        problem = tensor_problem(got, expected, what="your gradient", on=case["on"])
+            if same_values(values, 2 * expected["values"], rtol=case["rtol"]):
+                if case["backward_passes"] >= 2:
+                    return (
+                        f"Your gradient is twice 3x² (on {on}), and {case['backward_passes']} "
+                        "backward passes ran during the call: gradients accumulate in .grad, "
+                        "so two backward() calls add up. Call backward() once."
+                    )
+                return f"Your gradient is twice 3x² (on {on}); the gradient of (x**3).sum() is 3x²."
+        problem = tensor_problem(got, expected, what="your gradient", on=on,
+                                 rtol=case["rtol"], atol=case["rtol"] / 10)
         if problem:
             return problem
+        if case["backward_ops"] == 0 and got["shape"] != [0]:
+            return (
+                f"Your values are 3x², but no backward pass ran during the call (on {on}): "
+                "the task asks for the gradient computed by autograd. Call backward() on "
+                "(x**3).sum() (or torch.autograd.grad) and return what it computes."
+            )
     return None
+
+
+def _same_grad(after, before) -> bool:
+    if after is None or before is None:
+        return after is None and before is None
+    return same_values(after, before, rtol=0, atol=0)
 
 
 known_gradient = Exercise(
     "known_gradient",
     chapter=CHAPTER,
     title="Autograd on a known function",
-    expects=Function("known_gradient", ("x",)),
+    expects=Function("known_gradient", ("x",), returns="a tensor shaped like x: the gradient 3x²"),
     probe=_probe_known_gradient,
     judge=_judge_known_gradient,
     reference=known_gradient,
-    passed_message="Correct: autograd's gradient matches 3x² on every shape tried.",
+    passed_message=(
+        "Correct: autograd's gradient matches 3x² on every shape and dtype tried, and the "
+        "caller's x is left as it was."
+    ),
     hints=[
         "Make a copy of x that records operations: x.detach().clone().requires_grad_(True).",
         "y = (x**3).sum() is a single number, so y.backward() needs no arguments.",
@@ -279,6 +575,16 @@ known_gradient = Exercise(
             "a leaf Variable that requires grad",
             "an in-place change of a tensor that requires grad. Compute a new tensor (x**3) instead.",
         ),
+        (
+            "view size is not compatible with input tensor's size and stride",
+            "x can be non-contiguous (a transposed tensor, for example), and .view() needs "
+            "contiguous memory. Use .reshape(), or keep x's own shape: the gradient has it.",
+        ),
+        (
+            "Trying to backward through the graph a second time",
+            "backward() frees the graph it went through. Compute y again before another "
+            "backward(), or call backward() once.",
+        ),
     ],
 )
 
@@ -292,40 +598,163 @@ def device_smoke_test(device):
     return product.cpu()
 
 
-_MATMUL_OPS = ("mm", "matmul", "bmm", "addmm", "mv", "dot")
+_MATMUL_OPS = ("mm", "matmul", "bmm", "addmm", "mv", "dot", "baddbmm", "addmv", "linear")
+# Stands in for a GPU: the check runs every answer there, so that no real GPU is needed to see
+# where the work ran and whether the result came back.
+_STAND_IN = "meta"
+_STAND_IN_TEXT = "device='meta', the check's stand-in for a GPU"
 
 
-def _available_devices():
-    from course_utils.env import pick_device
-
-    devices = ["cpu"]
-    accelerator = pick_device()
-    if accelerator.type != "cpu":
-        devices.append(str(accelerator))
-    return devices
-
-
-def _matmul_devices(answer, run, device):
-    """Call the answer while recording on which devices its matrix products ran."""
-    try:
-        from torch.utils._python_dispatch import TorchDispatchMode
-    except ImportError:  # the recording is a bonus; the result is checked regardless
-        return run(answer, device, on=f"device={device!r}"), None
+def _device_name(device) -> str:
+    """'cuda:1', 'mps:0', 'cpu', 'meta': what a tensor on that device reports."""
     import torch
 
-    seen = set()
+    device = torch.device(device)
+    if device.index is None and device.type not in ("cpu", "meta"):
+        device = torch.device(device.type, 0)
+    return str(device)
 
-    class RecordMatmul(TorchDispatchMode):
+
+def _device_recorder():
+    """A dispatch mode that records where matrix products ran and what was copied back, and
+    that gives the stand-in device (meta, which has no memory) real numbers: every operation on
+    it is also run on a CPU copy, which is what a copy back returns."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    aten = torch.ops.aten
+
+    def is_stand_in(value):
+        return isinstance(value, torch.Tensor) and value.device.type == _STAND_IN
+
+    class DeviceRecorder(TorchDispatchMode):
+        # Entering torch.compile's machinery on first use costs a second; nothing here compiles.
+        _should_skip_dynamo = classmethod(lambda cls: False)
+
+        def __init__(self):
+            super().__init__()
+            self.matmul_devices = set()
+            self.copied_back_from = set()
+            self.values_unknown = False
+            self._shadows = {}  # id(stand-in tensor) -> (that tensor, its CPU copy)
+
+        def _shadow(self, value):
+            if is_stand_in(value):
+                pair = self._shadows.get(id(value))
+                if pair is None or pair[0] is not value:
+                    raise LookupError
+                return pair[1]
+            if isinstance(value, torch.device) and value.type == _STAND_IN:
+                return torch.device("cpu")
+            return value
+
+        def _remember(self, out, shadow_out):
+            outs, shadows = tree_flatten(out)[0], tree_flatten(shadow_out)[0]
+            for tensor, shadow in zip(outs, shadows):
+                if is_stand_in(tensor) and isinstance(shadow, torch.Tensor):
+                    self._shadows[id(tensor)] = (tensor, shadow)
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
             if func.__name__.split(".")[0] in _MATMUL_OPS:
-                for arg in args:
-                    if isinstance(arg, torch.Tensor):
-                        seen.add(str(arg.device))
-            return func(*args, **(kwargs or {}))
+                self.matmul_devices.update(str(t.device) for t in tensors)
+            target = kwargs.get("device")
+            to_stand_in = target is not None and torch.device(target).type == _STAND_IN
+            from_stand_in = any(is_stand_in(t) for t in tensors)
+            if func in (aten._to_copy.default, aten.copy_.default):
+                source = args[1] if func is aten.copy_.default else args[0]
+                destination = args[0].device if func is aten.copy_.default else torch.device(target or args[0].device)
+                if source.device.type != "cpu" and destination.type == "cpu":
+                    self.copied_back_from.add(str(source.device))
+            if func is aten._local_scalar_dense.default and args[0].device.type != "cpu":
+                self.copied_back_from.add(str(args[0].device))  # .item(), .tolist()
+            if not (from_stand_in or to_stand_in):
+                return func(*args, **kwargs)
+            mixed = {t.device.type for t in tensors if t.dim() > 0}
+            if len(mixed) > 1 and func not in (aten._to_copy.default, aten.copy_.default):
+                raise RuntimeError(
+                    "Expected all tensors to be on the same device, but found at least two "
+                    f"devices, {' and '.join(sorted(mixed))}!"
+                )
+            try:
+                shadow_args, shadow_kwargs = tree_map(self._shadow, (args, kwargs))
+            except LookupError:  # made in a way the recorder did not see: numbers unknown
+                self.values_unknown = True
+                return self._unknown(func, args, kwargs)
+            shadow_out = func(*shadow_args, **shadow_kwargs)
+            leaves = (
+                func is aten._local_scalar_dense.default
+                or (func is aten._to_copy.default and target is not None and not to_stand_in)
+                or (func is aten.copy_.default and not is_stand_in(args[0]))
+            )
+            if leaves:
+                return shadow_out if func is not aten.copy_.default else args[0]
+            if func is aten.copy_.default or torch.Tag.inplace_view in func.tags:
+                out = func(*args, **kwargs)
+            elif func._schema.is_mutable:
+                out = args[0]  # data changed in place: the CPU copy has it
+            else:
+                out = tree_map(
+                    lambda s: torch.empty_strided(s.shape, s.stride(), dtype=s.dtype,
+                                                  device=_STAND_IN)
+                    if isinstance(s, torch.Tensor) else s,
+                    shadow_out,
+                )
+            self._remember(out, shadow_out)
+            return out
 
-    with RecordMatmul():
-        result = run(answer, torch.device(device), on=f"device={device!r}")
-    return result, sorted(seen)
+        def _unknown(self, func, args, kwargs):
+            if func is aten._local_scalar_dense.default:
+                return float("nan") if args[0].is_floating_point() else 0
+            if (func is aten._to_copy.default and not kwargs.get("device") is None
+                    and torch.device(kwargs["device"]).type != _STAND_IN):
+                source = args[0]
+                dtype = kwargs.get("dtype") or source.dtype
+                filled = torch.full(source.shape, float("nan") if dtype.is_floating_point else 0,
+                                    dtype=dtype)
+                return filled.to(kwargs["device"])
+            return func(*args, **kwargs)
+
+    class StandInFactories(TorchFunctionMode):
+        """torch.tensor(data, device='meta') builds its tensor below the dispatcher, where the
+        recorder cannot see the numbers: build it on the CPU, then copy it over where the
+        recorder sees the copy."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            device = kwargs.get("device")
+            if (func in (torch.tensor, torch.as_tensor, torch.asarray) and device is not None
+                    and torch.device(device).type == _STAND_IN):
+                requires_grad = kwargs.get("requires_grad", False)
+                on_cpu = func(*args, **dict(kwargs, device="cpu", requires_grad=False))
+                return on_cpu.to(_STAND_IN).requires_grad_(requires_grad)
+            return func(*args, **kwargs)
+
+    recorder = DeviceRecorder()
+    recorder.factories = StandInFactories()
+    return recorder
+
+
+def _smoke_test_calls():
+    """(what to pass, how to name it, the device name the work must run on)."""
+    import torch
+
+    from course_utils.env import available_accelerators
+
+    calls = [
+        ("cpu", "device='cpu'", "cpu"),
+        (torch.device("cpu"), "device=torch.device('cpu')", "cpu"),
+        (_STAND_IN, _STAND_IN_TEXT, _STAND_IN),
+        (torch.device(_STAND_IN), f"device=torch.device('meta'), the check's stand-in for a GPU", _STAND_IN),
+    ]
+    for accelerator in available_accelerators():
+        name = _device_name(accelerator)
+        calls.append((torch.device(name), f"device=torch.device({name!r})", name))
+    calls.append(("cpu", "device='cpu', a second call", "cpu"))
+    return calls
 
 
 def _probe_device_smoke_test(answer, run):
@@ -333,13 +762,33 @@ def _probe_device_smoke_test(answer, run):
 
     a = torch.arange(1.0, 10.0).reshape(3, 3)
     cases = []
-    for device in _available_devices():
-        got, matmul_devices = _matmul_devices(answer, run, device)
+    for device, on, name in _smoke_test_calls():
+        context_before = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+        default_before = torch.get_default_device()
+        recorder = _device_recorder()
+        try:
+            with recorder.factories, recorder:
+                got = run(answer, device, on=on)
+            facts = value_facts(got)
+        except LearnerRaised:
+            if _shown_already(cases, _judge_device_smoke_test):
+                break
+            raise
+        finally:
+            default_after = torch.get_default_device()
+            if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not context_before:
+                # torch.set_default_device inside the answer: put the learner's default back
+                torch.set_default_device(None if context_before is None else context_before.device)
         cases.append(
             {
-                "device": device,
-                "got": value_facts(got),
-                "matmul_devices": matmul_devices,
+                "device": name,
+                "on": on,
+                "got": facts,
+                "matmul_devices": sorted(recorder.matmul_devices),
+                "copied_back_from": sorted(recorder.copied_back_from),
+                "values_unknown": recorder.values_unknown,
+                "default_device_after": _device_name(default_after),
+                "default_device_before": _device_name(default_before),
                 "expected": value_facts(a @ a),
                 "elementwise": (a * a).numpy().copy(),
                 "transposed": (a @ a.T).numpy().copy(),
@@ -350,37 +799,59 @@ def _probe_device_smoke_test(answer, run):
 
 def _judge_device_smoke_test(cases):
     for case in cases:
-        got, expected, device = case["got"], case["expected"], case["device"]
-        on = f"device={device!r}"
-        if got["kind"] in ("list", "numpy.ndarray", "float"):
+        got, expected, device, on = case["got"], case["expected"], case["device"], case["on"]
+        if got["kind"] in ("list", "numpy.ndarray", "float", "tuple"):
             return (
-                f"device_smoke_test returned a {got['kind']} ({on}); return the tensor itself, "
-                "copied back to the CPU with .cpu()."
+                f"device_smoke_test returned {a_or_an(got['kind'])} (on {on}); return the tensor "
+                "itself, copied back to the CPU with .cpu()."
+            )
+        if got["kind"] != "tensor":
+            return tensor_problem(got, expected, what="your result", on=on)
+        if case["default_device_after"] != case["default_device_before"]:
+            return (
+                f"Your function left torch's default device set to {case['default_device_after']} "
+                f"after the call (on {on}): every tensor the notebook creates afterwards lands "
+                "there. Pass device=device to the factory, or use `with torch.device(device):`, "
+                "which puts the default back when the block ends."
             )
         if got["kind"] == "tensor" and got["device"] != "cpu":
             return (
-                f"Your result is still on {got['device']} ({on}). The last step of the smoke "
+                f"Your result is still on {got['device']} (on {on}). The last step of the smoke "
                 "test is the copy back: return product.cpu()."
             )
-        if got["kind"] == "tensor" and got["dtype"].startswith("torch.int"):
+        if got["kind"] == "tensor" and got["dtype"].startswith(("torch.int", "torch.uint")):
             return (
-                f"Your result has dtype {got['dtype']} ({on}): torch.arange(1, 10) makes "
+                f"Your result has dtype {got['dtype']} (on {on}): torch.arange(1, 10) makes "
                 "integers. Use torch.arange(1.0, 10.0) for float32."
             )
-        ran_on = case["matmul_devices"]
-        if ran_on is not None and ran_on and device not in ran_on:
-            return (
-                f"The matrix product ran on {', '.join(ran_on)}, not on {device}: create the "
-                "tensor with device=device, or move it there with .to(device), before computing."
-            )
-        if got["kind"] == "tensor" and got["shape"] == [3, 3] and "values" in got:
+        if got["kind"] == "tensor" and got["shape"] == [3, 3] and "values" in got and not case["values_unknown"]:
             if same_values(got["values"], case["elementwise"]):
                 return (
-                    f"These are element-wise squares ({on}): `*` multiplies element by element. "
+                    f"These are element-wise squares (on {on}): `*` multiplies element by element. "
                     "The matrix product is `@` (or torch.matmul)."
                 )
             if same_values(got["values"], case["transposed"]):
-                return f"This is a @ a.T ({on}); the task asks for a @ a."
+                return f"This is a @ a.T (on {on}); the task asks for a @ a."
+        ran_on = case["matmul_devices"]
+        if not ran_on:
+            return (
+                f"No matrix product ran during this call (on {on}). The smoke test must "
+                "compute a @ a on the device each time it is called: a result known in advance "
+                "proves nothing about the device."
+            )
+        if device not in ran_on:
+            return (
+                f"The matrix product ran on {', '.join(ran_on)}, not on {device} (on {on}): "
+                "create the tensor with device=device, or move it there with .to(device), "
+                "before computing."
+            )
+        if device != "cpu" and got["kind"] == "tensor" and device not in case["copied_back_from"]:
+            return (
+                f"Your result is on the CPU, but nothing was copied back from {device} (on "
+                f"{on}): the product computed there never left it. Return product.cpu()."
+            )
+        if case["values_unknown"]:
+            expected = {key: value for key, value in expected.items() if key != "values"}
         problem = tensor_problem(got, expected, what="your result", on=on)
         if problem:
             return problem
@@ -391,13 +862,14 @@ device_smoke_test = Exercise(
     "device_smoke_test",
     chapter=CHAPTER,
     title="Allocate, compute and copy back on a device",
-    expects=Function("device_smoke_test", ("device",)),
+    expects=Function("device_smoke_test", ("device",),
+                     returns="a 3×3 float32 tensor on the CPU: the product computed on `device`"),
     probe=_probe_device_smoke_test,
     judge=_judge_device_smoke_test,
     reference=device_smoke_test,
     passed_message=(
-        "Correct: on every device this machine has, the matrix was made there, multiplied "
-        "there and copied back."
+        "Correct: on every device tried (the CPU, a stand-in GPU, and every accelerator this "
+        "machine has), the matrix was made there, multiplied there and copied back."
     ),
     hints=[
         "Factories such as torch.arange take a device= argument.",
@@ -408,6 +880,21 @@ device_smoke_test = Exercise(
         (
             "Expected all tensors to be on the same device",
             "one operand is on the device and the other on the CPU: create both on `device`.",
+        ),
+        (
+            "Torch not compiled with CUDA enabled",
+            "the code asks for 'cuda' itself. Use the `device` argument the check passes in: "
+            "it may be the CPU, a GPU, or the stand-in 'meta'.",
+        ),
+        (
+            "'str' object has no attribute",
+            "the check passes the device as a string ('cpu') as well as a torch.device; "
+            "torch.device(device) turns either into a torch.device.",
+        ),
+        (
+            "to numpy",
+            ".numpy() only works on CPU tensors, and the task asks for a tensor anyway: "
+            "return product.cpu().",
         ),
     ],
 )
@@ -421,40 +908,88 @@ def seeded_draw(seed, n):
     return torch.randn(n)
 
 
+def _seeded_elsewhere(seed) -> list[str]:
+    """Which other generators are exactly in the state that seeding them with ``seed`` leaves."""
+    seeded = []
+    if random.getstate() == random.Random(seed).getstate():
+        seeded.append("Python's random")
+    state, fresh = np.random.get_state(), np.random.RandomState(seed).get_state()
+    if state[0] == fresh[0] and np.array_equal(state[1], fresh[1]) and state[2] == fresh[2]:
+        seeded.append("NumPy's")
+    return seeded
+
+
 def _probe_seeded_draw(answer, run):
     import torch
 
-    calls = [(0, 5), (0, 5), (1, 5), (7, 3)]
+    calls = [(0, 5), (0, 5), (1, 5), (7, 3), (3, 1)]
     cases = []
-    for seed, n in calls:
+    first = None
+    for index, (seed, n) in enumerate(calls):
         torch.rand(1)  # move the global stream on, as other notebook cells would
-        got = run(answer, seed, n, on=f"seed={seed}, n={n}")
+        on = f"seed={seed}, n={n}" + (", a second call" if index == 1 else "")
+        try:
+            got = run(answer, seed, n, on=on)
+        except LearnerRaised:
+            if _shown_already(cases, _judge_seeded_draw):
+                break
+            raise
         normal = torch.randn(n, generator=torch.Generator().manual_seed(seed))
         uniform = torch.rand(n, generator=torch.Generator().manual_seed(seed))
         cases.append(
             {
                 "seed": seed,
                 "n": n,
+                "on": on,
                 "got": value_facts(got),
                 "expected": value_facts(normal),
                 "uniform": uniform.numpy().copy(),
+                "seeded_elsewhere": _seeded_elsewhere(seed),
+                "same_object_as_first": index == 1 and got is first and got is not None,
             }
         )
+        if index == 0:
+            first = got
+            if isinstance(got, torch.Tensor):
+                # Later code may change a result in place: that must not reach the next draw.
+                with torch.no_grad():
+                    try:
+                        torch.Tensor.add_(got, 100.0)
+                    except Exception:  # a dtype or device that cannot take it: nothing to change
+                        pass
     return cases
 
 
 def _judge_seeded_draw(cases):
     for case in cases:
         got = case["got"]
-        on = f"seed={case['seed']}, n={case['n']}"
-        if got["kind"] != "tensor" or got["shape"] != case["expected"]["shape"]:
-            return tensor_problem(got, case["expected"], what="your draw", on=on)
+        if got["kind"] != "tensor" or got["shape"] != case["expected"]["shape"] or "values" not in got:
+            problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"]) or (
+                f"The check could not read the numbers of your draw (on {case['on']}); return "
+                f"{seeded_draw.expects.returns}."
+            )
+            if got["kind"] == "tensor" and case["n"] == 1 and got["shape"] == []:
+                problem += " torch.randn(1) has shape (1,); something in your function dropped that dimension."
+            return problem
     first, again, other = cases[0]["got"]["values"], cases[1]["got"]["values"], cases[2]["got"]["values"]
-    if not same_values(first, again, rtol=0, atol=0):
+    if cases[1]["same_object_as_first"]:
         return (
-            "Two calls with seed=0 gave different numbers. Seed inside the function, right "
-            "before drawing, with torch.manual_seed(seed). (random.seed and np.random.seed do "
-            "not seed torch.)"
+            "Your second call with seed=0 returned the very tensor object the first call "
+            "returned, so a change made to one result (the check added 100 to the first) shows "
+            "up in the other. Draw fresh numbers on every call."
+        )
+    if not same_values(first, again, rtol=0, atol=0):
+        elsewhere = cases[1]["seeded_elsewhere"]
+        note = ""
+        if elsewhere:
+            note = (
+                f" Your function left {' and '.join(elsewhere)} generator seeded with 0, but "
+                "those do not seed torch: torch.randn draws from torch's own generator."
+            )
+        return (
+            "Two calls with seed=0 gave different numbers (something ran in between, as other "
+            "cells would). Seed torch inside the function, right before drawing, with "
+            f"torch.manual_seed(seed).{note}"
         )
     if same_values(first, other, rtol=0, atol=0):
         return (
@@ -468,7 +1003,7 @@ def _judge_seeded_draw(cases):
                 "Your numbers repeat, but they are torch.rand's (uniform in [0, 1)); the task "
                 "asks for torch.randn (normal, mean 0, std 1)."
             )
-        problem = tensor_problem(got, case["expected"], what="your draw", on=f"seed={case['seed']}, n={case['n']}")
+        problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"])
         if problem:
             return problem + " Seed with torch.manual_seed(seed), then call torch.randn(n)."
     return None
@@ -478,7 +1013,7 @@ seeded_draw = Exercise(
     "seeded_draw",
     chapter=CHAPTER,
     title="Same seed, same numbers",
-    expects=Function("seeded_draw", ("seed", "n")),
+    expects=Function("seeded_draw", ("seed", "n"), returns="a float32 tensor of shape (n,) from torch.randn"),
     probe=_probe_seeded_draw,
     judge=_judge_seeded_draw,
     reference=seeded_draw,
@@ -498,7 +1033,7 @@ seeded_draw = Exercise(
 
 
 # ============================================================================================
-# E7 — write the seed check itself
+# E7 — write the seed check
 # ============================================================================================
 def seed_check(draw):
     first = draw(0)
@@ -541,30 +1076,90 @@ def _seeds_the_wrong_library(seed):
     return torch.rand(4)
 
 
-_DRAWS = [
-    (_seeded_rand, True, "seeds torch, then draws"),
-    (_seed_ignored, False, "ignores its seed (always torch.manual_seed(1234))"),
-    (_never_seeded, False, "never seeds at all"),
-    (_python_random_seeded, True, "draws from random.Random(seed), shape (2, 3)"),
-    (_seeds_the_wrong_library, False, "seeds NumPy, then draws with torch"),
-]
+def _seeded_integers(seed):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 1000, (5,), generator=generator)
+
+
+def _seeded_float64(seed):
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.rand(3, dtype=torch.float64)
+
+
+def _padded(seed):
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.cat([torch.zeros(1), torch.rand(4)])
+
+
+def _draws():
+    """Fresh draw functions for one probe: (draw, reproducible?, what it does). Those that
+    change from call to call count their own calls, so every probe sees the same behaviour."""
+    import torch
+
+    calls = {"shuffled": 0, "jitter": 0}
+
+    def _shuffled(seed):
+        calls["shuffled"] += 1
+        torch.manual_seed(seed)
+        return torch.roll(torch.rand(5), shifts=calls["shuffled"])
+
+    def _jitter(seed):
+        calls["jitter"] += 1
+        torch.manual_seed(seed)
+        return torch.rand(4) * (1 + 4e-6 * calls["jitter"])
+
+    return [
+        (_seeded_rand, True, "seeds torch, then draws"),
+        (_seed_ignored, False, "ignores its seed (always torch.manual_seed(1234))"),
+        (_never_seeded, False, "never seeds at all"),
+        (_python_random_seeded, True, "draws from random.Random(seed), shape (2, 3)"),
+        (_seeds_the_wrong_library, False, "seeds NumPy, then draws with torch"),
+        (_seeded_integers, True, "draws integers (int64) from its own seeded generator"),
+        (_seeded_float64, True, "seeds torch, then draws float64 numbers"),
+        (_padded, True, "seeds torch and returns a fixed 0 followed by four random numbers"),
+        (_shuffled, False, "returns the same numbers for the same seed, but in another order on every call"),
+        (_jitter, False, "returns numbers for the same seed that differ in the 6th digit from call "
+                         "to call (as a non-deterministic GPU kernel does)"),
+    ]
+
+
+def _as_bool(value):
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype == torch.bool:
+        return bool(value.item())
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value if type(value) is bool else None
 
 
 def _probe_seed_check(answer, run):
-    import torch
-
+    draws = _draws()
+    # Each draw once, then the first two again: a check must not depend on what it saw before.
+    schedule = list(range(len(draws))) + [0, 1]
     cases = []
-    for draw, expected, description in _DRAWS:
-        got = run(answer, draw, on=f"a draw function that {description}")
-        if isinstance(got, torch.Tensor) and got.numel() == 1 and got.dtype == torch.bool:
-            got = bool(got.item())
-        if isinstance(got, np.bool_):
-            got = bool(got)
+    for position, index in enumerate(schedule):
+        draw, expected, description = draws[index]
+        again = position >= len(draws)
+        try:
+            got = run(answer, draw, on=f"a draw function that {description}" + (", checked again" if again else ""))
+        except LearnerRaised:
+            if _shown_already(cases, _judge_seed_check):
+                break
+            raise
         cases.append(
             {
+                "index": index,
+                "again": again,
                 "description": description,
                 "expected": expected,
-                "got": got if type(got) is bool else None,
+                "got": _as_bool(got),
                 "facts": value_facts(got),
             }
         )
@@ -576,21 +1171,37 @@ def _judge_seed_check(cases):
         if case["got"] is None:
             facts = case["facts"]
             tip = ""
+            shown = facts.get("repr", "")
             if facts["kind"] == "tensor":
+                shown = f"shape {shape_text(facts['shape'])}, {facts['dtype']}"
+                tip = " Turn your comparison into one bool, e.g. with torch.equal(a, b)."
+            if facts["kind"] == "tensor" and facts["dtype"] == "torch.bool":
                 tip = (
                     " `a == b` compares tensors element by element and gives a tensor of "
                     "booleans; torch.equal(a, b) gives one True or False."
                 )
+            elif facts["kind"] == "NoneType":
+                tip = " A way through your function that ends without `return` gives None."
             return (
-                f"seed_check returned a {facts['kind']} ({facts.get('repr', '')}) for a draw "
-                f"function that {case['description']}; it should return True or False.{tip}"
+                f"seed_check returned {a_or_an(facts['kind'])} ({shown}) for a draw function "
+                f"that {case['description']}; it should return True or False.{tip}"
+            )
+    first_answers = {case["index"]: case["got"] for case in cases if not case["again"]}
+    for case in cases:
+        if case["again"] and case["got"] != first_answers[case["index"]]:
+            return (
+                f"Your check said {first_answers[case['index']]} for a draw function that "
+                f"{case['description']}, then {case['got']} when given the same function again "
+                "after checking others: its answer depends on what it checked before. Call draw "
+                "afresh inside the function each time and keep nothing between calls."
             )
     for case in cases:
         if case["got"] != case["expected"]:
             if case["expected"]:
                 return (
                     f"Your check rejected a draw function that {case['description']}, which is "
-                    "reproducible: the same seed gives the same numbers and another seed others."
+                    "reproducible: the same seed gives exactly the same numbers and another seed "
+                    "other numbers (compare whole tensors: torch.equal(a, b))."
                 )
             if "ignores its seed" in case["description"]:
                 return (
@@ -598,9 +1209,21 @@ def _judge_seed_check(cases):
                     "same numbers for every seed. Also call it with two different seeds and "
                     "require different numbers."
                 )
+            why = ""
+            if "another order" in case["description"]:
+                why = (
+                    " Your comparison does not look at where each number is (a sum, a mean or "
+                    "sorted values are the same in any order); torch.equal compares element by "
+                    "element."
+                )
+            elif "6th digit" in case["description"]:
+                why = (
+                    " Your comparison allows a tolerance (as torch.allclose does by default); "
+                    "reproducible means exactly the same numbers: torch.equal."
+                )
             return (
                 f"Your check accepted a draw function that {case['description']}: called twice "
-                "with the same seed it gives different numbers."
+                f"with the same seed it does not give exactly the same tensor.{why}"
             )
     return None
 
@@ -609,11 +1232,11 @@ seed_check = Exercise(
     "seed_check",
     chapter=CHAPTER,
     title="Write the seed check",
-    expects=Function("seed_check", ("draw",)),
+    expects=Function("seed_check", ("draw",), returns="True or False (one bool)"),
     probe=_probe_seed_check,
     judge=_judge_seed_check,
     reference=seed_check,
-    passed_message="Correct: your check tells reproducible draws from the three broken kinds.",
+    passed_message="Correct: your check tells reproducible draws from every broken kind tried.",
     hints=[
         "Call draw three times: twice with one seed, once with another.",
         "Compare whole tensors with torch.equal(a, b): it returns one bool.",
@@ -625,6 +1248,11 @@ seed_check = Exercise(
             "`if a == b` or `a == b and ...` on tensors: == gives one boolean per element. "
             "Use torch.equal(a, b).",
         ),
+        (
+            "cannot be converted to Scalar",
+            ".item() reads a single number, and a draw may return a tensor of any shape "
+            "(this one has more than one number there): compare whole tensors with "
+            "torch.equal(a, b).",
+        ),
     ],
 )
-
