@@ -389,3 +389,16 @@ def test_the_checker_failing_on_a_returned_value_says_what_came_back_and_what_wa
     assert "It expects a tensor shaped like x." in verdict.message
     verdict = exercise.verdict(lambda x: (x, x))
     assert "a tuple of 2 items" in verdict.message
+
+
+def test_an_answer_that_sets_the_default_device_leaves_the_session_as_it_was(double):
+    def sets_the_default_device(x):
+        torch.set_default_device("meta")
+        return x * 2
+
+    try:
+        double.verdict(sets_the_default_device)
+        assert torch.get_default_device() == torch.device("cpu")
+        assert torch.zeros(1).device.type == "cpu"
+    finally:
+        torch.set_default_device(None)

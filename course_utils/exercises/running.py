@@ -115,19 +115,24 @@ def time_limit(seconds: float):
 
 @contextlib.contextmanager
 def learner_state_preserved():
-    """Checking must not change the learner's session: random streams, grad mode, dtype."""
+    """Checking must not change the learner's session: random streams, grad mode, default
+    dtype and default device (an answer may call ``torch.set_default_device``)."""
     import torch
 
     from course_utils.env import random_state_preserved
 
     grad_enabled = torch.is_grad_enabled()
     default_dtype = torch.get_default_dtype()
+    default_device = torch.get_default_device()
     try:
         with random_state_preserved():
             yield
     finally:
         torch.set_grad_enabled(grad_enabled)
         torch.set_default_dtype(default_dtype)
+        if torch.get_default_device() != default_device:
+            # None takes the setting away altogether, as a session that never set one has it
+            torch.set_default_device(None if default_device.type == "cpu" else default_device)
 
 
 def describe_input(value) -> str:
