@@ -32,23 +32,39 @@ def new_parameter(shape):
 _PARAMETER_SHAPES = [(256,), (64, 32), (4, 5, 6), (3,)]
 _STD = 0.01
 _ENOUGH_FOR_STATISTICS = 100
+_AGAIN_SHAPE_INDEX = 1  # (64, 32): called again after the same seed, then once more
 
 
 def _probe_new_parameter(answer, run):
-    torch.manual_seed(0)  # the check restores the learner's random state afterwards
-    cases = []
-    for shape in _PARAMETER_SHAPES:
+    torch.set_default_dtype(torch.float32)  # the check restores the learner's default dtype
+    cases, made = [], []
+    for index, shape in enumerate(_PARAMETER_SHAPES):
+        torch.manual_seed(index)  # the check restores the learner's random state afterwards
         on = f"shape={shape_text(list(shape))}"
         got = run(answer, shape, on=on)
+        made.append(got)
         case = {"on": on, "shape": list(shape), "got": value_facts(got)}
         if isinstance(got, torch.Tensor):
             case["is_leaf"] = bool(got.is_leaf)
             case["grad_fn"] = _grad_fn_name(got)
         cases.append(case)
-    return cases
+    # Twice and in sequence: the same seed again must give the same numbers (torch's generator),
+    # and the call after it new numbers, in a new tensor.
+    shape = _PARAMETER_SHAPES[_AGAIN_SHAPE_INDEX]
+    torch.manual_seed(_AGAIN_SHAPE_INDEX)
+    again = run(answer, shape, on=f"shape={shape_text(list(shape))} again, after the same torch.manual_seed")
+    following = run(answer, shape, on=f"shape={shape_text(list(shape))} once more, right after")
+    first = made[_AGAIN_SHAPE_INDEX]
+    return {
+        "cases": cases,
+        "again": value_facts(again),
+        "following": value_facts(following),
+        "same_object": bool(again is first or following is again),
+    }
 
 
-def _judge_new_parameter(cases):
+def _judge_new_parameter(record):
+    cases = record["cases"]
     for case in cases:
         got, on = case["got"], case["on"]
         if got["kind"] == "NoneType":
@@ -57,12 +73,16 @@ def _judge_new_parameter(cases):
         problem = tensor_problem(got, expected, what="your parameter", on=on, check_device=False)
         if problem:
             return problem
+        if "values" not in got:
+            return (
+                f"Your parameter is on the {got['device']} device, where its numbers cannot be "
+                f"read (on {on}); make it on the default device: torch.randn(shape) * 0.01."
+            )
         if case["grad_fn"] is not None:
             return (
                 f"Your tensor was made by an operation (grad_fn={case['grad_fn']}, on {on}), so "
                 "it is not a leaf: backward() leaves its .grad None and sends the gradient to "
-                "the hidden tensor it was computed from. This is what "
-                "torch.randn(shape, requires_grad=True) * 0.01 does. Scale first, then switch "
+                "the hidden tensor it was computed from. Scale first, then switch "
                 "tracking on: (torch.randn(shape) * 0.01).requires_grad_()."
             )
         if not got["requires_grad"]:
@@ -79,12 +99,23 @@ def _judge_new_parameter(cases):
     values = np.concatenate([np.asarray(c["got"]["values"], dtype=np.float64).ravel() for c in large])
     on = "shapes " + ", ".join(shape_text(c["shape"]) for c in large)
     std, mean = float(values.std()), float(values.mean())
-    if values.min() >= 0:
+    if values.min() == values.max():
         return (
-            f"All your values are ≥ 0 (on {on}): torch.rand draws uniformly from [0, 1). "
-            "Use torch.randn, which draws from a normal distribution around 0."
+            f"All your values are equal to {values.min():.4g} (on {on}): a parameter needs "
+            "random values, torch.randn(shape) * 0.01, or every unit of a layer learns the same."
         )
-    if 0.7 < std < 1.3:
+    if values.min() >= 0:
+        if values.max() < _STD * 1.01 and 0.004 < mean < 0.006:
+            return (
+                f"All your values lie in [0, 0.01) (on {on}): that is torch.rand, which draws "
+                "uniformly from [0, 1). Use torch.randn, which draws from a normal distribution "
+                "around 0."
+            )
+        return (
+            f"All your values are ≥ 0 (on {on}); numbers drawn by torch.randn(shape) * 0.01 are "
+            "negative about half of the time."
+        )
+    if 0.7 < std < 1.3 and abs(mean) < 0.1:
         return (
             f"Your values have a standard deviation of about {std:.1f} (on {on}): that is "
             "torch.randn unscaled. Multiply by 0.01."
@@ -101,6 +132,35 @@ def _judge_new_parameter(cases):
                 f"Some of your values are as large as {np.abs(values).max():.3g} (on {case['on']}); "
                 "torch.randn(shape) * 0.01 keeps them near 0."
             )
+    first = cases[_AGAIN_SHAPE_INDEX]
+    shape = shape_text(first["shape"])
+    if record["same_object"]:
+        return (
+            f"Calling new_parameter({shape}) again returned the very same tensor object as an "
+            "earlier call: two layers built with it would share one weight. Every call must "
+            "make a new tensor."
+        )
+    again, following = record["again"], record["following"]
+    template = {"kind": "tensor", "shape": first["shape"], "dtype": "torch.float32"}
+    for got in (again, following):
+        problem = tensor_problem(got, template, what="your parameter",
+                                 on=f"shape={shape} called again", check_device=False)
+        if problem:
+            return problem
+        if "values" not in got:
+            return f"Your parameter is on the {got['device']} device when called again (shape={shape})."
+    if not same_values(again["values"], first["got"]["values"], rtol=0, atol=0):
+        return (
+            f"After the same torch.manual_seed, new_parameter({shape}) gave different numbers "
+            "than the first time: your function does not draw from torch's random generator, "
+            "so seeding cannot make a run reproducible. Draw with torch.randn(shape)."
+        )
+    if same_values(following["values"], again["values"], rtol=0, atol=0):
+        return (
+            f"Two calls of new_parameter({shape}) in a row returned the same numbers: every "
+            "call must draw new ones from torch's generator, without resetting it (no "
+            "torch.manual_seed inside the function) or reusing an earlier draw."
+        )
     return None
 
 
@@ -108,7 +168,7 @@ new_parameter = Exercise(
     "new_parameter",
     chapter=CHAPTER,
     title="A parameter autograd will fill",
-    expects=Function("new_parameter", ("shape",)),
+    expects=Function("new_parameter", ("shape",), returns="a float32 tensor of that shape that requires grad"),
     probe=_probe_new_parameter,
     judge=_judge_new_parameter,
     reference=new_parameter,
@@ -127,6 +187,11 @@ new_parameter = Exercise(
             "an in-place operation (mul_, *=) on a tensor created with requires_grad=True. "
             "Scale first, then call .requires_grad_().",
         ),
+        (
+            "randn() received an invalid combination of arguments",
+            "torch.randn takes the shape as it is, torch.randn(shape), or unpacked, "
+            "torch.randn(*shape).",
+        ),
     ],
 )
 
@@ -142,6 +207,12 @@ def fresh_gradient(w, x):
 
 
 _W_SHAPE = (2, 3)
+_FIRST, _SECOND, _STALE, _DOUBLE = (
+    "a first call, with w.grad still None",
+    "a second call with the same w",
+    "a call on a w whose .grad holds an old gradient",
+    "a float64 w and a non-contiguous float64 x",
+)
 
 
 def _probe_fresh_gradient(answer, run):
@@ -149,60 +220,88 @@ def _probe_fresh_gradient(answer, run):
     x1, x2, x3 = (torch.randn(_W_SHAPE, generator=generator) for _ in range(3))
     stale = torch.randn(_W_SHAPE, generator=generator) * 10
     w = torch.randn(_W_SHAPE, generator=generator).requires_grad_(True)
+    # float64, and x a transposed (non-contiguous) view: the task allows any w and x alike.
+    x4 = torch.randn(tuple(reversed(_W_SHAPE)), generator=generator, dtype=torch.float64).t()
+    w64 = torch.randn(_W_SHAPE, generator=generator, dtype=torch.float64).requires_grad_(True)
 
-    first = run(answer, w, x1.clone(), on="a first call, with w.grad still None")
-    first_facts = value_facts(first)  # copied now: a later call could change this tensor
-    second = run(answer, w, x2.clone(), on="a second call with the same w")
-    second_facts = value_facts(second)
+    calls = []
+
+    def call(weight, x, on):
+        if calls and not calls[-1]["w_leaf"]:
+            return None  # an earlier call broke w; the judge reports that call
+        start = weight.detach().clone()
+        given = x.clone() if x.is_contiguous() else x.t().clone().t()
+        stored = [0]  # backward() stores into w.grad; torch.autograd.grad and formulas do not
+        handle = weight.register_post_accumulate_grad_hook(lambda p: stored.__setitem__(0, stored[0] + 1))
+        try:
+            got = run(answer, weight, given, on=on)
+        finally:
+            handle.remove()
+        calls.append({
+            "on": on,
+            "x": x.numpy().copy(),
+            "got": value_facts(got),
+            "returned_x": got is given,
+            "stored": stored[0],
+            "x_changed": not torch.equal(given, x),
+            "w_changed": not torch.equal(weight.detach(), start),
+            "w_leaf": bool(weight.is_leaf and weight.requires_grad),
+        })
+        return got
+
+    first = call(w, x1, _FIRST)
+    first_copy = value_facts(first).get("values") if isinstance(first, torch.Tensor) else None
+    call(w, x2, _SECOND)
     first_later = value_facts(first)
-
     w.grad = stale.clone()
-    third = run(answer, w, x3.clone(), on="a call on a w whose .grad holds an old gradient")
+    call(w, x3, _STALE)
+    call(w64, x4, _DOUBLE)
     return {
-        "x1": x1.numpy().copy(),
-        "x2": x2.numpy().copy(),
-        "x3": x3.numpy().copy(),
+        "calls": calls,
         "stale": stale.numpy().copy(),
-        "first": first_facts,
-        "second": second_facts,
-        "first_later": first_later,
-        "third": value_facts(third),
-        "expected": value_facts(x1),
+        "first_changed": first_copy is not None and "values" in first_later
+        and not np.array_equal(first_later["values"], first_copy),
     }
 
 
 def _judge_fresh_gradient(record):
-    template = {key: value for key, value in record["expected"].items() if key != "values"}
-    x1, x2, x3, stale = record["x1"], record["x2"], record["x3"], record["stale"]
-    calls = [
-        ("first", x1, "a first call, with w.grad still None"),
-        ("second", x2, "a second call with the same w"),
-        ("third", x3, "a call on a w whose .grad holds an old gradient"),
-    ]
-    for key, x, on in calls:
-        got = record[key]
+    calls, stale = record["calls"], record["stale"]
+    x1 = calls[0]["x"]
+    for call in calls:
+        on, got, x = call["on"], call["got"], call["x"]
         if got["kind"] == "NoneType":
             return (
                 f"fresh_gradient returned None (on {on}). Return the gradient: after "
                 "loss.backward() it is in w.grad."
             )
+        if call["x_changed"]:
+            return f"Your function changed its input x (on {on}); leave x as it was."
+        if call["w_changed"]:
+            return f"Your function changed w itself (on {on}); only its gradient may change."
+        if not call["w_leaf"]:
+            return (
+                f"After your function ran, w is no longer a leaf that requires grad (on {on}); "
+                "leave w as it is and only clear its gradient."
+            )
+        template = {"kind": "tensor", "shape": list(x.shape), "dtype": str(torch.from_numpy(x).dtype),
+                    "device": "cpu"}
         problem = tensor_problem(got, template, what="your gradient", on=on)
         if problem:
             return problem
         values = got["values"]
-        if key == "second" and same_values(values, x1 + x2):
+        if on == _SECOND and same_values(values, x1 + x):
             return (
                 "On the second call with the same w you returned the sum of both calls' "
                 "gradients: gradients accumulate — backward() adds to w.grad, it does not "
                 "overwrite it. Clear it before backward() with `w.grad = None`."
             )
-        if key == "third" and same_values(values, stale + x3):
+        if on == _STALE and same_values(values, stale + x):
             return (
                 "When w.grad already held an old gradient, your result was the old one plus "
                 "the new one: backward() adds to w.grad. Clear it before backward() with "
                 "`w.grad = None`."
             )
-        if same_values(values, 2 * x):
+        if same_values(values, 2 * x) and call["stored"] == 2:
             return (
                 f"Your gradient is twice the right one (on {on}): two backward() calls add up. "
                 "Call backward() once."
@@ -210,13 +309,21 @@ def _judge_fresh_gradient(record):
         problem = tensor_problem(got, {**template, "values": x}, what="your gradient", on=on)
         if problem:
             return problem + " The gradient of (w * x).sum() with respect to w is x itself."
-        if key == "second" and not same_values(record["first_later"]["values"], x1):
+        if call["stored"] == 0:
+            how = "returned x itself" if call["returned_x"] else "returned the right numbers"
             return (
-                "The tensor your function returned on the first call changed when you called "
-                "it again: you returned w.grad itself, and your second call overwrote it in "
-                "place (w.grad.zero_() then backward()). Clear with `w.grad = None` — "
-                "backward() then makes a new tensor — or return w.grad.clone()."
+                f"Your function {how}, but no backward() stored a gradient in w.grad (on {on}). "
+                "The task asks for the gradient computed by backward() (x is only what it "
+                "happens to be for this loss): loss = (w * x).sum(); loss.backward(); "
+                "return w.grad."
             )
+    if record["first_changed"]:
+        return (
+            "The tensor your function returned on the first call changed when you called it "
+            "again: you returned w.grad itself, and the next call changed that tensor in "
+            "place (as w.grad.zero_() and backward() into a kept w.grad do). Clear with "
+            "`w.grad = None` — backward() then makes a new tensor — or return w.grad.clone()."
+        )
     return None
 
 
@@ -224,7 +331,7 @@ fresh_gradient = Exercise(
     "fresh_gradient",
     chapter=CHAPTER,
     title="A fresh gradient every time",
-    expects=Function("fresh_gradient", ("w", "x")),
+    expects=Function("fresh_gradient", ("w", "x"), returns="a tensor shaped like w: the gradient"),
     probe=_probe_fresh_gradient,
     judge=_judge_fresh_gradient,
     reference=fresh_gradient,
@@ -246,6 +353,10 @@ fresh_gradient = Exercise(
             "a leaf Variable that requires grad",
             "an in-place change of w itself. Only clear its gradient: `w.grad = None`.",
         ),
+        (
+            "Trying to backward through the graph a second time",
+            "a second backward() through the same loss: call backward() once per loss.",
+        ),
     ],
 )
 
@@ -258,18 +369,36 @@ def sgd_update(w, lr):
         w -= lr * w.grad
 
 
+_MOMENTUM = 0.9
+
+
+def _sgd_weights(generator):
+    """(description, w, lr, reuse): the same w twice in a row, an nn.Parameter, a float64
+    non-contiguous leaf (a GPU copy or a transposed weight is just as much a leaf)."""
+    first = torch.randn(4, 3, generator=generator).requires_grad_(True)
+    parameter = torch.nn.Parameter(torch.randn(4, 3, generator=generator))
+    transposed = torch.randn(3, 4, generator=generator, dtype=torch.float64).t().requires_grad_(True)
+    return [
+        ("a tensor of shape (4, 3) with its .grad filled, lr=0.1", first, 0.1),
+        ("the same w again, with a new gradient, lr=0.5", first, 0.5),
+        ("an nn.Parameter of shape (4, 3), lr=0.01", parameter, 0.01),
+        ("a non-contiguous float64 leaf of shape (4, 3), lr=0.1", transposed, 0.1),
+    ]
+
+
 def _probe_sgd_update(answer, run):
     generator = torch.Generator().manual_seed(5)
-    cases = []
-    for kind, lr in (("tensor", 0.1), ("tensor", 0.5), ("nn.Parameter", 0.01)):
-        start = torch.randn(4, 3, generator=generator)
-        x = torch.randn(4, 3, generator=generator)
-        w = start.clone().requires_grad_(True)
-        if kind == "nn.Parameter":
-            w = torch.nn.Parameter(start.clone())
+    cases, previous = [], {}
+    for description, w, lr in _sgd_weights(generator):
+        x = torch.randn(4, 3, generator=generator, dtype=w.dtype)
+        if not (w.is_leaf and w.requires_grad):
+            break  # an earlier call broke this w; the judge reports that call
+        w.grad = None
         ((w * x) ** 2).sum().backward()  # a real gradient, made by a real backward()
+        start = w.detach().clone()
         gradient = w.grad.detach().clone()
-        on = f"w: a {kind} of shape (4, 3) with its .grad filled, lr={lr}"
+        address = w.data_ptr()
+        on = f"w: {description}"
         returned = run(answer, w, lr, on=on)
         grad_enabled_after = torch.is_grad_enabled()
         torch.set_grad_enabled(True)
@@ -279,17 +408,22 @@ def _probe_sgd_update(answer, run):
                 "lr": lr,
                 "start": start.numpy().copy(),
                 "gradient": gradient.numpy().copy(),
+                "previous_gradient": previous.get(id(w)),
                 "w": value_facts(w),
                 "is_leaf": bool(w.is_leaf),
                 "grad_fn": _grad_fn_name(w),
+                "same_memory": w.data_ptr() == address,
+                "grad_after": value_facts(w.grad),
                 "returned": value_facts(returned),
                 "grad_enabled_after": grad_enabled_after,
             }
         )
+        previous[id(w)] = gradient.numpy().copy()
     return cases
 
 
 def _judge_sgd_update(cases):
+    updated_before = False
     for case in cases:
         on, lr = case["on"], case["lr"]
         start, gradient, w = case["start"], case["gradient"], case["w"]
@@ -300,8 +434,20 @@ def _judge_sgd_update(cases):
                 f"(on {on}): torch.set_grad_enabled(False) stays off. Use "
                 "`with torch.no_grad():`, which switches it back on at the end of the block."
             )
+        dtype = str(torch.from_numpy(start).dtype)
+        if w["dtype"] != dtype or w["device"] != "cpu":
+            return (
+                f"After your update, w has dtype {w['dtype']} on {w['device']}; it was {dtype} on "
+                f"cpu (on {on}). Change its numbers in place and nothing else."
+            )
         if same_values(w["values"], start, rtol=0, atol=0):
             returned = case["returned"]
+            if updated_before:
+                return (
+                    f"Your function updated the w of an earlier call, but left this call's w "
+                    f"unchanged (on {on}): it keeps something from the first call (an optimizer "
+                    "built once holds the first w only). Update the w you are given, every call."
+                )
             if returned["kind"] == "tensor" and same_values(returned.get("values", []), expected):
                 return (
                     f"The caller's w is unchanged (on {on}); your function returned the new "
@@ -315,10 +461,20 @@ def _judge_sgd_update(cases):
                 "`w = w - lr * w.grad`, that binds the local name w to a new tensor. Update the "
                 "tensor itself, in place (`w -= ...`, w.sub_(...)), inside `with torch.no_grad():`."
             )
+        updated_before = True
         if same_values(w["values"], start + lr * gradient):
             return (
                 f"You moved w up the gradient (on {on}): w + lr * grad makes the loss larger. "
                 "Gradient descent subtracts: w -= lr * w.grad."
+            )
+        previous = case["previous_gradient"]
+        if previous is not None and not same_values(w["values"], expected) and same_values(
+            w["values"], start - lr * (gradient + _MOMENTUM * previous)
+        ):
+            return (
+                f"On the second call with the same w, your step was lr * (w.grad + 0.9 * the "
+                f"previous gradient) (on {on}): momentum kept from the first call. One step of "
+                "plain gradient descent uses only the gradient in w.grad now: w -= lr * w.grad."
             )
         problem = tensor_problem(w, {**w, "values": expected}, what="w after your update", on=on)
         if problem:
@@ -334,6 +490,23 @@ def _judge_sgd_update(cases):
                 f"After your update w has grad_fn={case['grad_fn']} (on {on}): the update was "
                 "recorded in the graph. Do it inside `with torch.no_grad():`."
             )
+        if not case["same_memory"]:
+            return (
+                f"w has the right values but lives in new memory (on {on}): assigning "
+                "`w.data = ...` swaps in a new tensor's storage instead of changing w's numbers "
+                "in place, so any view of w still sees the old values. Change the numbers "
+                "themselves: `w -= lr * w.grad` inside `with torch.no_grad():`."
+            )
+        after = case["grad_after"]
+        if after["kind"] == "tensor" and "values" in after:
+            kept = same_values(after["values"], gradient, rtol=0, atol=0)
+            cleared = not np.any(after["values"])
+            if not kept and not cleared:
+                return (
+                    f"Your function changed w.grad (on {on}): it no longer holds the gradient "
+                    "backward() left there. Use it without changing it: w -= lr * w.grad "
+                    "(`w.grad *= lr` changes the caller's gradient)."
+                )
     return None
 
 
@@ -341,7 +514,7 @@ sgd_update = Exercise(
     "sgd_update",
     chapter=CHAPTER,
     title="An in-place update autograd allows",
-    expects=Function("sgd_update", ("w", "lr")),
+    expects=Function("sgd_update", ("w", "lr"), returns="nothing: it changes w in place"),
     probe=_probe_sgd_update,
     judge=_judge_sgd_update,
     reference=sgd_update,
@@ -367,6 +540,15 @@ sgd_update = Exercise(
             "unsupported operand type(s) for *: 'float' and 'NoneType'",
             "w.grad is None: did your function clear the gradient before using it?",
         ),
+        (
+            "view size is not compatible with input tensor's size and stride",
+            ".view() needs contiguous memory, and w may be a transposed tensor: update w as it "
+            "is (w -= lr * w.grad), or use .reshape().",
+        ),
+        (
+            "doesn't match the broadcast shape",
+            "an in-place update whose right-hand side has another shape than w.",
+        ),
     ],
 )
 
@@ -379,17 +561,20 @@ def softplus(x):
     return torch.log(e + 1)  # e + 1 is a new tensor: exp's saved output stays intact
 
 
-_SOFTPLUS_SHAPES = [(6,), (3, 4)]
+_SOFTPLUS_CASES = [
+    ("x of shape (6,) with requires_grad=True", (6,), torch.float32, False),
+    ("x of shape (3, 4) with requires_grad=True", (3, 4), torch.float32, False),
+    ("a non-contiguous float64 x of shape (4, 3) with requires_grad=True", (3, 4), torch.float64, True),
+]
 
 
 def _probe_softplus(answer, run):
     generator = torch.Generator().manual_seed(7)
     cases = []
-    for shape in _SOFTPLUS_SHAPES:
-        start = torch.rand(shape, generator=generator) * 8 - 4
-        upstream = torch.rand(shape, generator=generator) + 0.5
-        x = start.clone().requires_grad_(True)
-        on = f"x of shape {shape_text(list(shape))} with requires_grad=True"
+    first_x = None
+
+    def call(on, start, upstream, x):
+        x.grad = None
         out = run(answer, x, on=on)
         case = {
             "on": on,
@@ -403,6 +588,19 @@ def _probe_softplus(answer, run):
             run(out.backward, upstream, on=f"backward() through your result ({on})")
             case["grad"] = value_facts(x.grad)
         cases.append(case)
+
+    for on, shape, dtype, transposed in _SOFTPLUS_CASES:
+        start = torch.rand(shape, generator=generator, dtype=dtype) * 8 - 4
+        upstream = torch.rand(shape, generator=generator, dtype=dtype) + 0.5
+        if transposed:
+            start, upstream = start.t(), upstream.t()
+        x = start.clone() if not transposed else start.t().clone().t()
+        x.requires_grad_(True)
+        if first_x is None:
+            first_x = (start, upstream, x)
+        call(on, start, upstream, x)
+    start, upstream, x = first_x
+    call("the first x again, a second call (x.grad cleared in between)", start, upstream * 2, x)
     return cases
 
 
@@ -413,7 +611,7 @@ def _judge_softplus(cases):
         template = {
             "kind": "tensor",
             "shape": list(x.shape),
-            "dtype": "torch.float32",
+            "dtype": str(torch.from_numpy(x).dtype),
             "device": "cpu",
             "values": expected,
         }
@@ -433,8 +631,8 @@ def _judge_softplus(cases):
         if not out["requires_grad"]:
             return (
                 f"Your result does not require grad (on {on}): it is cut off from x, so "
-                "backward() cannot reach x. A detach(), .data or torch.no_grad() in your function "
-                "cut the graph; compute with plain out-of-place operations instead."
+                "backward() cannot reach x. Compute it from x with recorded torch operations "
+                "(no detach(), .data, .numpy() or torch.no_grad() on the way)."
             )
         grad = case["grad"]
         if grad is None or grad["kind"] == "NoneType":
@@ -446,9 +644,10 @@ def _judge_softplus(cases):
         if grad["kind"] == "tensor" and "values" in grad and same_values(grad["values"], upstream):
             return (
                 f"Your values are right but the gradient is wrong (on {on}): softplus's "
-                "derivative came out as 1 everywhere instead of sigmoid(x), with no error. An in-place change made "
-                "through .data is invisible to autograd's version check, so exp's backward "
-                "used the changed tensor. Use an out-of-place `e + 1` instead."
+                "derivative came out as 1 everywhere instead of sigmoid(x), with no error: "
+                "backward() worked from a changed e + 1 instead of exp's own output. An in-place "
+                "change made through .data (or under torch.no_grad()) is invisible to "
+                "autograd's version check. Use an out-of-place `e + 1` instead."
             )
         problem = tensor_problem(
             grad, {**template, "values": right}, what="the gradient x.grad", on=on, rtol=1e-4, atol=1e-5
@@ -462,7 +661,7 @@ softplus = Exercise(
     "softplus",
     chapter=CHAPTER,
     title="Fix the in-place bug",
-    expects=Function("softplus", ("x",)),
+    expects=Function("softplus", ("x",), returns="a tensor shaped like x that requires grad"),
     probe=_probe_softplus,
     judge=_judge_softplus,
     reference=softplus,
@@ -484,6 +683,21 @@ softplus = Exercise(
         (
             "a leaf Variable that requires grad",
             "an in-place change of x itself. Compute new tensors from x instead.",
+        ),
+        (
+            "view size is not compatible with input tensor's size and stride",
+            ".view() needs contiguous memory, and x may be a transposed tensor: use "
+            ".reshape(), or work on x's shape as it is.",
+        ),
+        (
+            "Trying to backward through the graph a second time",
+            "a result kept from an earlier call: after one backward() its graph is freed. "
+            "Compute exp(x) and the result anew from the x of each call.",
+        ),
+        (
+            "Can't call numpy() on Tensor that requires grad",
+            "NumPy cannot follow autograd: compute softplus with torch functions so that "
+            "backward() reaches x.",
         ),
     ],
 )

@@ -7,12 +7,15 @@ check is deterministic, fast, and leaves the learner's random streams alone.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.core import Exercise, Function, a_or_an
+from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.facts import (
     not_a_module,
     same_values,
@@ -22,6 +25,11 @@ from course_utils.exercises.facts import (
 )
 
 CHAPTER = "models"
+
+# The checks run models on the `meta` device, which stands in for a GPU. PyTorch sets up its meta
+# kernels on the first meta operation of a session (about 1.5 s on a laptop CPU); do it here, while
+# the notebook's first cell imports this module, so that no check pays for it.
+(torch.empty(1, device="meta") + 1).relu()
 
 
 def _input(shape, seed: int) -> torch.Tensor:
@@ -47,15 +55,56 @@ def _hidden_layers(model: nn.Module) -> list[str]:
     return found
 
 
+def _is_lazy(model: nn.Module) -> bool:
+    return any(isinstance(p, nn.parameter.UninitializedParameter) for p in model.parameters())
+
+
+def _parameter_devices(model: nn.Module) -> list[str]:
+    return sorted({str(p.device) for p in model.parameters()} | {str(b.device) for b in model.buffers()})
+
+
 # The exception a subclass raises when it assigns a layer before nn.Module has set itself up.
 _SUPER_INIT_NOTE = (
     "cannot assign module before Module.__init__() call",
     "super().__init__() must run before the first layer is assigned to self.",
 )
+_DEVICE_NOTE = (
+    "is not on the expected device",
+    "a tensor made on the CPU inside your code (torch.zeros(...), torch.tensor(...)) while the "
+    "inputs are on another device: make it where the inputs are "
+    "(torch.zeros_like(x), device=x.device).",
+)
+_META = "moved with .to('meta') (a stand-in for a GPU) and called on a batch there"
 
 
 def _linears(model: nn.Module) -> list[nn.Linear]:
     return [m for m in model.modules() if isinstance(m, nn.Linear)]
+
+
+def _shaped_as(call) -> bool:
+    got, expected = call["got"], call["expected"]
+    return got["kind"] == "tensor" and got["shape"] == expected["shape"] and not call["x_changed"]
+
+
+_DEVICE_MISMATCH = ("is not on the expected device", "Expected all tensors to be on the same device")
+
+
+def _on_meta(call):
+    """Run ``call`` on meta tensors. Meta tensors have shapes but no values, so code that reads a
+    value (.item(), indexing with a tensor, .cpu()) fails there and would work on a GPU: that is
+    not judged (None). A tensor left on the CPU while the inputs are elsewhere is a real bug."""
+    try:
+        return value_facts(call())
+    except LearnerRaised as raised:
+        if any(clue in str(raised.error) for clue in _DEVICE_MISMATCH):
+            raise
+        return None
+
+
+def _device_run(model, x, run, on):
+    """Move the model and a batch to ``meta`` (where a GPU would be) and record the output."""
+    run(model.to, "meta", on=on)
+    return _on_meta(lambda: run(model, x.to("meta"), on=on))
 
 
 # ============================================================================================
@@ -74,6 +123,29 @@ class SkipBlock(nn.Module):
 _SKIP_SIZES = [(6, 16), (3, 5)]
 
 
+def _skip_branches(model, width, hidden):
+    """The two layers, as the learner's own parameters can make them: Linear modules, or raw
+    weights used as F.linear(x, W, b) (W of shape (out, in)) or as x @ W + b (W of shape (in, out))."""
+    linears = _linears(model)
+    expand = next((m for m in linears if (m.in_features, m.out_features) == (width, hidden)), None)
+    project = next((m for m in linears if (m.in_features, m.out_features) == (hidden, width)), None)
+    if expand is not None and project is not None:
+        return [(expand, project)]
+    params = list(model.parameters())
+
+    def only(shape):
+        found = [p for p in params if tuple(p.shape) == shape]
+        return found[0] if len(found) == 1 else None
+
+    w_hw, w_wh, b_h, b_w = only((hidden, width)), only((width, hidden)), only((hidden,)), only((width,))
+    if None in (w_hw, w_wh, b_h, b_w):
+        return []
+    return [
+        (lambda x: F.linear(x, w_hw, b_h), lambda h: F.linear(h, w_wh, b_w)),
+        (lambda x: x @ w_wh + b_h, lambda h: h @ w_hw + b_w),
+    ]
+
+
 def _probe_skip_block(answer, run):
     cases = []
     for seed, (width, hidden) in enumerate(_SKIP_SIZES):
@@ -85,31 +157,69 @@ def _probe_skip_block(answer, run):
             cases.append(case)
             return cases
         case["hidden_layers"] = _hidden_layers(model)
+        case["devices"] = _parameter_devices(model)
+        if case["devices"] not in ([], ["cpu"]):
+            cases.append(case)
+            return cases
+        # the last batch has the first one's shape and new values: a cache cannot pass
+        batches = [(4, width), (1, width), (2, 3, width), (4, width)]
+        xs = [_input(shape, seed=10 + 4 * seed + i) for i, shape in enumerate(batches)]
+        if _is_lazy(model):  # a lazy layer learns its input size from a first batch
+            run(model, xs[0].clone(), on=f"{on} called on a first batch of shape (4, {width})")
         case["n_parameters"] = sum(p.numel() for p in model.parameters())
-        linears = _linears(model)
-        case["linear_shapes"] = [[m.in_features, m.out_features] for m in linears]
-        expand = next((m for m in linears if (m.in_features, m.out_features) == (width, hidden)), None)
-        project = next((m for m in linears if (m.in_features, m.out_features) == (hidden, width)), None)
-        x = _input((4, width), seed=10 + seed)
-        with torch.no_grad():
-            got = run(model, x.clone(), on=f"{on} called on a batch of shape (4, {width})")
-            case["got"] = value_facts(got)
-            if expand is not None and project is not None:
-                inner = expand(x)
-                branch = project(torch.relu(inner))
-                case["expected"] = value_facts(x + branch)
-                case["without_skip"] = value_facts(branch)
-                case["relu_after_sum"] = value_facts(torch.relu(x + branch))
-                case["relu_on_branch_end"] = value_facts(x + torch.relu(branch))
-                case["without_relu"] = value_facts(x + project(inner))
+        if case["hidden_layers"]:  # judged from the count; forward would not survive .to()
+            cases.append(case)
+            return cases
+        case["linear_shapes"] = [[m.in_features, m.out_features] for m in _linears(model)]
+        branches = _skip_branches(model, width, hidden)
+        calls = []
+        for shape, x in zip(batches, xs):
+            again = " (another batch of the first shape)" if len(calls) == len(batches) - 1 else ""
+            call_on = f"{on} called on a batch of shape {shape_text(list(shape))}{again}"
+            given = x.clone()
+            got = run(model, given, on=call_on)
+            call = {"on": call_on, "got": value_facts(got), "x_changed": not torch.equal(given, x)}
+            with torch.no_grad():
+                for index, (expand, project) in enumerate(branches):
+                    inner = expand(x)
+                    branch = project(torch.relu(inner))
+                    call[f"variants{index}"] = {
+                        "expected": value_facts(x + branch)["values"],
+                        "without_skip": value_facts(branch)["values"],
+                        "relu_after_sum": value_facts(torch.relu(x + branch))["values"],
+                        "relu_on_branch_end": value_facts(x + torch.relu(branch))["values"],
+                        "without_relu": value_facts(x + project(inner))["values"],
+                    }
+            call["expected"] = {"kind": "tensor", "shape": list(shape), "dtype": "torch.float32",
+                                "device": "cpu", "requires_grad": True}
+            call["x"] = x.numpy().copy()
+            calls.append(call)
+        case["calls"] = calls
+        case["n_branches"] = len(branches)
+        if not all(_shaped_as(call) for call in calls):
+            cases.append(case)  # judged from these calls; moving the model would only raise
+            return cases
+        case["on_meta"] = _device_run(model, xs[0], run, f"{on} {_META}")
         cases.append(case)
     return cases
+
+
+_SKIP_MISTAKES = [
+    ("without_skip", "Your output is the branch alone, project(relu(expand(x))): the "
+     "skip connection is missing. Add the input back: return x + ..."),
+    ("relu_after_sum", "You applied ReLU after adding x, so negative inputs are cut off "
+     "on the skip path too. The skip path carries x unchanged: x + project(relu(expand(x)))."),
+    ("relu_on_branch_end", "You put a ReLU at the end of the branch too, so the branch can "
+     "only add, never subtract. The ReLU goes between the two layers only."),
+    ("without_relu", "Your block has no ReLU between the two layers: two linear layers "
+     "in a row are one linear layer. Use project(torch.relu(expand(x)))."),
+]
 
 
 def _judge_skip_block(cases):
     for case in cases:
         on, width, hidden = case["on"], case["width"], case["hidden"]
-        if "n_parameters" not in case:
+        if "hidden_layers" not in case:
             return not_a_module(case["on"], case["kind"], "SkipBlock")
         if case["hidden_layers"]:
             return (
@@ -117,38 +227,65 @@ def _judge_skip_block(cases):
                 "look inside (on " + on + "): assign each layer to its own attribute, "
                 "self.expand = nn.Linear(...), or use nn.ModuleList."
             )
+        if "n_parameters" not in case:
+            return (
+                f"{on} has its parameters on {', '.join(case['devices'])}; build the layers on "
+                "the CPU (the default) — the caller moves the model with .to(device) later."
+            )
         expected_count = width * hidden + hidden + hidden * width + width
-        if case["n_parameters"] != expected_count or "expected" not in case:
+        if case["n_parameters"] != expected_count or not case["n_branches"]:
             shapes = ", ".join(f"Linear({i}, {o})" for i, o in case["linear_shapes"]) or "none"
             return (
                 f"{on} registers {case['n_parameters']} parameters in these linear layers: "
                 f"{shapes}. Expected two layers, Linear({width}, {hidden}) then "
                 f"Linear({hidden}, {width}): {expected_count} parameters with their biases."
             )
-        got, on_call = case["got"], f"{on}, a batch of shape (4, {width})"
-        expected = case["expected"]
-        if got["kind"] != "tensor" or got["shape"] != expected["shape"] or got["dtype"] != expected["dtype"]:
-            return tensor_problem(got, expected, what="forward's output", on=on_call, check_device=False)
-        values = got["values"]
-        if same_values(values, expected["values"], rtol=1e-4, atol=1e-5):
-            continue
-        named = [
-            ("without_skip", "Your output is the branch alone, project(relu(expand(x))): the "
-             "skip connection is missing. Add the input back: return x + ..."),
-            ("relu_after_sum", "You applied ReLU after adding x, so negative inputs are cut off "
-             "on the skip path too. The skip path carries x unchanged: x + project(relu(expand(x)))."),
-            ("relu_on_branch_end", "You put a ReLU at the end of the branch too, so the branch can "
-             "only add, never subtract. The ReLU goes between the two layers only."),
-            ("without_relu", "Your block has no ReLU between the two layers: two linear layers "
-             "in a row are one linear layer. Use project(torch.relu(expand(x)))."),
-        ]
-        for key, message in named:
-            if same_values(values, case[key]["values"], rtol=1e-4, atol=1e-5):
-                return f"{message} (on {on_call})"
-        return tensor_problem(got, expected, what="forward's output", on=on_call, rtol=1e-4,
-                              atol=1e-5, check_device=False) + (
-            " Expected x + project(relu(expand(x))), with your own two layers."
-        )
+        for call in case["calls"]:
+            got, on_call, expected = call["got"], call["on"], call["expected"]
+            if call["x_changed"]:
+                return (
+                    f"forward changed its input x in place (on {on_call}): the caller's batch is "
+                    "not yours to change. Return x + ... as a new tensor (not x += ...)."
+                )
+            problem = tensor_problem(got, expected, what="forward's output", on=on_call,
+                                     check_device=False)
+            if problem:
+                return problem
+            variants = [call[f"variants{i}"] for i in range(case["n_branches"])]
+            values = got["values"]
+            if any(same_values(values, v["expected"], rtol=1e-4, atol=1e-5) for v in variants):
+                if not got["requires_grad"]:
+                    return (
+                        f"forward's output does not require grad (on {on_call}): it is cut off "
+                        "from the layers' parameters, so training could not change them. "
+                        "Compute it without torch.no_grad(), detach() or .data."
+                    )
+                continue
+            first = case["calls"][0]["got"]
+            if call is not case["calls"][0] and first.get("shape") == got["shape"] and same_values(
+                values, first["values"], rtol=0, atol=0
+            ):
+                return (
+                    f"forward returned the same output as for the first batch (on {on_call}): it "
+                    "keeps a result from an earlier call. Compute the output from the x of each call."
+                )
+            if same_values(values, call["x"], rtol=1e-4, atol=1e-5):
+                return f"forward returned its input x unchanged (on {on_call}); expected x + project(relu(expand(x)))."
+            for key, message in _SKIP_MISTAKES:
+                if any(same_values(values, v[key], rtol=1e-4, atol=1e-5) for v in variants):
+                    return f"{message} (on {on_call})"
+            return tensor_problem(got, {**expected, "values": variants[0]["expected"]},
+                                  what="forward's output", on=on_call, rtol=1e-4, atol=1e-5,
+                                  check_device=False) + (
+                " Expected x + project(relu(expand(x))), with your own two layers."
+            )
+        meta = case.get("on_meta") or {"kind": "tensor", "device": "meta"}
+        if meta["kind"] != "tensor" or meta["device"] != "meta":
+            return (
+                f"forward's output is {a_or_an(meta['kind'])} on {meta.get('device', '?')} when the "
+                f"model and the batch are on meta ({on} {_META}); expected a tensor on the "
+                "batch's device: compute it from x and the layers only."
+            )
     return None
 
 
@@ -156,7 +293,7 @@ SkipBlock = Exercise(
     "SkipBlock",
     chapter=CHAPTER,
     title="A block with a skip connection",
-    expects=Function("SkipBlock", ("width", "hidden")),
+    expects=Function("SkipBlock", ("width", "hidden"), returns="an nn.Module (your class's instance)"),
     probe=_probe_skip_block,
     judge=_judge_skip_block,
     reference=SkipBlock,
@@ -173,10 +310,15 @@ SkipBlock = Exercise(
     ],
     error_notes=[
         _SUPER_INIT_NOTE,
+        _DEVICE_NOTE,
         (
             "mat1 and mat2 shapes cannot be multiplied",
             "a layer whose in_features does not match what it is given: expand takes width "
             "features, project takes hidden.",
+        ),
+        (
+            "a leaf Variable that requires grad",
+            "an in-place change (+=) of a tensor autograd tracks: write x + ..., a new tensor.",
         ),
     ],
 )
@@ -209,25 +351,48 @@ def _probe_tower(answer, run):
         if not isinstance(model, nn.Module):
             cases.append(case)
             return cases
-        linears = _linears(model)
         case["hidden_layers"] = _hidden_layers(model)
+        case["devices"] = _parameter_devices(model)
+        if case["devices"] not in ([], ["cpu"]):
+            cases.append(case)
+            return cases
+        # the last batch has the first one's shape and new values: a cache cannot pass
+        batches = [(2, width), (1, width), (2, 3, width), (2, width)]
+        xs = [_input(shape, seed=20 + 4 * seed + i) for i, shape in enumerate(batches)]
+        if _is_lazy(model):  # a lazy layer learns its input size from a first batch
+            run(model, xs[0].clone(), on=f"{on} called on a first batch of shape (2, {width})")
+        linears = _linears(model)
         case["n_parameters"] = sum(p.numel() for p in model.parameters())
+        if case["hidden_layers"]:  # judged from the count; forward would not survive .to()
+            cases.append(case)
+            return cases
         positions = [m for _, m in model.named_modules(remove_duplicate=False) if isinstance(m, nn.Linear)]
         case["n_linears"] = len(positions)
         case["n_distinct_linears"] = len(linears)
-        case["state_dict_keys"] = len(model.state_dict())
-        x = _input((2, width), seed=20 + seed)
-        with torch.no_grad():
-            got = run(model, x.clone(), on=f"{on} called on a batch of shape (2, {width})")
-            case["got"] = value_facts(got)
-            expected, no_final_relu = x, x
-            for index, layer in enumerate(linears):
-                expected = torch.relu(layer(expected))
-                no_final_relu = layer(no_final_relu)
-                if index < len(linears) - 1:
-                    no_final_relu = torch.relu(no_final_relu)
-            case["expected"] = value_facts(expected)
-            case["no_final_relu"] = value_facts(no_final_relu)
+        calls = []
+        for shape, x in zip(batches, xs):
+            again = " (another batch of the first shape)" if len(calls) == len(batches) - 1 else ""
+            call_on = f"{on} called on a batch of shape {shape_text(list(shape))}{again}"
+            given = x.clone()
+            got = run(model, given, on=call_on)
+            call = {"on": call_on, "got": value_facts(got), "x_changed": not torch.equal(given, x)}
+            with torch.no_grad():
+                expected, no_final_relu, first_only = x, x, x
+                for index, layer in enumerate(linears):
+                    expected = torch.relu(layer(expected))
+                    first_only = torch.relu(linears[0](first_only))
+                    no_final_relu = layer(no_final_relu)
+                    if index < len(linears) - 1:
+                        no_final_relu = torch.relu(no_final_relu)
+            call["expected"] = value_facts(expected)
+            call["no_final_relu"] = value_facts(no_final_relu)
+            call["first_only"] = value_facts(first_only)
+            calls.append(call)
+        case["calls"] = calls
+        if not all(_shaped_as(call) for call in calls):
+            cases.append(case)  # judged from these calls; moving the model would only raise
+            return cases
+        case["on_meta"] = _device_run(model, xs[0], run, f"{on} {_META}")
         cases.append(case)
     return cases
 
@@ -235,18 +400,24 @@ def _probe_tower(answer, run):
 def _judge_tower(cases):
     for case in cases:
         on, width, depth = case["on"], case["width"], case["depth"]
-        if "n_parameters" not in case:
+        if "hidden_layers" not in case:
             return not_a_module(case["on"], case["kind"], "Tower")
         per_layer = width * width + width
         expected_count = depth * per_layer
         if case["hidden_layers"]:
+            found = f"finds {case['n_parameters']} of the" if "n_parameters" in case else "misses"
             return (
-                f"model.parameters() finds {case['n_parameters']} of the {expected_count} "
+                f"model.parameters() {found} {expected_count} "
                 f"parameters of {on}: your layers sit in {', '.join(case['hidden_layers'])}. "
                 "PyTorch only registers modules assigned directly to an attribute or held by "
                 "nn.ModuleList / nn.Sequential / nn.ModuleDict, so an optimizer would never "
                 "update these layers, .to(device) would not move them and state_dict() would "
                 "not save them. Wrap the list: self.layers = nn.ModuleList([...])."
+            )
+        if "n_parameters" not in case:
+            return (
+                f"{on} has its parameters on {', '.join(case['devices'])}; build the layers on "
+                "the CPU (the default) — the caller moves the model with .to(device) later."
             )
         if case["n_linears"] >= depth and case["n_distinct_linears"] < case["n_linears"]:
             return (
@@ -261,20 +432,51 @@ def _judge_tower(cases):
                 f"parameters; expected {depth} layers of Linear({width}, {width}), "
                 f"{expected_count} parameters with their biases."
             )
-        got, expected = case["got"], case["expected"]
-        on_call = f"{on}, a batch of shape (2, {width})"
-        problem = tensor_problem(got, expected, what="forward's output", on=on_call, rtol=1e-4,
-                                 atol=1e-5, check_device=False)
-        if problem is None:
-            continue
-        if got.get("values") is not None and got["shape"] == expected["shape"] and same_values(
-            got["values"], case["no_final_relu"]["values"], rtol=1e-4, atol=1e-5
-        ):
+        for call in case["calls"]:
+            got, expected, on_call = call["got"], call["expected"], call["on"]
+            if call["x_changed"]:
+                return (
+                    f"forward changed its input x in place (on {on_call}): the caller's batch is "
+                    "not yours to change. Compute new tensors (x = torch.relu(layer(x)))."
+                )
+            problem = tensor_problem(got, expected, what="forward's output", on=on_call, rtol=1e-4,
+                                     atol=1e-5, check_device=False)
+            if problem is None:
+                if not got["requires_grad"]:
+                    return (
+                        f"forward's output does not require grad (on {on_call}): it is cut off "
+                        "from the layers' parameters, so training could not change them."
+                    )
+                continue
+            if got.get("values") is not None and got["shape"] == expected["shape"]:
+                first = case["calls"][0]["got"]
+                if call is not case["calls"][0] and first.get("shape") == got["shape"] and same_values(
+                    got["values"], first["values"], rtol=0, atol=0
+                ):
+                    return (
+                        f"forward returned the same output as for the first batch (on {on_call}): "
+                        "it keeps a result from an earlier call. Compute the output from the x of "
+                        "each call."
+                    )
+                if same_values(got["values"], call["no_final_relu"]["values"], rtol=1e-4, atol=1e-5):
+                    return (
+                        f"Your last layer has no ReLU after it (on {on_call}). This tower puts a "
+                        "ReLU after every layer, the last one included."
+                    )
+                if depth > 1 and same_values(got["values"], call["first_only"]["values"], rtol=1e-4, atol=1e-5):
+                    return (
+                        f"Your forward applies the first layer {depth} times (on {on_call}); the "
+                        "other layers are registered but never used. Loop over the layers: "
+                        "for layer in self.layers: x = torch.relu(layer(x))."
+                    )
+            return problem + " Expected each layer in the order it was registered, each followed by ReLU."
+        meta = case.get("on_meta") or {"kind": "tensor", "device": "meta"}
+        if meta["kind"] != "tensor" or meta["device"] != "meta":
             return (
-                f"Your last layer has no ReLU after it (on {on_call}). This tower puts a ReLU "
-                "after every layer, the last one included."
+                f"forward's output is {a_or_an(meta['kind'])} on {meta.get('device', '?')} when the "
+                f"model and the batch are on meta ({on} {_META}); expected a tensor on the "
+                "batch's device."
             )
-        return problem + " Expected each layer in order, each followed by ReLU."
     return None
 
 
@@ -282,7 +484,7 @@ Tower = Exercise(
     "Tower",
     chapter=CHAPTER,
     title="A tower of layers made in a loop",
-    expects=Function("Tower", ("width", "depth")),
+    expects=Function("Tower", ("width", "depth"), returns="an nn.Module (your class's instance)"),
     probe=_probe_tower,
     judge=_judge_tower,
     reference=Tower,
@@ -298,7 +500,15 @@ Tower = Exercise(
         "self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)]); in "
         "forward: for layer in self.layers: x = torch.relu(layer(x)).",
     ],
-    error_notes=[_SUPER_INIT_NOTE],
+    error_notes=[
+        _SUPER_INIT_NOTE,
+        _DEVICE_NOTE,
+        (
+            "mat1 and mat2 shapes cannot be multiplied",
+            "a layer whose in_features is not width: every layer of the tower is "
+            "nn.Linear(width, width).",
+        ),
+    ],
 )
 
 
@@ -323,45 +533,100 @@ class _CallRecorder(torch.overrides.TorchFunctionMode):
 
 
 _FORBIDDEN_SHORTCUTS = {"cross_entropy", "cross_entropy_loss"}
+_GRADIENT_CASE = "6 examples, 4 classes, logits with requires_grad=True"
+_META_CASE = "logits and targets on meta (a stand-in for a GPU)"
 
 
 def _ce_cases():
     generator = torch.Generator().manual_seed(3)
-    small = torch.randn(6, 4, generator=generator)
-    digits = torch.randn(8, 10, generator=generator) * 3
-    large = torch.randn(5, 3, generator=generator) * 400  # confident logits: exp() overflows
+
+    def batch(n, c, scale=1.0, dtype=torch.float32):
+        logits = torch.randn(n, c, generator=generator, dtype=dtype) * scale
+        return logits, torch.randint(0, c, (n,), generator=generator)
+
+    by_class = torch.randn(5, 7, generator=generator, dtype=torch.float64)  # (C, N) in memory
+    transposed_targets = torch.randint(0, 5, (7,), generator=generator)
     return [
-        ("6 examples, 4 classes", small, torch.randint(0, 4, (6,), generator=generator)),
-        ("8 examples, 10 classes", digits, torch.randint(0, 10, (8,), generator=generator)),
-        ("5 examples with very large logits (up to about ±1000)", large,
-         torch.randint(0, 3, (5,), generator=generator)),
+        ("6 examples, 4 classes", *batch(6, 4)),
+        ("8 examples, 10 classes", *batch(8, 10, scale=3)),
+        # confident logits: exp() overflows
+        ("5 examples with very large logits (up to about ±1000)", *batch(5, 3, scale=400)),
+        ("a batch of one example, 3 classes", *batch(1, 3)),
+        ("7 examples, 5 classes, float64 logits stored transposed (non-contiguous)",
+         by_class.t(), transposed_targets),
     ]
+
+
+def _ce_record(on, logits, targets, got, called, logits_changed, targets_changed):
+    probs = logits.softmax(dim=1)
+    n = len(targets)
+    picked_logits = logits[torch.arange(n), targets]
+    return {
+        "on": on,
+        "dtype": str(logits.dtype),
+        "got": value_facts(got),
+        "called": sorted(called),
+        "logits_changed": logits_changed,
+        "targets_changed": targets_changed,
+        "expected": value_facts(F.cross_entropy(logits, targets)),
+        "softmax_first": value_facts(F.cross_entropy(probs, targets)),
+        "nll_on_logits": value_facts(-picked_logits.mean()),
+        "summed": value_facts(F.cross_entropy(logits, targets, reduction="sum")),
+        "no_minus": value_facts(-F.cross_entropy(logits, targets)),
+        "wrong_dim": value_facts(F.nll_loss(torch.log_softmax(logits, dim=0), targets)),
+    }
 
 
 def _probe_cross_entropy(answer, run):
     cases = []
     for on, logits, targets in _ce_cases():
+        given, given_targets = logits.clone(), targets.clone()
+        if not logits.is_contiguous():
+            given = logits.t().clone().t()
         recorder = _CallRecorder()
         with recorder:
-            got = run(answer, logits.clone(), targets.clone(), on=on)
-        probs = logits.softmax(dim=1)
-        n = len(targets)
-        picked_logits = logits[torch.arange(n), targets]
-        cases.append({
-            "on": on,
-            "got": value_facts(got),
-            "called": sorted(recorder.names),
-            "expected": value_facts(F.cross_entropy(logits, targets)),
-            "softmax_first": value_facts(F.cross_entropy(probs, targets)),
-            "nll_on_logits": value_facts(-picked_logits.mean()),
-            "summed": value_facts(F.cross_entropy(logits, targets, reduction="sum")),
-            "no_minus": value_facts(-F.cross_entropy(logits, targets)),
-        })
-    return cases
+            got = run(answer, given, given_targets, on=on)
+        cases.append(_ce_record(on, logits, targets, got, recorder.names,
+                                not torch.equal(given, logits), not torch.equal(given_targets, targets)))
+    if any(c["logits_changed"] or c["targets_changed"] or c["got"]["kind"] != "tensor" for c in cases):
+        return {"cases": cases, "meta": None}  # judged from these; the next steps would only raise
+    # Differentiable: the loss is what loss.backward() starts from.
+    _, logits, targets = _ce_cases()[0]
+    leaf = logits.clone().requires_grad_(True)
+    recorder = _CallRecorder()
+    with recorder:
+        got = run(answer, leaf, targets.clone(), on=_GRADIENT_CASE)
+    case = _ce_record(_GRADIENT_CASE, logits, targets, got, recorder.names, False, False)
+    case["grad"] = None
+    if isinstance(got, torch.Tensor) and got.requires_grad and got.numel() == 1:
+        run(got.backward, on=f"backward() from your loss ({_GRADIENT_CASE})")
+        case["grad"] = value_facts(leaf.grad)
+    probs = logits.softmax(dim=1)
+    case["expected_grad"] = ((probs - F.one_hot(targets, logits.shape[1])) / len(targets)).numpy()
+    cases.append(case)
+    if not (case["got"]["kind"] == "tensor" and case["got"]["requires_grad"]):
+        return {"cases": cases, "meta": None}
+    meta = _on_meta(lambda: run(answer, logits.to("meta"), targets.to("meta"), on=_META_CASE))
+    return {"cases": cases, "meta": meta}
 
 
-def _judge_cross_entropy(cases):
-    for case in cases:
+_CE_MISTAKES = [
+    ("softmax_first", "You applied softmax, then cross-entropy: cross-entropy applies "
+     "log_softmax itself, so the probabilities get squashed twice and the loss can "
+     "never get near 0. Give it the raw logits."),
+    ("nll_on_logits", "F.nll_loss on raw logits just picks -logit of the target class: "
+     "it expects log-probabilities. Take torch.log_softmax(logits, dim=1) first."),
+    ("summed", "Your loss is the sum over the batch, not the mean: it grows with the "
+     "batch size, and so would your effective learning rate. Average (nll_loss's default)."),
+    ("no_minus", "Your loss has the wrong sign: it is the mean log-probability of the "
+     "targets, which training would push down. Cross-entropy is its negative."),
+    ("wrong_dim", "Your log_softmax normalises over dim=0, the examples: the classes of logits "
+     "of shape (N, C) are dim=1."),
+]
+
+
+def _judge_cross_entropy(record):
+    for case in record["cases"]:
         on, got, expected = case["on"], case["got"], case["expected"]
         shortcut = _FORBIDDEN_SHORTCUTS & set(case["called"])
         if shortcut:
@@ -370,45 +635,63 @@ def _judge_cross_entropy(cases):
                 "exercise asks you to build yourself: log_softmax over the classes, then "
                 "F.nll_loss (or pick each target's log-probability and average)."
             )
+        if case["logits_changed"] or case["targets_changed"]:
+            which = "logits" if case["logits_changed"] else "targets"
+            return (
+                f"Your function changed its input {which} in place (on {on}): the caller's "
+                "tensors are not yours to change. Compute new tensors (logits - m, not logits -= m)."
+            )
         if got["kind"] == "NoneType":
             return f"Your function returned None (on {on}); end it with `return`."
         if got["kind"] != "tensor":
             return (
-                f"Your function returned {got['kind']} ({got['repr']}); return the loss as a "
-                "0-d tensor, so loss.backward() works."
+                f"Your function returned {got['kind']} ({got['repr']}, on {on}); return the loss "
+                "as a 0-d tensor, so loss.backward() works."
             )
         if got["shape"] != []:
             return (
                 f"Your loss has shape {shape_text(got['shape'])} (on {on}); expected one number, "
                 "shape (): average over the batch (F.nll_loss does it by default)."
             )
+        if got["dtype"] != case["dtype"]:
+            return f"Your loss has dtype {got['dtype']}; expected {case['dtype']}, the logits' dtype (on {on})."
+        if "values" not in got:
+            return f"Your loss is on {got['device']} for logits on the CPU (on {on}); keep it where the logits are."
         value = float(np.asarray(got["values"]))
         if not np.isfinite(value):
             return (
-                f"Your loss is {value} (on {on}). torch.log(torch.softmax(...)) computes "
-                "exp() of large logits, which overflows (or underflows to a probability of 0, "
-                "whose log is -inf). torch.log_softmax computes the same thing without "
-                "forming the probabilities, so it stays finite."
+                f"Your loss is {value} (on {on}): exp() of large logits overflows (or a "
+                "probability underflows to 0, whose log is -inf), as in "
+                "torch.log(torch.softmax(...)) or a log of a sum of exp(). torch.log_softmax "
+                "computes the log-probabilities without forming the probabilities, so it stays finite."
             )
         if same_values(value, expected["values"], rtol=1e-4, atol=1e-5):
+            if "expected_grad" in case:
+                if not got["requires_grad"]:
+                    return (
+                        f"Your loss does not require grad (on {on}): it is cut off from the "
+                        "logits, so loss.backward() cannot train the model. Compute it with torch "
+                        "operations on logits (no .item(), torch.tensor(...), detach() or .numpy())."
+                    )
+                grad = case["grad"]
+                problem = tensor_problem(
+                    grad, {"kind": "tensor", "shape": list(case["expected_grad"].shape),
+                           "dtype": case["dtype"], "device": "cpu", "values": case["expected_grad"]},
+                    what="the gradient logits.grad", on=on, rtol=1e-4, atol=1e-6,
+                ) if grad is not None else "backward() from your loss left logits.grad None."
+                if problem:
+                    return problem + " Expected (softmax(logits) - one_hot(targets)) / N."
             continue
-        named = [
-            ("softmax_first", "You applied softmax, then cross-entropy: cross-entropy applies "
-             "log_softmax itself, so the probabilities get squashed twice and the loss can "
-             "never get near 0. Give it the raw logits."),
-            ("nll_on_logits", "F.nll_loss on raw logits just picks -logit of the target class: "
-             "it expects log-probabilities. Take torch.log_softmax(logits, dim=1) first."),
-            ("summed", "Your loss is the sum over the batch, not the mean: it grows with the "
-             "batch size, and so would your effective learning rate. Average (nll_loss's default)."),
-            ("no_minus", "Your loss has the wrong sign: it is the mean log-probability of the "
-             "targets, which training would push down. Cross-entropy is its negative."),
-        ]
-        for key, message in named:
+        for key, message in _CE_MISTAKES:
             if same_values(value, case[key]["values"], rtol=1e-4, atol=1e-5):
                 return f"{message} (on {on}: got {value:.4f}, expected {float(expected['values']):.4f})"
+        return f"Your loss is {value:.4f}; expected {float(expected['values']):.4f} (on {on})."
+    meta = record["meta"]
+    if meta is not None and (meta["kind"] != "tensor" or meta["device"] != "meta" or meta["shape"] != []):
         return (
-            f"Your loss is {value:.4f}; expected {float(expected['values']):.4f} (on {on}). "
-            "Check the dimension of log_softmax: classes are dim=1 for logits of shape (N, C)."
+            f"On logits and targets on meta (a stand-in for a GPU), your function returned "
+            f"{a_or_an(meta['kind'])}{' on ' + meta['device'] if 'device' in meta else ''}; "
+            "expected a 0-d tensor on the logits' device."
         )
     return None
 
@@ -417,7 +700,8 @@ cross_entropy_from_logits = Exercise(
     "cross_entropy_from_logits",
     chapter=CHAPTER,
     title="Cross-entropy from raw logits",
-    expects=Function("cross_entropy_from_logits", ("logits", "targets")),
+    expects=Function("cross_entropy_from_logits", ("logits", "targets"),
+                     returns="a 0-d tensor: the mean loss"),
     probe=_probe_cross_entropy,
     judge=_judge_cross_entropy,
     reference=cross_entropy_from_logits,
@@ -441,6 +725,16 @@ cross_entropy_from_logits = Exercise(
             "Dimension out of range",
             "logits have shape (N, C): the classes are dim=1.",
         ),
+        _DEVICE_NOTE,
+        (
+            "a leaf Variable that requires grad",
+            "an in-place change of logits (-=, sub_): compute a new tensor, logits - m.",
+        ),
+        (
+            "view size is not compatible with input tensor's size and stride",
+            ".view() needs contiguous memory, and logits may be a transposed tensor: use "
+            ".reshape().",
+        ),
     ],
 )
 
@@ -462,6 +756,17 @@ def decay_groups(model, weight_decay):
     ]
 
 
+class _ImageHead(nn.Module):
+    """Conv2d, GroupNorm, and a Linear whose attribute name says "norm", used twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, kernel_size=3)
+        self.norm = nn.GroupNorm(1, 2)
+        self.norm_proj = nn.Linear(4, 4)
+        self.head = nn.Sequential(self.norm_proj, nn.ReLU(), self.norm_proj)  # one layer, twice
+
+
 def _decay_models():
     torch.manual_seed(4)
     mlp = nn.Sequential(
@@ -475,23 +780,31 @@ def _decay_models():
     return [
         ("an MLP with LayerNorm and BatchNorm1d, weight_decay=0.05", mlp, 0.05),
         ("a Conv1d model with a bias-free Linear, weight_decay=0.1", conv, 0.1),
+        ("a Conv2d model with GroupNorm and a Linear named norm_proj used twice, weight_decay=0.02",
+         _ImageHead(), 0.02),
+        ("the MLP again, a second call on the same model, weight_decay=0.05", mlp, 0.05),
     ]
 
 
+_NORMS = (nn.LayerNorm, nn.BatchNorm1d, nn.GroupNorm)
+
+
 def _expected_decay(model) -> set[str]:
+    names = {id(p): name for name, p in model.named_parameters()}
     return {
-        f"{module_name}.{name}" if module_name else name
-        for module_name, module in model.named_modules()
-        for name, _ in module.named_parameters(recurse=False)
+        names[id(p)]
+        for module in model.modules()
+        for name, p in module.named_parameters(recurse=False)
         if name == "weight" and isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
     }
 
 
 def _probe_decay_groups(answer, run):
-    cases = []
+    cases, earlier = [], {}
     for on, model, weight_decay in _decay_models():
         names = {id(p): name for name, p in model.named_parameters()}
         before = {name: p.detach().clone() for name, p in model.named_parameters()}
+        flags = {name: p.requires_grad for name, p in model.named_parameters()}
         groups = run(answer, model, weight_decay, on=on)
         case = {
             "on": on,
@@ -499,13 +812,16 @@ def _probe_decay_groups(answer, run):
             "all": sorted(names.values()),
             "decay": sorted(_expected_decay(model)),
             "norm": sorted(
-                f"{module_name}.{name}"
-                for module_name, module in model.named_modules()
-                if isinstance(module, (nn.LayerNorm, nn.BatchNorm1d))
-                for name, _ in module.named_parameters(recurse=False)
+                names[id(p)]
+                for module in model.modules()
+                if isinstance(module, _NORMS)
+                for p in module.parameters(recurse=False)
             ),
             "changed": sorted(
                 name for name, p in model.named_parameters() if not torch.equal(p.detach(), before[name])
+            ),
+            "frozen": sorted(
+                name for name, p in model.named_parameters() if p.requires_grad != flags[name]
             ),
             "kind": _module_kind(groups),
         }
@@ -517,15 +833,20 @@ def _probe_decay_groups(answer, run):
                     continue
                 params = group.get("params")
                 params = [params] if isinstance(params, torch.Tensor) else list(params or [])
+                decay = group.get("weight_decay")
                 recorded.append({
                     "kind": "dict",
                     "keys": sorted(str(k) for k in group),
-                    "params": [names.get(id(p), "<not a parameter of this model>") for p in params],
-                    "weight_decay": float(group["weight_decay"])
-                    if isinstance(group.get("weight_decay"), (int, float)) else None,
+                    "params": [
+                        names.get(id(p)) or earlier.get(id(p)) or "<not a parameter of this model>"
+                        for p in params
+                    ],
+                    "weight_decay": float(decay)
+                    if isinstance(decay, numbers.Real) and not isinstance(decay, bool) else None,
                 })
             case["groups"] = recorded
         cases.append(case)
+        earlier.update({id(p): f"<{name} of the model of an earlier call>" for name, p in model.named_parameters()})
     return cases
 
 
@@ -536,7 +857,15 @@ def _judge_decay_groups(cases):
     for case in cases:
         on, weight_decay = case["on"], case["weight_decay"]
         if case["changed"]:
-            return f"Your function changed the model's parameters ({', '.join(case['changed'])}, on {on}); it should only sort them."
+            return (
+                f"Your function changed the values of the model's parameters "
+                f"({', '.join(case['changed'])}, on {on}); it should only sort them into groups."
+            )
+        if case["frozen"]:
+            return (
+                f"Your function changed requires_grad of {', '.join(case['frozen'])} (on {on}): "
+                "parameters without decay must still train. Only sort them into groups."
+            )
         groups = case.get("groups")
         if groups is None:
             return (
@@ -558,9 +887,26 @@ def _judge_decay_groups(cases):
                     "read: the decay must be under 'weight_decay'."
                 )
         placed = [name for group in groups for name in group["params"]]
+        from_earlier = [n for n in placed if n.endswith("of the model of an earlier call>")]
+        if from_earlier:
+            return (
+                f"Your groups hold parameters of the model of an earlier call, e.g. "
+                f"{from_earlier[0].strip('<>')} (on {on}): lists kept between calls (at module "
+                "level, or as a default argument) keep growing. Make new lists inside the function."
+            )
         strangers = [n for n in placed if n.startswith("<")]
         if strangers:
-            return f"A group holds a tensor that is not a parameter of the model (on {on})."
+            return f"A group holds {len(strangers)} tensors that are not parameters of the model (on {on})."
+        for group in groups:
+            inside = group["params"]
+            twice = sorted({n for n in inside if inside.count(n) > 1})
+            if twice:
+                return (
+                    f"{twice[0]} appears twice in one group (on {on}): a layer used twice in the "
+                    "model is still one parameter, and torch.optim warns that a group with "
+                    "duplicate parameters will become an error. Collect parameters once each "
+                    "(model.parameters() and model.modules() skip repeats)."
+                )
         twice = sorted({n for n in placed if placed.count(n) > 1})
         if twice:
             return (
@@ -622,6 +968,11 @@ def _judge_decay_groups(cases):
                 f"{not_decayed[0]} is not decayed (on {on}): the weights of Linear and Conv layers "
                 f"are the ones weight decay is for. Give their group weight_decay={weight_decay:g}."
             )
+        if len(groups) != 2:
+            return (
+                f"You returned {len(groups)} groups (on {on}); the task asks for two: the weights "
+                "with weight_decay, everything else with 0.0."
+            )
     return None
 
 
@@ -629,7 +980,8 @@ decay_groups = Exercise(
     "decay_groups",
     chapter=CHAPTER,
     title="Weight decay on weights only",
-    expects=Function("decay_groups", ("model", "weight_decay")),
+    expects=Function("decay_groups", ("model", "weight_decay"),
+                     returns="a list of two dicts, each {'params': [...], 'weight_decay': ...}"),
     probe=_probe_decay_groups,
     judge=_judge_decay_groups,
     reference=decay_groups,
