@@ -30,16 +30,19 @@ def _kind(value) -> str:
 
 
 def _number(value):
-    """A returned count as a float, or None when it is not a single real number."""
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.is_complex():
+    """A returned count as a float, or None when it is not a single finite real number."""
+    try:
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1 or value.is_complex() or value.device.type == "meta":
+                return None
+            value = torch.Tensor.detach(value).reshape(-1)[0].item()
+        if isinstance(value, (bool, np.bool_)):
             return None
-        value = torch.Tensor.detach(value).reshape(-1)[0].item()
-    if isinstance(value, bool):
+        if isinstance(value, (int, float, np.integer, np.floating)):
+            number = float(value)
+            return number if math.isfinite(number) else None
+    except (RuntimeError, OverflowError, ValueError, TypeError):  # a number too big for a float
         return None
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        number = float(value)
-        return number if math.isfinite(number) else None
     return None
 
 
@@ -68,23 +71,52 @@ def _mlp(dtype=torch.float32, frozen_first=False):
     return model
 
 
+def _tied_model():
+    """Batch norm (its running statistics are buffers, not parameters) and one weight shared
+    by two layers (model.parameters() yields it once; the optimizer keeps one state for it)."""
+    model = nn.Sequential(nn.Linear(20, 20), nn.BatchNorm1d(20), nn.ReLU(), nn.Linear(20, 20))
+    model[3].weight = model[0].weight
+    return model
+
+
 _MEMORY_CASES = [
     ("a float32 MLP (785 parameters) with plain SGD", "sgd", {}),
     ("the same MLP with SGD and momentum", "momentum", {}),
     ("the same MLP with Adam", "adam", {}),
     ("an MLP whose first layer is frozen (requires_grad=False), with Adam", "adam", {"frozen_first": True}),
     ("a bfloat16 MLP with SGD and momentum", "momentum", {"dtype": torch.bfloat16}),
+    ("a float64 MLP with plain SGD", "sgd", {"dtype": torch.float64}),
 ]
+_MEMORY_CASES.insert(3, (
+    "a model with batch norm (running statistics are buffers) and one weight shared by two "
+    "layers, with Adam",
+    "adam",
+    {"tied": True},
+))
+
+
+def _model_state(model) -> dict:
+    params = list(model.parameters())
+    return {
+        "dtypes": [str(p.dtype) for p in params],
+        "requires_grad": [bool(p.requires_grad) for p in params],
+        "grads": sum(p.grad is not None for p in params),
+        "values": _flat([p.double() for p in params]),
+    }
 
 
 def _probe_training_memory_bytes(answer, run):
     cases = []
     for on, name, options in _MEMORY_CASES:
         torch.manual_seed(0)
-        model = _mlp(**options)
+        model = _tied_model() if options.get("tied") else _mlp(**options)
         params = list(model.parameters())
         trainable = [p for p in params if p.requires_grad]
+        before = _model_state(model)
         got = run(answer, model, name, on=f"{on}, optimizer_name={name!r}")
+        after = _model_state(model)
+        listed = [p for m in model.modules() for p in m.parameters(recurse=False)]  # shared twice
+        stored = list(model.state_dict().values())  # buffers too, shared weight twice
         cases.append({
             "on": on,
             "optimizer": name,
@@ -96,13 +128,33 @@ def _probe_training_memory_bytes(answer, run):
             "trainable_elements": sum(p.numel() for p in trainable),
             "trainable_tensors": len(trainable),
             "element_size": params[0].element_size(),
+            "listed_bytes": sum(p.numel() * p.element_size() for p in listed),
+            "stored_bytes": sum(t.numel() * t.element_size() for t in stored),
+            "changed": ([] if same_values(before["values"], after["values"], rtol=0, atol=0) else ["values"])
+            + [what for what in ("dtypes", "requires_grad", "grads") if before[what] != after[what]],
         })
+        if _judge_training_memory_bytes(cases) is not None:
+            break
     return cases
 
 
 def _judge_training_memory_bytes(cases):
     for case in cases:
         on, name, got = case["on"], case["optimizer"], case["got"]
+        changed = case["changed"]
+        if changed:
+            what = {
+                "values": "changed the values of its parameters",
+                "dtypes": "changed the dtype of its parameters (.float() or .to() work in place "
+                "on a module)",
+                "requires_grad": "changed which of its parameters require gradients",
+                "grads": "left gradients in (or removed them from) its parameters' .grad",
+            }[changed[0]]
+            return (
+                f"Your function {what} (on {on}): counting must leave the model as it was. Read "
+                "numel(), element_size() and requires_grad; don't convert, train or step the "
+                "model you were given (work on a copy.deepcopy(model) if you must)."
+            )
         if got is None:
             return (
                 f"training_memory_bytes returned {case['got_kind']} (on {on}); return the number "
@@ -118,13 +170,29 @@ def _judge_training_memory_bytes(cases):
             continue
         where = f" (on {on}: expected {expected:,} bytes, got {got:,.0f})"
         size = case["element_size"]
+        listed, stored = case["listed_bytes"], case["stored_bytes"]
         named = [
+            (listed * (2 + s) if listed != params else None,
+             "You counted the shared weight twice, once for each layer that uses it: it is one "
+             "tensor, with one gradient and one optimizer state. Loop over model.parameters(), "
+             "which yields each parameter once."),
+            (stored * (2 + s) if stored != params else None,
+             "You counted the tensors of model.state_dict(): it also holds buffers (batch norm's "
+             "running statistics, which get no gradient and no optimizer state) and lists a "
+             "shared weight once per layer. Loop over model.parameters()."),
+            (stored if stored != params else None,
+             "You counted the tensors of model.state_dict() once each: they are detached copies "
+             "(requires_grad=False), it holds buffers too, and it lists a shared weight twice. "
+             "Loop over model.parameters()."),
             (case["param_elements"] + case["trainable_elements"] * (1 + s),
              "You counted elements, not bytes: multiply each tensor's numel() by its "
-             "element_size() (4 bytes for float32, 2 for bfloat16)."),
+             "element_size() (4 bytes for float32, 2 for bfloat16, 8 for float64)."),
             (expected * 4 / size if size != 4 else None,
-             "This model is bfloat16, 2 bytes per element, but you counted 4: use "
-             "p.element_size() rather than a fixed 4."),
+             f"This model's parameters take {size} bytes per element, but you counted 4: use "
+             "p.element_size() rather than a fixed size."),
+            (expected * 2 / size if size == 8 else None,
+             "This model is float64, 8 bytes per element, but you counted 2: use "
+             "p.element_size() rather than a size chosen from the dtype by hand."),
             (params * (2 + s) if trainable != params else None,
              "You counted a gradient and optimizer state for the frozen parameters too: a "
              "parameter with requires_grad=False gets no gradient, and the optimizer keeps no "
@@ -149,8 +217,8 @@ def _judge_training_memory_bytes(cases):
             if value is not None and abs(got - value) < 0.5:
                 return message + where
         return (
-            "Not the right count" + where + ". Add, for each parameter p: its bytes "
-            "(p.numel() * p.element_size()); if p.requires_grad, as much again for the "
+            "Not the right count" + where + ". Add, for each parameter p of model.parameters(): "
+            "its bytes (p.numel() * p.element_size()); if p.requires_grad, as much again for the "
             "gradient and that many times 0 (SGD), 1 (momentum) or 2 (Adam) for the state."
         )
     return None
@@ -160,7 +228,9 @@ training_memory_bytes = Exercise(
     "training_memory_bytes",
     chapter=CHAPTER,
     title="The fixed memory of training",
-    expects=Function("training_memory_bytes", ("model", "optimizer_name")),
+    expects=Function(
+        "training_memory_bytes", ("model", "optimizer_name"), returns="a number of bytes (an int)"
+    ),
     probe=_probe_training_memory_bytes,
     judge=_judge_training_memory_bytes,
     reference=training_memory_bytes,
@@ -194,6 +264,7 @@ def accumulation_step(model, optimizer, loss_fn, batches):
     optimizer.step()  # once, after all k micro-batches
 
 
+accumulation_step_reference = accumulation_step  # the name becomes the Exercise below
 _LR = 0.1
 _STALE = 0.5  # what .grad holds before the call: a previous step's gradient, left there
 
@@ -227,55 +298,83 @@ def _grads_of(model, loss_fn, batches, divide=True):
     return _flat(p.grad for p in model.parameters())
 
 
-def _step_every_batch(model, loss_fn, batches):
-    model = copy.deepcopy(model)
-    before = _flat(model.parameters())
-    optimizer = torch.optim.SGD(model.parameters(), lr=_LR)
-    for x, y in batches:
-        optimizer.zero_grad()
-        (loss_fn(model(x), y) / len(batches)).backward()
-        optimizer.step()
-    return (before - _flat(model.parameters())) / _LR
-
-
 _ACCUMULATION_CASES = [
-    (0, 4, 5, (6, 10, 4), "cross_entropy"),
-    (1, 3, 4, (3, 5, 2), "mse_loss"),
+    # (seed, k, micro-batch size, layer sizes, loss, momentum: the optimizer's state, calls)
+    (0, 4, 5, (6, 10, 4), "cross_entropy", 0.9, 2),
+    (1, 3, 4, (3, 5, 2), "mse_loss", 0.0, 1),
 ]
+
+
+def _gradient_state(model):
+    grads = [p.grad for p in model.parameters()]
+    if all(g is None for g in grads):
+        return "none"
+    flat = _flat((torch.zeros_like(p) if g is None else g) for p, g in zip(model.parameters(), grads))
+    return "zero" if not flat.any() else flat
+
+
+def _batches_problem(given, kept):
+    if len(given) != len(kept):
+        return f"the list had {len(kept)} micro-batches before the call and {len(given)} after"
+    for index, ((x, y), (x0, y0)) in enumerate(zip(given, kept)):
+        for name, a, b in (("x", x, x0), ("y", y, y0)):
+            if not (isinstance(a, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                    and bool(torch.equal(a, b))):
+                return f"{name} of micro-batch {index} changed"
+    return None
 
 
 def _probe_accumulation_step(answer, run):
     cases = []
-    for seed, k, micro, sizes, loss_name in _ACCUMULATION_CASES:
+    for seed, k, micro, sizes, loss_name, momentum, calls in _ACCUMULATION_CASES:
         model, batches, loss_fn = _accumulation_case(seed, k, micro, sizes, loss_name)
         reference_model = copy.deepcopy(model)
-        big_x = torch.cat([x for x, _ in batches])
-        big_y = torch.cat([y for _, y in batches])
-        big = copy.deepcopy(model)
-        loss_fn(big(big_x), big_y).backward()
-        case = {
-            "on": f"{k} micro-batches of {micro} examples, loss {loss_name}",
-            "k": k,
-            "big_batch": _flat(p.grad for p in big.parameters()),
-            "summed": _grads_of(reference_model, loss_fn, batches, divide=False),
-            "last_only": _grads_of(reference_model, loss_fn, batches[-1:], divide=False) / k,
-            "last_only_undivided": _grads_of(reference_model, loss_fn, batches[-1:], divide=False),
-            "step_every_batch": _step_every_batch(reference_model, loss_fn, batches),
-        }
+        reference_optimizer = torch.optim.SGD(reference_model.parameters(), lr=_LR, momentum=momentum)
         for p in model.parameters():
             p.grad = torch.full_like(p, _STALE)
-        optimizer = torch.optim.SGD(model.parameters(), lr=_LR)
+        optimizer = torch.optim.SGD(model.parameters(), lr=_LR, momentum=momentum)
         steps, backwards = [], []
         optimizer.register_step_post_hook(lambda *args: steps.append(1))
-        first = next(model.parameters())
-        first.register_hook(lambda grad: backwards.append(1))
-        before = _flat(model.parameters())
-        learner_batches = [(x.clone(), y.clone()) for x, y in batches]
-        run(answer, model, optimizer, loss_fn, learner_batches, on=case["on"])
-        case["steps"] = len(steps)
-        case["backwards"] = len(backwards)
-        case["update"] = (before - _flat(model.parameters())) / _LR
-        cases.append(case)
+        next(model.parameters()).register_hook(lambda grad: backwards.append(1))
+        for call in range(calls):
+            if call:  # the next step, on new micro-batches, with the same model and optimizer
+                _, batches, _ = _accumulation_case(seed + 10, k, micro, sizes, loss_name)
+            setting = (
+                f"{k} micro-batches of {micro} examples, loss {loss_name}, "
+                + (f"SGD with momentum={momentum}" if momentum else "plain SGD")
+            )
+            on = setting if calls == 1 else f"{setting}, call {call + 1} of {calls} in a row"
+            big_x = torch.cat([x for x, _ in batches])
+            big_y = torch.cat([y for _, y in batches])
+            big = copy.deepcopy(reference_model)
+            loss_fn(big(big_x), big_y).backward()
+            case = {
+                "on": on,
+                "k": k,
+                "call": call,
+                "big_batch": _flat(p.grad for p in big.parameters()),
+                "summed": _grads_of(reference_model, loss_fn, batches, divide=False),
+                "last_only": _grads_of(reference_model, loss_fn, batches[-1:], divide=False) / k,
+                "last_only_undivided": _grads_of(reference_model, loss_fn, batches[-1:], divide=False),
+            }
+            steps.clear()
+            backwards.clear()
+            before = _flat(model.parameters())
+            learner_batches = [(x.clone(), y.clone()) for x, y in batches]
+            given = list(learner_batches)
+            run(answer, model, optimizer, loss_fn, given, on=on)
+            case["steps"] = len(steps)
+            case["backwards"] = len(backwards)
+            case["update"] = (before - _flat(model.parameters())) / _LR
+            case["lr_after"] = [float(group["lr"]) for group in optimizer.param_groups]
+            case["grads_after"] = _gradient_state(model)
+            case["batches_changed"] = _batches_problem(given, [(x, y) for x, y in batches])
+            accumulation_step_reference(reference_model, reference_optimizer, loss_fn, batches)
+            case["expected"] = _flat(reference_model.parameters())
+            case["parameters"] = _flat(model.parameters())
+            cases.append(case)
+            if _judge_accumulation_step(cases) is not None:
+                return cases
     return cases
 
 
@@ -285,6 +384,12 @@ _TOL = {"rtol": 1e-4, "atol": 1e-6}
 def _judge_accumulation_step(cases):
     for case in cases:
         on, k, update, big = case["on"], case["k"], case["update"], case["big_batch"]
+        if case["batches_changed"]:
+            return (
+                f"Your function changed the list of micro-batches it was given (on {on}): "
+                f"{case['batches_changed']}. The caller may use them again; loop over them "
+                "with `for x, y in batches:` and leave them as they are."
+            )
         if case["steps"] == 0 and not same_values(update, np.zeros_like(update)):
             return (
                 f"The weights moved, but not through the optimizer you were given (on {on}): "
@@ -301,15 +406,52 @@ def _judge_accumulation_step(cases):
                 "stepping every micro-batch is ordinary small-batch training, not accumulation. "
                 f"Step once, after all {k} backward() calls."
             )
-        if same_values(update, big, **_TOL):
+        if any(lr != _LR for lr in case["lr_after"]):
+            return (
+                f"After your function ran (on {on}), the optimizer's learning rate was "
+                f"{case['lr_after'][0]:g} instead of {_LR:g}: your function changed it, so every "
+                "later step uses that rate too. Leave the optimizer's settings alone; to scale "
+                "the gradient, divide each micro-batch's loss by len(batches)."
+            )
+        if case["call"] == 0 and same_values(update, big, **_TOL):
             if case["backwards"] == 1 and k > 1:
                 return (
                     f"The gradients are right, but backward() ran once for {k} micro-batches "
-                    f"(on {on}): adding the losses and calling backward() on the sum keeps all "
-                    f"{k} graphs in memory until then, which is the memory accumulation is meant "
-                    "to save. Call backward() on each micro-batch's loss inside the loop."
+                    f"(on {on}): one backward() for all of them (on the sum of their losses, or "
+                    f"on one big batch) keeps all {k} graphs in memory until then, which is the "
+                    "memory accumulation is meant to save. Call backward() on each micro-batch's "
+                    "loss inside the loop."
+                )
+            if case["backwards"] != k:
+                return (
+                    f"The gradients are right, but backward() ran {case['backwards']} times for "
+                    f"{k} micro-batches (on {on}): call it once per micro-batch, on that "
+                    "micro-batch's loss."
+                )
+            grads = case["grads_after"]
+            if not isinstance(grads, str) and same_values(grads, big * k, **_TOL):
+                return (
+                    f"The step is right, but .grad holds {k} times the big batch's gradient after "
+                    f"your function (on {on}): the losses were not divided by {k}, and the "
+                    "step was scaled some other way. Divide each micro-batch's loss by "
+                    "len(batches), so that the gradient itself is the big batch's."
                 )
             continue
+        if case["call"] > 0:
+            if case["backwards"] != k:
+                return (
+                    f"backward() ran {case['backwards']} times for {k} micro-batches (on {on}): "
+                    "call it once per micro-batch, on that micro-batch's loss, inside the loop."
+                )
+            if same_values(case["parameters"], case["expected"], **_TOL):
+                continue
+            return (
+                f"The first call was right, but on {on} the parameters are not what a second "
+                "accumulation step gives with this optimizer (its momentum carries the first "
+                "step's gradient over). Each call must start from zero gradients, add the k "
+                "micro-batches' gradients (each loss divided by k), and step the optimizer it "
+                "was given once."
+            )
         named = [
             (big + _STALE, "Gradients left over from before the call were added in: .grad "
              "already held an old gradient. Call optimizer.zero_grad() once, before the first "
@@ -342,7 +484,10 @@ accumulation_step = Exercise(
     "accumulation_step",
     chapter=CHAPTER,
     title="Gradient accumulation",
-    expects=Function("accumulation_step", ("model", "optimizer", "loss_fn", "batches")),
+    expects=Function(
+        "accumulation_step", ("model", "optimizer", "loss_fn", "batches"),
+        returns="nothing: it changes the model's parameters through optimizer.step()",
+    ),
     probe=_probe_accumulation_step,
     judge=_judge_accumulation_step,
     reference=accumulation_step,
@@ -382,17 +527,15 @@ def split_step_time(loader, step_fn):
     return data_seconds, compute_seconds
 
 
-class _FakeLoader:
-    """Batches that take known times to arrive, each wait measured by the loader itself."""
+class _UnsizedLoader:
+    """Batches that take known times to arrive, each wait measured by the loader itself. No
+    len(), like a DataLoader over an IterableDataset or a generator."""
 
     def __init__(self, delays):
         self.delays = delays
         self.waited = 0.0
         self.fetched = 0
         self.first = 0.0
-
-    def __len__(self):
-        return len(self.delays)
 
     def __iter__(self):
         for index, delay in enumerate(self.delays):
@@ -406,58 +549,100 @@ class _FakeLoader:
             yield torch.full((2, 3), float(index))
 
 
+class _FakeLoader(_UnsizedLoader):
+    """The same, with a len() like a DataLoader over a map-style dataset."""
+
+    def __len__(self):
+        return len(self.delays)
+
+
 class _FakeStep:
     def __init__(self, seconds):
         self.seconds = seconds
         self.spent = 0.0
         self.calls = 0
+        self.seen = []
 
     def __call__(self, batch):
         start = time.perf_counter()
+        self.seen.append(
+            float(batch[0, 0]) if isinstance(batch, torch.Tensor) and batch.shape == (2, 3) else None
+        )
         time.sleep(self.seconds)
         self.spent += time.perf_counter() - start
         self.calls += 1
 
 
+# (input, loader class, delay of each batch, seconds per step). The sleeps only need to tell
+# the two kinds of time apart: the judge checks inclusions that hold on any machine (the loader's
+# own waits lie inside your data time, the steps inside your compute time, both inside the call).
 _TIMING_CASES = [
-    ("a slow loader (15 ms a batch, 40 ms for the first) and a 3 ms step", [0.04] + [0.015] * 5, 0.003),
-    ("a fast loader (2 ms a batch, 40 ms for the first) and a 15 ms step", [0.04] + [0.002] * 5, 0.015),
+    ("a slow loader (8 ms a batch, 20 ms for the first) and a 1 ms step",
+     _FakeLoader, [0.02] + [0.008] * 4, 0.001),
+    ("a loader with no len(), like a DataLoader over an IterableDataset (1 ms a batch, 20 ms for "
+     "the first), and an 8 ms step", _UnsizedLoader, [0.02] + [0.001] * 4, 0.008),
+    ("an empty loader (no batches at all)", _FakeLoader, [], 0.001),
 ]
+
+
+def _code_names(fn) -> list:
+    """The global and attribute names the learner's code reads (time, perf_counter, ...)."""
+    code = getattr(fn, "__code__", None)
+    names, todo = set(), [code] if code is not None else []
+    while todo:
+        code = todo.pop()
+        names.update(code.co_names)
+        todo.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return sorted(names)
 
 
 def _probe_split_step_time(answer, run):
     cases = []
-    for on, delays, step_s in _TIMING_CASES:
-        loader, step = _FakeLoader(delays), _FakeStep(step_s)
+    for on, make, delays, step_s in _TIMING_CASES:
+        loader, step = make(delays), _FakeStep(step_s)
+        start = time.perf_counter()
         got = run(answer, loader, step, on=on)
+        wall = time.perf_counter() - start
         case = {
             "on": on,
             "batches": len(delays),
             "fetched": loader.fetched,
             "steps": step.calls,
+            "in_order": step.seen == [float(i) for i in range(step.calls)],
             "data": loader.waited,
             "compute": step.spent,
             "first": loader.first,
+            "wall": wall,
             "got_kind": _kind(got),
         }
         if isinstance(got, (tuple, list)) and len(got) == 2:
             case["got"] = [_number(got[0]), _number(got[1])]
         cases.append(case)
-    return cases
+        record = {"cases": cases, "names": _code_names(answer)}
+        if _judge_split_step_time(record) is not None:  # stop at the first input that shows
+            break  # a mistake, so that an error on a later one does not hide it
+    return record
 
 
-def _near(got, truth, slack=0.0):
-    """Within a wide margin of the truth: a loaded machine adds a little to each measurement."""
-    return truth * 0.9 - 0.003 <= got <= (truth + slack) * 1.3 + 0.015
+def _tol(seconds):
+    """Room for clocks read a few instructions apart (and for time.time's resolution)."""
+    return 0.001 + 0.01 * seconds
 
 
-def _judge_split_step_time(cases):
+def _judge_split_step_time(record):
+    cases = record["cases"]
     for case in cases:
         on, n = case["on"], case["batches"]
-        if "got" not in case or None in case["got"]:
+        if "got" not in case:
             return (
                 f"split_step_time returned {case['got_kind']} (on {on}); return two numbers of "
                 "seconds: `return data_seconds, compute_seconds`."
+            )
+        if None in case["got"]:
+            return (
+                f"split_step_time returned a {case['got_kind']} of two items, but not two finite "
+                f"numbers (on {on}); return two numbers of seconds: "
+                "`return data_seconds, compute_seconds`."
             )
         if case["fetched"] > n:
             return (
@@ -474,44 +659,101 @@ def _judge_split_step_time(cases):
                 f"step_fn ran {case['steps']} times for {case['fetched']} batches (on {on}): call "
                 "it once per batch, inside the loop."
             )
+        if not case["in_order"]:
+            return (
+                f"step_fn was not given the loader's batches, one by one in order (on {on}): "
+                "call step_fn(batch) with the batch the loop just received."
+            )
+    previous = None
     for case in cases:
         on, n = case["on"], case["batches"]
-        data, compute, first = case["data"], case["compute"], case["first"]
+        data, compute, first, wall = case["data"], case["compute"], case["first"], case["wall"]
         got_data, got_compute = case["got"]
         shown = (
-            f" (on {on}: the loader waited {1000 * data:.0f} ms and the steps took "
-            f"{1000 * compute:.0f} ms; you returned {1000 * got_data:.0f} ms and "
-            f"{1000 * got_compute:.0f} ms)"
+            f" (on {on}: the loader spent {1000 * data:.1f} ms producing batches, the steps took "
+            f"{1000 * compute:.1f} ms and the whole call {1000 * wall:.1f} ms; you returned "
+            f"{1000 * got_data:.1f} ms and {1000 * got_compute:.1f} ms)"
         )
-        if _near(got_data, data) and _near(got_compute, compute):
+
+        def covers(got, truth):
+            return got >= truth - _tol(truth)
+
+        def fits(total):
+            return total <= wall + _tol(wall)
+
+        if min(got_data, got_compute) < -_tol(0):
+            return "A time cannot be negative: subtract the earlier reading from the later one." + shown
+        if covers(got_data, data) and covers(got_compute, compute) and fits(got_data + got_compute):
+            previous = case
             continue
-        if _near(got_data, compute) and _near(got_compute, data):
-            return "The two numbers are swapped: return (data_seconds, compute_seconds)." + shown
-        if _near(got_data * n, data) and _near(got_compute * n, compute):
-            return "You returned averages per batch; return the totals over the whole loop." + shown
-        if got_data < 0.2 * data and got_compute < 0.2 * compute:
+        if (
+            previous is not None
+            and covers(got_data, data + previous["got"][0])
+            and covers(got_compute, compute + previous["got"][1])
+        ):
             return (
-                "Both times are near zero, yet the loop slept for most of its time: "
-                "time.process_time() counts CPU time, not waiting. Use time.perf_counter()." + shown
+                "Your totals carried over from the previous call: they include its times too. "
+                "Start both at 0.0 inside the function, on every call (not in a global)." + shown
             )
-        if _near(got_data, data + compute):
+        longer = [name for name, got in (("data", got_data), ("compute", got_compute)) if not fits(got)]
+        if longer:
+            return (
+                f"Your {longer[0]} time is longer than the whole call took, so it holds time "
+                "carried over from outside this call: totals kept from an earlier call (in a "
+                "global), a clock read before the call, or a clock reading added as it is "
+                "instead of the difference of two readings. Start both totals at 0.0 inside the "
+                "function and add only differences of time.perf_counter() readings taken "
+                "during the call." + shown
+            )
+        if covers(got_compute, data) and covers(got_data, compute) and fits(got_data + got_compute):
+            return "The two numbers are swapped: return (data_seconds, compute_seconds)." + shown
+        if (
+            n > 0 and covers(got_data * n, data) and covers(got_compute * n, compute)
+            and fits((got_data + got_compute) * n)
+        ):
+            return "You returned averages per batch; return the totals over the whole loop." + shown
+        if n > 0 and got_data < 0.2 * data and got_compute < 0.2 * compute:
+            if "process_time" in record["names"]:
+                return (
+                    "Both times are near zero, yet the loop slept for most of its time: "
+                    "time.process_time() counts CPU time, not waiting. Use time.perf_counter()."
+                    + shown
+                )
+            return (
+                "Both times are near zero, yet the loop slept for most of its time: read a wall "
+                "clock, time.perf_counter(), before and after each wait and each step." + shown
+            )
+        if covers(got_data, data + compute) and not fits(got_data + got_compute):
             return (
                 "Your data time includes the steps: the clock for the next batch must restart "
                 "after step_fn returns, not at the previous fetch." + shown
             )
-        if _near(got_compute, data + compute) and not _near(got_compute, compute):
+        if n > 1 and covers(got_compute, compute + data - first) and not covers(got_data, data):
             return (
                 "Your compute time includes waiting for the next batch: stop the step's clock "
                 "as soon as step_fn returns." + shown
             )
-        if _near(got_data, data - first) and not _near(got_data, data):
+        if n > 0 and covers(got_data, data - first) and not covers(got_data, data):
             return (
                 "The first batch's wait is missing: start the clock before the loop. The first "
                 "batch is often the slowest one (a DataLoader starts its workers then)." + shown
             )
-        if not _near(got_data, data):
-            return "The time spent waiting for data is off." + shown
-        return "The time spent in step_fn is off." + shown
+        if not covers(got_data, data):
+            return (
+                "Your data time is shorter than the time the loader itself spent producing "
+                "batches: each wait runs from just before the `for` asks for a batch to just "
+                "after it arrives." + shown
+            )
+        if not covers(got_compute, compute):
+            return (
+                "Your compute time is shorter than the time spent inside step_fn: read the "
+                "clock just before step_fn(batch) and just after it returns." + shown
+            )
+        return (
+            "Your two times add up to more than the whole call took: some moments were counted "
+            "twice. Each moment of the loop is either waiting for a batch or inside step_fn."
+            + shown
+        )
     return None
 
 
@@ -519,7 +761,10 @@ split_step_time = Exercise(
     "split_step_time",
     chapter=CHAPTER,
     title="Waiting for data, or computing?",
-    expects=Function("split_step_time", ("loader", "step_fn")),
+    expects=Function(
+        "split_step_time", ("loader", "step_fn"),
+        returns="two numbers of seconds: (data_seconds, compute_seconds)",
+    ),
     probe=_probe_split_step_time,
     judge=_judge_split_step_time,
     reference=split_step_time,
@@ -538,5 +783,14 @@ split_step_time = Exercise(
     ],
     error_notes=[
         ("not iterable", "loader is something to loop over with `for batch in loader:`."),
+        ("has no len()", "a loader may have no length (a DataLoader over an IterableDataset, a "
+         "generator): loop over it and count the batches as they come instead of len(loader)."),
+        ("division by zero", "an empty loader has no batches: dividing by their number fails. "
+         "Return the totals, which are then 0.0 and 0.0."),
+        ("where it is not associated with a value", "a variable first set inside the loop: with "
+         "an empty loader the loop body never runs. Set the totals (and the clock) before the "
+         "loop."),
+        ("referenced before assignment", "a variable first set inside the loop: with an empty "
+         "loader the loop body never runs. Set the totals (and the clock) before the loop."),
     ],
 )

@@ -92,19 +92,20 @@ _train_step = train_step  # the name train_step becomes the Exercise below
 
 
 _LR = 0.5
+_ADAM_LR = 0.05
 
 
-def _step_model():
+def _step_model(dtype=torch.float32):
     torch.manual_seed(4)  # the check restores the learner's random state afterwards
-    return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+    return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)).to(dtype)
 
 
-def _step_batches():
-    generator = torch.Generator().manual_seed(40)
+def _step_batches(dtype=torch.float32, seed=40):
+    generator = torch.Generator().manual_seed(seed)
     x1, x2 = torch.randn(8, 4, generator=generator), torch.randn(8, 4, generator=generator)
     y1 = torch.randint(0, 3, (8,), generator=generator)
     y2 = torch.randint(0, 3, (8,), generator=generator)
-    return (x1, y1), (x2, y2)
+    return (x1.to(dtype), y1), (x2.to(dtype), y2)
 
 
 def _gradient_at(model, x, y) -> np.ndarray:
@@ -114,66 +115,154 @@ def _gradient_at(model, x, y) -> np.ndarray:
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy().copy()
 
 
+# (what the two calls are given, optimizer, model dtype, loss_fn)
+_STEP_PHASES = (
+    ("plain SGD (lr=0.5), a float32 model and nn.CrossEntropyLoss()", "sgd", torch.float32, None),
+    (
+        "Adam (lr=0.05), whose state carries over from step to step, a float64 model and "
+        "nn.CrossEntropyLoss(label_smoothing=0.2)",
+        "adam",
+        torch.float64,
+        0.2,
+    ),
+)
 _STEP_CALLS = (
     "the first call, with no gradients stored yet",
     "the second call, on the next batch with the same model and optimizer",
 )
 
 
+def _make_optimizer(kind, parameters):
+    if kind == "sgd":
+        return torch.optim.SGD(parameters, lr=_LR, momentum=0.0)
+    return torch.optim.Adam(parameters, lr=_ADAM_LR)
+
+
 def _probe_train_step(answer, run):
-    model = _step_model()
-    reference_model = copy.deepcopy(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=_LR, momentum=0.0)
-    reference_optimizer = torch.optim.SGD(reference_model.parameters(), lr=_LR, momentum=0.0)
-    loss_fn = nn.CrossEntropyLoss()
-    forwards = [0]
-    model.register_forward_hook(lambda module, inputs, output: forwards.__setitem__(0, forwards[0] + 1))
+    phases = []
+    for setting, kind, dtype, smoothing in _STEP_PHASES:
+        model = _step_model(dtype)
+        reference_model = copy.deepcopy(model)
+        optimizer = _make_optimizer(kind, model.parameters())
+        reference_optimizer = _make_optimizer(kind, reference_model.parameters())
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing or 0.0)
+        if smoothing:  # the same steps with a loss of the learner's own instead of loss_fn
+            own_loss_model = copy.deepcopy(model)
+            own_loss_optimizer = _make_optimizer(kind, own_loss_model.parameters())
+        counts = {"forwards": 0, "backwards": 0, "steps": 0}
 
-    record = {"lr": _LR, "start": _flat_parameters(model), "calls": []}
-    for on, (x, y) in zip(_STEP_CALLS, _step_batches()):
-        before = copy.deepcopy(reference_model)
-        forwards[0] = 0
-        returned = run(answer, model, optimizer, loss_fn, x.clone(), y.clone(), on=on)
-        got = {
-            "on": on,
-            "returned": _returned(returned),
-            "parameters": _flat_parameters(model),
-            "gradients": _gradient_state(model),
-            "forwards": forwards[0],
-        }
-        expected_loss = _train_step(reference_model, reference_optimizer, loss_fn, x, y)
-        got["expected_loss"] = expected_loss
-        got["expected"] = _flat_parameters(reference_model)
-        got["before"] = _flat_parameters(before)
-        got["gradient"] = _gradient_at(before, x, y)
-        record["calls"].append(got)
-    return record
+        def count(name, counts=counts):
+            counts[name] += 1
+
+        # On the first layer: model.forward(x) skips the hooks of model itself, not of its layers.
+        model[0].register_forward_hook(lambda module, inputs, output: count("forwards"))
+        next(model.parameters()).register_hook(lambda grad: count("backwards"))
+        optimizer.register_step_post_hook(lambda *args: count("steps"))
+
+        calls = []
+        for index, (on, (x, y)) in enumerate(zip(_STEP_CALLS, _step_batches(dtype))):
+            on = f"{on}; {setting}"
+            before = copy.deepcopy(reference_model)
+            for name in counts:
+                counts[name] = 0
+            given_x, given_y = x.clone(), y.clone()
+            returned = run(answer, model, optimizer, loss_fn, given_x, given_y, on=on)
+            got = {
+                "on": on,
+                "returned": _returned(returned),
+                "parameters": _flat_parameters(model),
+                "gradients": _gradient_state(model),
+                "grad_enabled_after": torch.is_grad_enabled(),
+                "inputs_changed": [
+                    name for name, given, kept in (("x", given_x, x), ("y", given_y, y))
+                    if not (given.shape == kept.shape and given.dtype == kept.dtype
+                            and bool(torch.equal(given, kept)))
+                ],
+                **counts,
+            }
+            torch.set_grad_enabled(True)
+            got["expected_loss"] = _train_step(reference_model, reference_optimizer, loss_fn, x, y)
+            got["expected"] = _flat_parameters(reference_model)
+            got["before"] = _flat_parameters(before)
+            if kind == "sgd":
+                got["gradient"] = _gradient_at(before, x, y)
+            else:
+                if index == 1:  # what a new Adam, made inside the call, would have done
+                    fresh = copy.deepcopy(before)
+                    _train_step(fresh, _make_optimizer(kind, fresh.parameters()), loss_fn, x, y)
+                    got["fresh_optimizer"] = _flat_parameters(fresh)
+                _train_step(own_loss_model, own_loss_optimizer, nn.functional.cross_entropy, x, y)
+                got["own_loss"] = _flat_parameters(own_loss_model)
+            calls.append(got)
+            record = {"lr": _LR, "phases": phases + [{"kind": kind, "calls": calls}]}
+            if _judge_train_step(record) is not None:  # what is wrong shows already: stop
+                return record  # here, so that an error on a later input does not hide it
+        phases.append({"kind": kind, "calls": calls})
+    return {"lr": _LR, "phases": phases}
 
 
-def _judge_train_step(record):
-    lr = record["lr"]
-    first_gradient = record["calls"][0]["gradient"]
-    for index, call in enumerate(record["calls"]):
-        on, before, gradient = call["on"], call["before"], call["gradient"]
-        params, gradients = call["parameters"], call["gradients"]
-        if call["forwards"] == 0:
+def _judge_step_call(call, *, kind, lr, index, first_gradient):
+    on, before = call["on"], call["before"]
+    params, gradients = call["parameters"], call["gradients"]
+    if call["forwards"] == 0:
+        return (
+            f"Your function never ran the model it was given (on {on}). Use its arguments "
+            "(model, optimizer, loss_fn, x, y), not variables of the notebook with the same "
+            "purpose."
+        )
+    if call["inputs_changed"]:
+        name = call["inputs_changed"][0]
+        return (
+            f"Your function changed its input {name} in place (on {on}). The caller still uses "
+            f"the batch (to log, to plot, for another model): leave {name} as it was given."
+        )
+    if not call["grad_enabled_after"]:
+        return (
+            f"Your function left autograd switched off (on {on}): after it returned, "
+            "torch.is_grad_enabled() was False, so the next training step cannot compute "
+            "gradients. Use `with torch.no_grad():` blocks, which switch it back on, rather "
+            "than torch.set_grad_enabled(False)."
+        )
+    unchanged = same_values(params, before, rtol=0, atol=0)
+    if call["backwards"] == 0:
+        return (
+            f"backward() never ran (on {on}), so no gradient reached .grad"
+            + (" and the parameters did not change" if unchanged else "")
+            + ". Call loss.backward() once, after the loss and before optimizer.step()."
+        )
+    if call["steps"] == 0:
+        if unchanged:
             return (
-                f"Your function never ran the model it was given (on {on}). Use its arguments "
-                "(model, optimizer, loss_fn, x, y), not variables of the notebook with the same "
-                "purpose."
+                f"The parameters did not change (on {on}): optimizer.step() of the optimizer you "
+                "were given never ran. Call optimizer.step() after backward(): it is the step "
+                "that actually moves the parameters."
             )
-        if same_values(params, before, rtol=0, atol=0):
-            if isinstance(gradients, str):
-                return (
-                    f"The parameters did not change (on {on}), and afterwards no gradient was "
-                    "left in .grad. You cleared the gradients between backward() and step() "
-                    "(or never called backward()): step() then finds nothing to apply. Clear "
-                    "them before backward() (or after step()), never between the two."
-                )
+        return (
+            f"The parameters moved (on {on}), but the optimizer you were given never took a "
+            "step: you updated them another way (by hand, or with an optimizer of your own). "
+            "Call optimizer.step() on the `optimizer` argument: it may be Adam or have "
+            "momentum, and only it keeps that state from step to step."
+        )
+    if unchanged:
+        if isinstance(gradients, str):
             return (
-                f"The parameters did not change (on {on}), although backward() filled .grad: "
-                "you forgot optimizer.step(), the step that actually moves the parameters."
+                f"The parameters did not change (on {on}), and afterwards no gradient was "
+                "left in .grad. You cleared the gradients between backward() and step(): "
+                "step() then finds nothing to apply. Clear them before backward() (or after "
+                "step()), never between the two."
             )
+        return (
+            f"The parameters did not change (on {on}), although optimizer.step() ran and "
+            "backward() filled .grad: step() ran before backward(), when there was no new "
+            "gradient to apply yet. The order is zero_grad(), backward(), step()."
+        )
+    if call["steps"] > 1:
+        return (
+            f"optimizer.step() ran {call['steps']} times in one call (on {on}); one training "
+            "step is one optimizer.step()."
+        )
+    if kind == "sgd":
+        gradient = call["gradient"]
         if index == 1 and same_values(params, before - lr * (gradient + first_gradient)):
             return (
                 f"On {on}, your update used the sum of both batches' gradients: gradients "
@@ -181,22 +270,51 @@ def _judge_train_step(record):
                 "step also applies all the earlier gradients again. Clear them once per batch, "
                 "before backward()."
             )
-        if same_values(params, before - 2 * lr * gradient):
+        if call["backwards"] > 1 and same_values(params, before - call["backwards"] * lr * gradient):
             return (
-                f"Your update was twice one SGD step (on {on}): the gradient was doubled, which "
-                "is what two backward() calls (two forward passes, each with its own backward) "
-                "add up to. Call backward() once per step."
+                f"backward() ran {call['backwards']} times in one call (on {on}), and the "
+                f"update was {call['backwards']} SGD steps' worth: each backward() adds its "
+                "gradient to .grad. Call backward() once per step, on one forward pass's loss."
             )
         if same_values(params, before + lr * gradient):
             return f"Your update went up the gradient (on {on}); optimizer.step() goes down it."
-        if not same_values(params, call["expected"]):
+    elif not same_values(params, call["expected"]):
+        if "own_loss" in call and same_values(params, call["own_loss"]):
             return (
-                f"After your function ran (on {on}), the parameters are not what one SGD step "
-                "on this batch gives. Do forward, loss, zero_grad(), backward(), step(), once each."
+                f"Your step followed plain cross entropy, not the loss_fn you were given (on "
+                f"{on}): this loss_fn uses label smoothing. Compute the loss with "
+                "loss_fn(prediction, y)."
             )
-        problem = _returned_problem(call["returned"], call["expected_loss"], name="train_step", on=on)
-        if problem:
-            return problem
+        if "fresh_optimizer" in call and same_values(params, call["fresh_optimizer"]):
+            return (
+                f"On {on}, your step is what a brand-new Adam takes: its running averages of "
+                "the earlier gradients were lost. Use the optimizer you were given, every "
+                "call; don't create one inside train_step."
+            )
+    if call["backwards"] > 1:
+        return (
+            f"backward() ran {call['backwards']} times in one call (on {on}); call it once per "
+            "step, on the loss of this call's forward pass."
+        )
+    if not same_values(params, call["expected"]):
+        return (
+            f"After your function ran (on {on}), the parameters are not what one optimizer step "
+            "on this batch gives. Do forward, loss (with loss_fn), zero_grad(), backward(), "
+            "step(), once each."
+        )
+    return _returned_problem(call["returned"], call["expected_loss"], name="train_step", on=on)
+
+
+def _judge_train_step(record):
+    lr = record["lr"]
+    for phase in record["phases"]:
+        first_gradient = phase["calls"][0].get("gradient")
+        for index, call in enumerate(phase["calls"]):
+            problem = _judge_step_call(
+                call, kind=phase["kind"], lr=lr, index=index, first_gradient=first_gradient
+            )
+            if problem:
+                return problem
     return None
 
 
@@ -204,13 +322,16 @@ train_step = Exercise(
     "train_step",
     chapter=CHAPTER,
     title="One training step",
-    expects=Function("train_step", ("model", "optimizer", "loss_fn", "x", "y")),
+    expects=Function(
+        "train_step", ("model", "optimizer", "loss_fn", "x", "y"), returns="the loss as a Python float"
+    ),
     probe=_probe_train_step,
     judge=_judge_train_step,
     reference=train_step,
     passed_message=(
         "Correct: one forward, one loss, cleared gradients, one backward, one step, and the "
-        "loss returned as a float. Two calls in a row give exactly two SGD steps."
+        "loss returned as a float. Two calls in a row give exactly two optimizer steps, with "
+        "plain SGD as with Adam."
     ),
     hints=[
         "The steps are: forward (model(x)), loss (loss_fn(prediction, y)), clear the old "
@@ -232,6 +353,12 @@ train_step = Exercise(
             ".detach()) before backward(). Keep the loss tensor for backward(); call .item() "
             "only on the value you return.",
         ),
+        (
+            "must have the same dtype",
+            "the model and the batch you were given have the same dtype (float64 in this "
+            "check), so the mismatch comes from a conversion in your code (.float(), dtype=...) "
+            "or from a tensor or model of the notebook used instead of the arguments.",
+        ),
     ],
 )
 
@@ -251,30 +378,40 @@ def evaluate(model, x, y, loss_fn):
 _evaluate = evaluate
 
 
-def _eval_model():
+def _eval_model(dtype=torch.float32):
     torch.manual_seed(7)
     model = nn.Sequential(
         nn.Linear(5, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3)
-    )
+    ).to(dtype)
     generator = torch.Generator().manual_seed(70)
-    with torch.no_grad():  # give batch norm running statistics that differ from any one batch
-        for _ in range(3):
-            model(torch.randn(32, 5, generator=generator) * 2 + 1)
+    bn = model[1]
+    with torch.no_grad():  # running statistics that differ from any one batch's, as after 3 batches
+        bn.running_mean.copy_(torch.randn(16, generator=generator) * 0.5)
+        bn.running_var.copy_(torch.rand(16, generator=generator) + 0.5)
+        bn.num_batches_tracked.fill_(3)
     return model
 
 
 def _batch_norm_state(model) -> dict:
     bn = model[1]
     return {
-        "running_mean": bn.running_mean.detach().numpy().copy(),
-        "running_var": bn.running_var.detach().numpy().copy(),
+        "running_mean": bn.running_mean.detach().double().numpy().copy(),
+        "running_var": bn.running_var.detach().double().numpy().copy(),
         "num_batches_tracked": int(bn.num_batches_tracked),
     }
 
 
+# (input, mode the model arrives in, dtype, label smoothing of loss_fn)
 _EVAL_CASES = (
-    ("a model in train mode, as it is during training", True),
-    ("a model in eval mode", False),
+    ("a float32 model in train mode, as it is during training", True, torch.float32, 0.0),
+    ("the same model in train mode again, called inside the caller's own torch.no_grad()",
+     True, torch.float32, 0.0),
+    (
+        "a float64 model in eval mode, with loss_fn = nn.CrossEntropyLoss(label_smoothing=0.2)",
+        False,
+        torch.float64,
+        0.2,
+    ),
 )
 
 
@@ -282,40 +419,61 @@ def _probe_evaluate(answer, run):
     generator = torch.Generator().manual_seed(71)
     x = torch.randn(64, 5, generator=generator)
     y = torch.randint(0, 3, (64,), generator=generator)
-    loss_fn = nn.CrossEntropyLoss()
     cases = []
-    for on, training in _EVAL_CASES:
-        model = _eval_model()
+    model = None
+    for on, training, dtype, smoothing in _EVAL_CASES:
+        if model is None or dtype != torch.float32:  # the second call reuses the first's model
+            model = _eval_model(dtype)
+            seen = []
+
+            def record_forward(module, inputs, output, seen=seen, model=model):
+                seen.append(
+                    {
+                        "grad_enabled": torch.is_grad_enabled(),
+                        "graph": isinstance(output, torch.Tensor) and bool(output.requires_grad),
+                        "training": [m.training for m in model.modules()],
+                    }
+                )
+
+            # On the first layer: model.forward(x) skips the hooks of model itself.
+            model[0].register_forward_hook(record_forward)
         model.train(training)
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing)
         reference_model = copy.deepcopy(model)
-        seen = []
-
-        def record_forward(module, inputs, output, seen=seen):
-            seen.append(
-                {
-                    "grad_enabled": torch.is_grad_enabled(),
-                    "training": [m.training for m in module.modules()],
-                }
-            )
-
-        model.register_forward_hook(record_forward)
+        seen.clear()
         stats_before = _batch_norm_state(model)
+        given_x, given_y = x.to(dtype), y.clone()
         torch.manual_seed(72)  # dropout in train mode draws from here
-        returned = run(answer, model, x.clone(), y.clone(), loss_fn, on=on)
+        grad_before = "no_grad" not in on
+        torch.set_grad_enabled(grad_before)
+        returned = run(answer, model, given_x, given_y, loss_fn, on=on)
+        forwards = list(seen)  # before the reference runs its copy (with a copy of the hook)
+        grad_enabled_after = torch.is_grad_enabled()
         torch.set_grad_enabled(True)
-        cases.append(
-            {
-                "on": on,
-                "training_before": training,
-                "returned": _returned(returned),
-                "expected_loss": _evaluate(reference_model, x, y, loss_fn),
-                "forwards": seen,
-                "training_after": bool(model.training),
-                "modules_training_after": [bool(m.training) for m in model.modules()],
-                "stats_before": stats_before,
-                "stats_after": _batch_norm_state(model),
-            }
-        )
+        case = {
+            "on": on,
+            "training_before": training,
+            "returned": _returned(returned),
+            "expected_loss": _evaluate(reference_model, x.to(dtype), y, loss_fn),
+            "forwards": forwards,
+            "grad_enabled_before": grad_before,
+            "grad_enabled_after": grad_enabled_after,
+            "frozen_after": [n for n, p in model.named_parameters() if not p.requires_grad],
+            "inputs_changed": [
+                name for name, given, kept in (("x", given_x, x.to(dtype)), ("y", given_y, y))
+                if not (given.shape == kept.shape and given.dtype == kept.dtype
+                        and bool(torch.equal(given, kept)))
+            ],
+            "training_after": bool(model.training),
+            "modules_training_after": [bool(m.training) for m in model.modules()],
+            "stats_before": stats_before,
+            "stats_after": _batch_norm_state(model),
+        }
+        if smoothing:
+            case["plain_loss"] = _evaluate(reference_model, x.to(dtype), y, nn.CrossEntropyLoss())
+        cases.append(case)
+        if _judge_evaluate(cases) is not None:  # stop at the first input that shows a mistake
+            break
     return cases
 
 
@@ -327,6 +485,12 @@ def _judge_evaluate(cases):
                 f"Your function never ran the model it was given (on {on}). Use its arguments "
                 "(model, x, y, loss_fn), not variables of the notebook."
             )
+        if case["inputs_changed"]:
+            name = case["inputs_changed"][0]
+            return (
+                f"Your function changed its input {name} in place (on {on}); evaluation must "
+                f"leave the batch as it was given."
+            )
         if any(any(f["training"]) for f in forwards):
             before, after = case["stats_before"], case["stats_after"]
             moved = after["num_batches_tracked"] - before["num_batches_tracked"]
@@ -337,21 +501,60 @@ def _judge_evaluate(cases):
                 if moved
                 else ""
             )
-            return (
-                f"The forward pass ran in train mode (on {on}): you forgot model.eval(). "
-                "Dropout then zeroes random units, so the loss changes from call to call, and "
-                f"batch norm normalises with this batch's statistics.{stats}"
+            layers = (
+                "the model was in train mode" if all(forwards[0]["training"])
+                else "some of its layers were in train mode"
             )
-        if any(f["grad_enabled"] for f in forwards):
+            return (
+                f"The forward pass ran in train mode (on {on}: {layers}): call model.eval() "
+                "before it. Dropout then zeroes random units, so the loss changes from call to "
+                f"call, and batch norm normalises with this batch's statistics.{stats}"
+            )
+        if any(f["graph"] for f in forwards):
             return (
                 f"The forward pass recorded a graph for backward() (on {on}): wrap it in "
                 "`with torch.no_grad():`. model.eval() changes what dropout and batch norm do; "
                 "it does not stop autograd, so without no_grad every activation is kept."
             )
-        problem = _returned_problem(case["returned"], case["expected_loss"], name="evaluate", on=on)
+        if not case["grad_enabled_before"] and case["grad_enabled_after"]:
+            return (
+                f"Your function switched autograd on for its caller (on {on}): it was off when "
+                "your function was called and on after it returned. Don't switch it with "
+                "torch.set_grad_enabled(...); `with torch.no_grad():` puts back whatever state "
+                "it found."
+            )
+        if case["grad_enabled_before"] and not case["grad_enabled_after"]:
+            return (
+                f"Your function left autograd switched off (on {on}): after it returned, "
+                "torch.is_grad_enabled() was False, so the next training step would compute no "
+                "gradients. Use `with torch.no_grad():`, which switches it back on at the end "
+                "of the block, rather than torch.set_grad_enabled(False)."
+            )
+        if case["frozen_after"]:
+            return (
+                f"After your function ran (on {on}), {case['frozen_after'][0]} (and "
+                f"{len(case['frozen_after']) - 1} more parameters) had requires_grad=False: "
+                "training could no longer update them. Don't freeze the parameters to avoid a "
+                "graph; use `with torch.no_grad():`, which changes nothing in the model."
+            )
+        returned = case["returned"]
+        if (
+            "plain_loss" in case and returned.get("kind") == "float"
+            and not same_values(returned["value"], case["expected_loss"], rtol=1e-4, atol=1e-6)
+            and same_values(returned["value"], case["plain_loss"], rtol=1e-4, atol=1e-6)
+        ):
+            return (
+                f"evaluate returned {returned['value']:.6g} (on {on}): plain cross entropy, not "
+                f"the loss_fn you were given ({case['expected_loss']:.6g} with its label "
+                "smoothing). Compute the loss with loss_fn(model(x), y)."
+            )
+        problem = _returned_problem(returned, case["expected_loss"], name="evaluate", on=on)
         if problem:
             return problem
-        if not same_values(case["stats_before"]["running_mean"], case["stats_after"]["running_mean"]):
+        if not (
+            same_values(case["stats_before"]["running_mean"], case["stats_after"]["running_mean"])
+            and same_values(case["stats_before"]["running_var"], case["stats_after"]["running_var"])
+        ):
             return f"Batch norm's running statistics changed (on {on}); evaluation must not change the model."
         if case["training_before"] and not case["training_after"]:
             return (
@@ -365,7 +568,7 @@ def _judge_evaluate(cases):
                 f"(on {on}): setting model.training = True changes only the outer module. Call "
                 "model.train(), which sets the flag on every layer."
             )
-        if not case["training_before"] and case["training_after"]:
+        if not case["training_before"] and any(case["modules_training_after"]):
             return (
                 f"Your function was given {on} and gave it back in train mode: you call "
                 "model.train() at the end whatever the mode was. Remember it first "
@@ -379,7 +582,7 @@ evaluate = Exercise(
     "evaluate",
     chapter=CHAPTER,
     title="Evaluate without side effects",
-    expects=Function("evaluate", ("model", "x", "y", "loss_fn")),
+    expects=Function("evaluate", ("model", "x", "y", "loss_fn"), returns="the loss as a Python float"),
     probe=_probe_evaluate,
     judge=_judge_evaluate,
     reference=evaluate,
@@ -399,6 +602,12 @@ evaluate = Exercise(
         (
             "Expected more than 1 value per channel",
             "batch norm in train mode on a batch of one example; evaluate in eval mode.",
+        ),
+        (
+            "must have the same dtype",
+            "the model and the batch you were given have the same dtype (float64 in one of "
+            "this check's cases), so the mismatch comes from a conversion in your code "
+            "(.float(), dtype=...) or from a tensor or model of the notebook used instead.",
         ),
     ],
 )
@@ -429,6 +638,7 @@ class EarlyStopping:
 _EarlyStopping = EarlyStopping
 
 _ALL_INF = "losses that are all inf (a run that diverged from the start)"
+_REACHES_ZERO = "a loss that reaches exactly 0.0"
 
 # (name, patience, validation losses): each separates the right rule from one classic mistake.
 _STOPPING_CASES = (
@@ -437,17 +647,21 @@ _STOPPING_CASES = (
     ("a loss that drifts down but never beats its best", 2, [1.0, 0.5, 0.9, 0.8, 0.7, 0.6, 0.55, 0.52]),
     ("a loss that stays flat", 2, [0.7, 0.7, 0.7, 0.7, 0.7, 0.7]),
     ("patience=1", 1, [0.9, 0.6, 0.61, 0.3]),
+    # A best of exactly 0.0 is falsy: `if not self.best_loss` would take it for "no best yet".
+    (_REACHES_ZERO, 2, [0.5, 0.0, 0.1, 0.2, 0.3]),
     # A diverged run: no loss ever beats math.inf, so the count's starting value decides.
     (_ALL_INF, 2, [math.inf] * 5),
 )
 
 
 def _run_stopper(make, patience, losses, run, on):
-    stopper = run(make, patience=patience, on=f"EarlyStopping(patience={patience})")
+    stopper = run(make, patience, on=f"EarlyStopping({patience})")
     missing_after_init = [n for n in ("best_loss", "best_epoch") if not hasattr(stopper, n)]
     answers = []
     for loss in losses:
         answer = run(stopper.step, loss, on=f"{on}, after losses {losses[: len(answers) + 1]}")
+        if type(answer) is np.bool_:  # a comparison of NumPy numbers: True/False all the same
+            answer = bool(answer)
         answers.append(answer)
         if answer is True:
             break
@@ -465,6 +679,18 @@ def _run_stopper(make, patience, losses, run, on):
 
 
 def _probe_early_stopping(answer, run):
+    # The first sequence twice, on two objects one after the other: state kept on the class or
+    # in a global (not on self) carries over from one EarlyStopping to the next.
+    on, patience, losses = _STOPPING_CASES[0]
+    shared = {  # containers on the class itself, which every object shares
+        name: copy.copy(value)
+        for name, value in (vars(answer).items() if isinstance(answer, type) else ())
+        if type(value) in (list, dict, set)
+    }
+    first = _run_stopper(answer, patience, losses, run, on)
+    changed = sorted(name for name, kept in shared.items() if getattr(answer, name, None) != kept)
+    again = _run_stopper(answer, patience, losses, run, f"{on}, on a second EarlyStopping")
+    again["class_attributes_changed"] = changed
     cases = []
     for on, patience, losses in _STOPPING_CASES:
         cases.append(
@@ -472,11 +698,13 @@ def _probe_early_stopping(answer, run):
                 "on": f"{on} (patience={patience}, losses {losses})",
                 "patience": patience,
                 "losses": list(losses),
-                "got": _run_stopper(answer, patience, losses, run, on),
+                "got": first if not cases else _run_stopper(answer, patience, losses, run, on),
                 "expected": _run_stopper(_EarlyStopping, patience, losses, run, on),
             }
         )
-    return cases
+        if _judge_early_stopping({"cases": cases, "again": again}) is not None:
+            break  # stop at the first slip shown, so that an error later does not hide it
+    return {"cases": cases, "again": again}
 
 
 def _first_rise(losses):
@@ -518,7 +746,31 @@ def _judge_all_inf(on, got, expected, patience):
     )
 
 
-def _judge_early_stopping(cases):
+def _judge_early_stopping(record):
+    cases = record["cases"]
+    first, again = cases[0]["got"], record["again"]
+    if again.get("class_attributes_changed"):
+        name = again["class_attributes_changed"][0]
+        return (
+            f"step() changed {name}, a class attribute: one container that every EarlyStopping "
+            "shares, so the state of one object carries over from one object to the next (a "
+            "second run of training would start with the first one's losses). Create it on "
+            f"self in __init__: self.{name} = ..."
+        )
+    if (again["stop"], again["best_epoch"], again["best_loss"]) != (
+        first["stop"], first["best_epoch"], first["best_loss"]
+    ):
+        def said(got):
+            return "never said stop" if got["stop"] is None else f"said stop after epoch {got['stop']}"
+
+        return (
+            f"A second EarlyStopping, given {cases[0]['on']} after a first one, {said(again)} "
+            f"with best_epoch {again['best_epoch']} and best_loss {again['best_loss']}; the first "
+            f"object given the same losses {said(first)} with best_epoch {first['best_epoch']}. Something "
+            "carries over from one object to the next: state kept on the class (a list or a "
+            "counter written as a class attribute) or in a global. Set every attribute on self "
+            "in __init__."
+        )
     for case in cases:
         on, got, expected, losses = case["on"], case["got"], case["expected"], case["losses"]
         if got["missing_after_init"]:
@@ -541,6 +793,17 @@ def _judge_early_stopping(cases):
                 return problem
             continue
         stop, right = got["stop"], expected["stop"]
+        if (
+            on.startswith(_REACHES_ZERO) and type(got["best_epoch"]) is int
+            and got["best_epoch"] > expected["best_epoch"]
+            and isinstance(got["best_loss"], float) and got["best_loss"] > 0
+        ):
+            return (
+                f"On {on}, the best loss was 0.0 at epoch {expected['best_epoch']}, but your "
+                f"class then took {got['best_loss']} (epoch {got['best_epoch']}) as a new best: "
+                "0.0 counts as false, so a test like `if not self.best_loss` reads it as 'no best "
+                "yet'. Start best_loss at math.inf and compare with `<` (or test `is None`)."
+            )
         if stop != right:
             said = "never said stop" if stop is None else f"said stop after epoch {stop}"
             base = f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}."
@@ -595,7 +858,9 @@ EarlyStopping = Exercise(
     "EarlyStopping",
     chapter=CHAPTER,
     title="Early stopping",
-    expects=Function("EarlyStopping", ("patience",)),
+    expects=Function(
+        "EarlyStopping", ("patience",), returns="an object whose step(val_loss) returns True or False"
+    ),
     probe=_probe_early_stopping,
     judge=_judge_early_stopping,
     reference=EarlyStopping,
