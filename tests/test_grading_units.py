@@ -66,8 +66,18 @@ def test_a_record_with_rewritten_expectations_is_refused():
         return a + 0 * b[:1]
 
     record = _record(wrong)
-    for case in record["probe"]["data"]:
-        case["expected"] = case["got"]  # what a patched probe inside the kernel could write
+
+    def rewrite(part):  # what a patched probe inside the kernel could write
+        if isinstance(part, dict):
+            if "expected" in part and "got" in part:
+                part["expected"] = part["got"]
+            for value in part.values():
+                rewrite(value)
+        elif isinstance(part, list):
+            for value in part:
+                rewrite(value)
+
+    rewrite(record["probe"]["data"])
     assembly = assemble("01_tensors", COURSE_01, {"outer_sum": "x"})
     probe = next(p for p in assembly.probes if p.exercise == "outer_sum")
     execution = Execution(records={probe.grade_id: record})
