@@ -22,3 +22,14 @@ def test_every_exercise_is_timed_and_its_reference_passes(tmp_path):
     firsts = [row["first_s"] for row in rows]
     assert firsts == sorted(firsts, reverse=True), "the slowest first call comes first"
     assert run.stdout.splitlines()[0].split() == ["exercise", "first", "call", "warm", "call"]
+
+
+def test_fresh_runs_each_chapter_in_its_own_process(tmp_path):
+    out = tmp_path / "times.json"
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "time_checks.py"), "--fresh",
+                          "--repeat", "1", "--json", str(out)], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = json.loads(out.read_text())
+    assert sorted(row["id"] for row in rows) == sorted(
+        e.id for exercises in all_exercises().values() for e in exercises)

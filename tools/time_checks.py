@@ -1,11 +1,16 @@
 """How long each exercise's check takes on its reference solution: first call and warm call.
 
 A check must finish "in well under a second" on a learner's CPU. The first call in a session
-pays for imports and lazy set-up inside torch; later calls show the check's own cost. Run it
-in a fresh process for honest first-call figures:
+pays for imports and lazy set-up inside torch; later calls show the check's own cost.
 
     .venv/bin/python tools/time_checks.py                 # a table, slowest first call first
     .venv/bin/python tools/time_checks.py --json out.json --repeat 3
+    .venv/bin/python tools/time_checks.py --fresh         # each chapter in a new process
+
+With ``--fresh`` each chapter runs in a process of its own, as in a learner's kernel that has
+just imported its exercises: the first check of a chapter then also pays torch's one-time
+set-up (the first ``meta`` operation or optimizer step of a process imports ``torch._dynamo``,
+about a second on a slow CPU), which a notebook's earlier cells have often paid already.
 
 Each exercise's reference goes through ``verdict()`` (probe and judge, nothing displayed): once
 for the first call, then ``--repeat`` more times, keeping the fastest as the warm figure.
@@ -16,13 +21,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from course_utils.exercises import all_exercises  # noqa: E402
+from course_utils.exercises import CHAPTERS, all_exercises, chapter_exercises  # noqa: E402
+
+
+def _in_fresh_process(module: str, repeat: int) -> list[dict]:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "rows.json"
+        subprocess.run([sys.executable, __file__, "--chapter", module, "--repeat", str(repeat),
+                        "--json", str(out)], check=False, stdout=subprocess.DEVNULL)
+        return json.loads(out.read_text())
 
 
 def time_exercise(exercise, repeat: int) -> dict:
@@ -42,8 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="warm calls per exercise")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--fresh", action="store_true", help="each chapter in a new process")
+    parser.add_argument("--chapter", help="only this chapter (its module name, e.g. tensors)")
     args = parser.parse_args(argv)
-    rows = [time_exercise(e, args.repeat) for exercises in all_exercises().values() for e in exercises]
+    if args.fresh:
+        rows = [row for module in CHAPTERS.values() for row in _in_fresh_process(module, args.repeat)]
+    elif args.chapter:  # import this chapter's module only, as its notebook does
+        rows = [time_exercise(e, args.repeat) for e in chapter_exercises(args.chapter)]
+    else:
+        rows = [time_exercise(e, args.repeat) for exercises in all_exercises().values() for e in exercises]
     rows.sort(key=lambda row: -row["first_s"])
     width = max(len(row["id"]) for row in rows)
     print(f"{'exercise':<{width}}  first call  warm call")

@@ -203,3 +203,20 @@ class Runner:
             self.last_returned = "a value the check could not describe"
         self.last_on = label
         return result
+
+
+@functools.lru_cache(maxsize=None)
+def set_up_torch_once() -> None:
+    """Pay torch's one-time lazy set-up when a chapter's exercises are imported, not in a check.
+
+    The first ``meta`` operation or optimizer step of a process imports ``torch._dynamo``
+    (about a second on a slow CPU). Chapters whose probes use either call this at import, so
+    that the learner waits in the import cell, where a wait is expected, and every check stays
+    well under a second even in a fresh kernel.
+    """
+    import torch
+
+    weight = torch.zeros(1, requires_grad=True)
+    weight.grad = torch.ones(1)
+    torch.optim.SGD([weight], lr=0.1).step()
+    (torch.empty(1, device="meta") * 2).relu()
