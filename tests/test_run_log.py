@@ -1,7 +1,10 @@
 """course_utils.run_log: one JSON line per epoch, read back even after a crash."""
 
 import math
+import sys
+from pathlib import Path
 
+import pytest
 import torch
 
 from course_utils import run_log
@@ -34,4 +37,31 @@ def test_epoch_timer_measures_time_and_memory_on_the_cpu():
     with run_log.EpochTimer("cpu") as timer:
         torch.ones(1000).sum()
     assert timer.seconds >= 0
-    assert timer.peak_memory_bytes is None or timer.peak_memory_bytes > 0
+    if sys.platform == "win32":  # no counter for the process's peak there
+        assert timer.peak_memory_bytes is None
+        return
+    # A Python that has imported torch holds well over 50 MB: a figure in kilobytes (Linux's
+    # unit) taken for bytes would be a thousand times smaller.
+    assert 50 * 2**20 < timer.peak_memory_bytes < 2**40
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux's /proc only")
+def test_cpu_peak_memory_agrees_with_the_kernels_own_figure():
+    with run_log.EpochTimer("cpu") as timer:
+        pass
+    status = Path("/proc/self/status").read_text()
+    high_water_kb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+    assert abs(timer.peak_memory_bytes - high_water_kb * 1024) <= 0.1 * high_water_kb * 1024
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_peak_memory_is_this_epochs_own():
+    device = torch.device("cuda")
+    big = torch.empty(256 * 2**20, dtype=torch.uint8, device=device)  # before the epoch
+    del big
+    with run_log.EpochTimer(device) as timer:
+        block = torch.empty(16 * 2**20, dtype=torch.uint8, device=device)
+        del block
+    # the peak was reset at the start: the epoch's 16 MB, not the 256 MB before it
+    assert 16 * 2**20 <= timer.peak_memory_bytes < 256 * 2**20
+    assert timer.seconds >= 0
