@@ -369,6 +369,156 @@ def relu_instead(x):
     return torch.relu(x)
 
 
+# -- round 2: answers outside testers wrote ----------------------------------------------------
+def unpacked_shape(shape):
+    return (torch.randn(*shape) * 0.01).requires_grad_(True)
+
+
+@torch.no_grad()
+def under_a_no_grad_decorator(shape):
+    return (torch.randn(shape) * 0.01).requires_grad_()
+
+
+def scaled_through_data(shape):
+    weight = torch.randn(shape, requires_grad=True)
+    weight.data *= 0.01
+    return weight
+
+
+def uniform_with_the_same_spread(shape):
+    return ((torch.rand(shape) * 2 - 1) * 0.01 * 3 ** 0.5).requires_grad_()  # std 0.01 too
+
+
+def grad_mode_switched_off(shape):
+    torch.set_grad_enabled(False)  # "nothing here needs recording"
+    return (torch.randn(shape) * 0.01).requires_grad_()
+
+
+_buffers = {}
+
+
+def refilled_in_place(shape):
+    if shape not in _buffers:
+        _buffers[shape] = torch.empty(shape).requires_grad_()
+    with torch.no_grad():
+        _buffers[shape].normal_(0.0, 0.01)  # new numbers, but the same tensor every time
+    return _buffers[shape]
+
+
+def half_precision(shape):
+    return (torch.randn(shape) * 0.01).half().requires_grad_()
+
+
+_own_generator = torch.Generator().manual_seed(1)
+
+
+def own_generator(shape):
+    return (torch.randn(shape, generator=_own_generator) * 0.01).requires_grad_()
+
+
+def subtracts_the_old_gradient(w, x):
+    old = w.grad.clone() if w.grad is not None else torch.zeros_like(w)
+    (w * x).sum().backward()
+    return w.grad - old
+
+
+def backward_with_inputs(w, x):
+    with torch.enable_grad():
+        w.grad = None
+        torch.mul(w, x).sum().backward(inputs=[w])
+    return w.grad
+
+
+def backward_then_x(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    return x  # "the gradient is x anyway"
+
+
+def tracks_x_too(w, x):
+    w.grad = None
+    x.requires_grad_(True)  # "both take part in the loss"
+    (w * x).sum().backward()
+    return w.grad
+
+
+_cleared_once = []
+
+
+def clears_on_the_first_call_only(w, x):
+    if not _cleared_once:
+        w.grad = None
+        _cleared_once.append(True)
+    (w * x).sum().backward()
+    return w.grad
+
+
+def mean_instead_of_sum(w, x):
+    w.grad = None
+    (w * x).mean().backward()
+    return w.grad
+
+
+def rounded_through_float32(w, lr):
+    with torch.no_grad():
+        w.copy_(w.float() - lr * w.grad.float())
+
+
+def float32_step(w, lr):
+    with torch.no_grad():
+        w -= (lr * w.grad).float()
+
+
+def foreach_add(w, lr):
+    with torch.no_grad():
+        torch._foreach_add_([w], [w.grad], alpha=-lr)
+
+
+def under_inference_mode(w, lr):
+    with torch.inference_mode():
+        w.sub_(lr * w.grad)
+
+
+def detached_alias(w, lr):
+    w.detach().sub_(lr * w.grad)  # detach() shares w's memory
+
+
+def clamps_x(x):
+    x = x.clamp(-20, 20)  # "exp overflows for large x"
+    return torch.log(torch.exp(x) + 1)
+
+
+def x_itself_above_five(x):
+    return torch.where(x > 5, x, torch.log1p(torch.exp(x)))
+
+
+def x_itself_above_twenty(x):
+    return torch.where(x > 20, x, torch.log1p(torch.exp(x)))
+
+
+def minus_logsigmoid(x):
+    return -F.logsigmoid(-x)
+
+
+class _Softplus(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.log1p(torch.exp(x))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(x)
+
+
+class _SoftplusSignSlip(_Softplus):
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(-x)
+
+
 CATALOGUE = Catalogue({
     ex.new_parameter: [
         right("an nn.Parameter", as_module_parameter),
@@ -393,6 +543,17 @@ CATALOGUE = Catalogue({
               kind=STATEFUL),
         wrong("NumPy's generator", with_numpy, "After the same torch.manual_seed",
               "does not draw from torch's random generator", kind=EDGE),
+        right("torch.randn(*shape)", unpacked_shape),
+        right("under a @torch.no_grad() decorator", under_a_no_grad_decorator),
+        right("scaled through .data after requires_grad", scaled_through_data),
+        wrong("uniform with the normal's spread", uniform_with_the_same_spread, "lie beyond ±0.02",
+              "do not come from a normal distribution", kind=EDGE),
+        wrong("grad mode switched off and left off", grad_mode_switched_off,
+              "switched off for the whole session", kind=STATEFUL),
+        wrong("one tensor refilled in place", refilled_in_place, "very same tensor object", kind=STATEFUL),
+        wrong("half precision", half_precision, "dtype torch.float16; expected torch.float32"),
+        wrong("its own torch.Generator", own_generator, "does not draw from torch's random generator",
+              kind=EDGE),
     ],
     ex.fresh_gradient: [
         right("zero if present, return a copy", zero_if_present_then_copy),
@@ -418,6 +579,14 @@ CATALOGUE = Catalogue({
         wrong("backward twice without retain_graph", second_backward_on_old_graph,
               "Trying to backward through the graph a second time", "Likely cause: a second backward()",
               outcome=Outcome.RAISED),
+        right("the old gradient subtracted", subtracts_the_old_gradient),
+        right("backward(inputs=[w]) under enable_grad", backward_with_inputs),
+        wrong("backward(), then x returned", backward_then_x, "returned x itself", "after backward()",
+              kind=EDGE),
+        wrong("switches on x.requires_grad", tracks_x_too, "requires_grad of the caller's x", kind=STATEFUL),
+        wrong("cleared on the first call only", clears_on_the_first_call_only, "sum of both calls' gradients",
+              kind=STATEFUL),
+        wrong("mean instead of sum", mean_instead_of_sum, "wrong values"),
     ],
     ex.sgd_update: [
         right("sub_ with alpha", sub_in_place),
@@ -446,6 +615,12 @@ CATALOGUE = Catalogue({
         wrong("a flat view of a transposed w", flattened_view, "view size is not compatible",
               "Likely cause: .view() needs contiguous memory", "non-contiguous", kind=EDGE,
               outcome=Outcome.RAISED),
+        right("torch._foreach_add_", foreach_add),
+        right("under torch.inference_mode()", under_inference_mode),
+        right("sub_ on a detached alias", detached_alias),
+        wrong("rounded through float32", rounded_through_float32, "only to float32 precision",
+              "non-contiguous float64", kind=EDGE),
+        wrong("a float32 step into a float64 w", float32_step, "only to float32 precision", kind=EDGE),
     ],
     ex.softplus: [
         right("F.softplus", F.softplus),
@@ -474,6 +649,13 @@ CATALOGUE = Catalogue({
               "on backward() through your result (the first x again", "Likely cause: a result kept from an earlier call",
               kind=STATEFUL, outcome=Outcome.RAISED),
         wrong("ReLU instead of softplus", relu_instead, "wrong values", "softplus(x) = log(exp(x) + 1)"),
+        right("x itself above 20", x_itself_above_twenty),
+        right("-logsigmoid(-x)", minus_logsigmoid),
+        right("a custom autograd.Function", _Softplus.apply),
+        wrong("x clamped to [-20, 20]", clamps_x, "got 20, expected 21", "x = [-30, -21", kind=EDGE),
+        wrong("x itself above 5", x_itself_above_five, "got 6, expected 6.00", kind=EDGE),
+        wrong("a custom backward with the wrong sign", _SoftplusSignSlip.apply, "the gradient x.grad",
+              "sigmoid(x)"),
     ],
 })
 

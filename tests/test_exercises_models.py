@@ -2,6 +2,9 @@
 wrong answers (classic mistakes, and answers right only on the first call or the easy input),
 each with the words its message must contain."""
 
+from collections import OrderedDict
+
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -550,6 +553,187 @@ def freezes_the_rest(model, weight_decay):
     return groups
 
 
+# -- round 2: answers outside testers wrote ----------------------------------------------------
+class SkipOfDetachedX(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x.detach() + self.project(torch.relu(self.expand(x)))  # "x is only added back"
+
+
+class HalfBranchUnderNoGrad(SkipOfDetachedX):
+    def forward(self, x):
+        with torch.no_grad():  # "the first half needs no graph"
+            hidden = torch.relu(self.expand(x))
+        return x + self.project(hidden)
+
+
+class SkipWithOrderedDict(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.mlp = nn.Sequential(OrderedDict(
+            fc1=nn.Linear(width, hidden), act=nn.ReLU(inplace=True), fc2=nn.Linear(hidden, width)))
+
+    def forward(self, x):
+        return self.mlp(x).add(x)
+
+
+class SkipWithFLinear(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        first, second = nn.Linear(width, hidden), nn.Linear(hidden, width)
+        self.w1, self.b1 = nn.Parameter(first.weight.detach().clone()), nn.Parameter(first.bias.detach().clone())
+        self.w2, self.b2 = nn.Parameter(second.weight.detach().clone()), nn.Parameter(second.bias.detach().clone())
+
+    def forward(self, x):
+        return x + F.linear(F.relu(F.linear(x, self.w1, self.b1)), self.w2, self.b2)
+
+
+class SkipInACopy(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.up, self.down = nn.Linear(width, hidden), nn.Linear(hidden, width)
+
+    def forward(self, x):
+        out = x.clone()
+        out.add_(self.down(torch.relu(self.up(x))))
+        return out
+
+
+class TowerAppendInPlaceRelu(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.net = nn.Sequential()
+        for _ in range(depth):
+            self.net.append(nn.Linear(width, width))
+            self.net.append(nn.ReLU(inplace=True))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class TowerRelu_OnOutputs(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x).relu_()  # in place on each layer's fresh output, not on the caller's x
+        return x
+
+
+class TowerOfRawParameters(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        layers = [nn.Linear(width, width) for _ in range(depth)]
+        self.weights = nn.ParameterList([layer.weight for layer in layers])
+        self.biases = nn.ParameterList([layer.bias for layer in layers])
+
+    def forward(self, x):
+        for weight, bias in zip(self.weights, self.biases):
+            x = F.relu(F.linear(x, weight, bias))
+        return x
+
+
+class TowerInReverse(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+
+    def forward(self, x):
+        for layer in reversed(self.layers):
+            x = torch.relu(layer(x))
+        return x
+
+
+def unsqueezes_targets_in_place(logits, targets):
+    return -torch.log_softmax(logits, dim=1).gather(1, targets.unsqueeze_(1)).mean()
+
+
+def tracks_the_logits(logits, targets):
+    logits.requires_grad_(True)  # "the loss must be differentiable"
+    return F.nll_loss(torch.log_softmax(logits, dim=1), targets)
+
+
+def loop_with_item(logits, targets):
+    log_probs = logits.log_softmax(1)
+    return -sum(log_probs[i, targets[i].item()] for i in range(len(targets))) / len(targets)
+
+
+def by_take_along_dim(logits, targets):
+    return -torch.take_along_dim(logits.log_softmax(1), targets[:, None], 1).mean()
+
+
+def by_einsum(logits, targets):
+    one_hot = F.one_hot(targets, logits.shape[1]).to(logits.dtype)
+    return -torch.einsum("nc,nc->n", one_hot, logits.log_softmax(1)).mean()
+
+
+def label_smoothed(logits, targets):
+    log_probs = torch.log_softmax(logits, dim=1)
+    picked = log_probs.gather(1, targets[:, None]).squeeze(1)
+    return -(0.99 * picked + 0.01 * log_probs.mean(1)).mean()
+
+
+def _split(model):
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            is_weight = name == "weight" and isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
+            (decay if is_weight else rest).append(p)
+    return decay, rest
+
+
+def as_sets(model, weight_decay):
+    decay, rest = _split(model)
+    return [{"params": set(decay), "weight_decay": weight_decay}, {"params": set(rest), "weight_decay": 0.0}]
+
+
+def bias_even_when_none(model, weight_decay):
+    decay, rest = [], []
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+            decay.append(module.weight)
+            rest.append(module.bias)  # None for a layer made with bias=False
+        else:
+            rest.extend(module.parameters(recurse=False))
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def nested_lists(model, weight_decay):
+    decay, rest = _split(model)
+    return [{"params": [decay], "weight_decay": weight_decay}, {"params": [rest], "weight_decay": 0.0}]
+
+
+def by_any_conv(model, weight_decay):
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            is_weight = name == "weight" and isinstance(module, (nn.Linear, nn.modules.conv._ConvNd))
+            (decay if is_weight else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def numpy_zero(model, weight_decay):
+    decay, rest = _split(model)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": np.float64(0.0)}]
+
+
+def by_generators(model, weight_decay):
+    def is_weight(module, name):
+        return name == "weight" and isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
+
+    def params(decayed):
+        return (p for m in model.modules() for n, p in m.named_parameters(recurse=False)
+                if is_weight(m, n) == decayed)
+
+    return [{"params": params(True), "weight_decay": weight_decay}, {"params": params(False), "weight_decay": 0.0}]
+
+
 CATALOGUE = Catalogue({
     ex.SkipBlock: [
         right("F.relu and the skip added last", WithFunctional),
@@ -577,6 +761,14 @@ CATALOGUE = Catalogue({
         wrong("reshapes to two dimensions", TwoDimOnly, "on SkipBlock(6, 16) called on a batch of shape (2, 3, 6)",
               kind=EDGE, outcome=Outcome.RAISED),
         wrong("forward under no_grad", NoGradForward, "does not require grad"),
+        right("an OrderedDict Sequential with an in-place ReLU", SkipWithOrderedDict),
+        right("raw nn.Parameter weights used with F.linear", SkipWithFLinear),
+        right("added into a copy of x", SkipInACopy),
+        wrong("the skip made from x.detach()", SkipOfDetachedX, "no gradient through the skip path",
+              kind=EDGE),
+        wrong("the branch's first half under no_grad", HalfBranchUnderNoGrad,
+              "2 of your layers' 4 parameters no gradient", "graph from it back to the layers is cut",
+              kind=EDGE),
         wrong("layers built on meta", SkipOnMeta, "parameters on meta", "build the layers on the CPU",
               kind=EDGE),
     ],
@@ -598,6 +790,10 @@ CATALOGUE = Catalogue({
         wrong("a mask made on the CPU", CpuMask, "not on the expected device",
               "Likely cause: a tensor made on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
         wrong("always three layers", FixedThree, "Tower(width=4, depth=1) has 3 linear layers", kind=EDGE),
+        right("Sequential.append with in-place ReLU modules", TowerAppendInPlaceRelu),
+        right("relu_ on each layer's output", TowerRelu_OnOutputs),
+        wrong("raw weights in ParameterLists", TowerOfRawParameters, "none of them belongs to an nn.Linear layer"),
+        wrong("the layers in reverse order", TowerInReverse, "wrong values", "in the order it was registered"),
     ],
     ex.cross_entropy_from_logits: [
         right("indexing the log-probabilities", by_indexing),
@@ -625,6 +821,14 @@ CATALOGUE = Catalogue({
         wrong("a one-hot mask made on the CPU", one_hot_on_cpu, "not on the expected device",
               "Likely cause: a tensor made on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
         wrong("casts to float32", casts_to_float32, "dtype torch.float32; expected torch.float64", kind=EDGE),
+        right("a Python loop with .item() indices", loop_with_item),
+        right("take_along_dim", by_take_along_dim),
+        right("an einsum with a one-hot mask", by_einsum),
+        wrong("unsqueeze_ on the caller's targets", unsqueezes_targets_in_place, "changed its input targets",
+              "unsqueeze_", kind=STATEFUL),
+        wrong("switches on requires_grad of the logits", tracks_the_logits, "requires_grad of the caller's logits",
+              kind=STATEFUL),
+        wrong("label smoothing", label_smoothed, "Your loss is 1.8975; expected 1.8994"),
     ],
     ex.decay_groups: [
         right("by dimension", by_dimension),
@@ -646,6 +850,12 @@ CATALOGUE = Catalogue({
         wrong("a fixed decay", fixed_decay, "decays with 0.01", "expected the weight_decay you were given"),
         wrong("freezes the undecayed parameters", freezes_the_rest, "changed requires_grad of 0.bias",
               "must still train", kind=STATEFUL),
+        right("any convolution (_ConvNd)", by_any_conv),
+        right("numpy's 0.0", numpy_zero),
+        right("two generators", by_generators),
+        wrong("sets of parameters", as_sets, "'params' is a set", "Use a list", kind=EDGE),
+        wrong("a bias that is None appended", bias_even_when_none, "A group holds None", "bias=False", kind=EDGE),
+        wrong("each group's list wrapped in a list", nested_lists, "holds a list", "one flat list"),
     ],
 })
 

@@ -32,6 +32,7 @@ def new_parameter(shape):
 _PARAMETER_SHAPES = [(256,), (64, 32), (4, 5, 6), (3,)]
 _STD = 0.01
 _ENOUGH_FOR_STATISTICS = 100
+_TAIL_SHARE_AT_LEAST = 0.02  # a normal draw: 4.55 %; 2 424 draws put a miss 6 sigma away
 _AGAIN_SHAPE_INDEX = 1  # (64, 32): called again after the same seed, then once more
 
 
@@ -42,8 +43,11 @@ def _probe_new_parameter(answer, run):
         torch.manual_seed(index)  # the check restores the learner's random state afterwards
         on = f"shape={shape_text(list(shape))}"
         got = run(answer, shape, on=on)
+        grad_enabled_after = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)  # (the check puts the learner's own mode back at the end)
         made.append(got)
-        case = {"on": on, "shape": list(shape), "got": value_facts(got)}
+        case = {"on": on, "shape": list(shape), "got": value_facts(got),
+                "grad_enabled_after": grad_enabled_after}
         if isinstance(got, torch.Tensor):
             case["is_leaf"] = bool(got.is_leaf)
             case["grad_fn"] = _grad_fn_name(got)
@@ -93,6 +97,13 @@ def _judge_new_parameter(record):
             )
         if not case["is_leaf"]:
             return f"Your tensor is not a leaf (on {on}); create it fresh, not from another tensor."
+        if not case["grad_enabled_after"]:
+            return (
+                f"After new_parameter ran, autograd was switched off for the whole session (on "
+                f"{on}): torch.set_grad_enabled(False) stays off, so no later forward pass would "
+                "be recorded and backward() would fail. No switch is needed here: scale first, "
+                "then .requires_grad_() (or use `with torch.no_grad():`, which switches back on)."
+            )
     # Judge the spread on all the large draws together: thousands of numbers leave no room
     # for a correct answer to fail by bad luck.
     large = [case for case in cases if len(case["got"]["values"].ravel()) >= _ENOUGH_FOR_STATISTICS]
@@ -124,6 +135,16 @@ def _judge_new_parameter(record):
         return (
             f"Your values have mean {mean:.4f} and standard deviation {std:.4f} (on {on}); "
             "expected mean about 0 and standard deviation about 0.01: torch.randn(shape) * 0.01."
+        )
+    # A normal distribution puts about 1 draw in 22 beyond two standard deviations; thousands
+    # of draws with (almost) none there come from another distribution with the same spread.
+    beyond = int(np.sum(np.abs(values - mean) > 2 * _STD))
+    if beyond < _TAIL_SHARE_AT_LEAST * values.size:
+        return (
+            f"Your values have the right spread, but only {beyond} of {values.size} lie beyond "
+            f"±0.02, two standard deviations (on {on}); numbers drawn by torch.randn(shape) * 0.01 "
+            "land there about 1 time in 22. They do not come from a normal distribution: draw "
+            "with torch.randn(shape)."
         )
     for case in cases:
         values = np.asarray(case["got"]["values"], dtype=np.float64)
@@ -242,6 +263,7 @@ def _probe_fresh_gradient(answer, run):
             "x": x.numpy().copy(),
             "got": value_facts(got),
             "returned_x": got is given,
+            "x_tracked": bool(given.requires_grad) != bool(x.requires_grad),
             "stored": stored[0],
             "x_changed": not torch.equal(given, x),
             "w_changed": not torch.equal(weight.detach(), start),
@@ -276,6 +298,12 @@ def _judge_fresh_gradient(record):
             )
         if call["x_changed"]:
             return f"Your function changed its input x (on {on}); leave x as it was."
+        if call["x_tracked"]:
+            return (
+                f"Your function switched on requires_grad of the caller's x (on {on}): x is data "
+                "here, not a parameter. From then on every operation on x is recorded and each "
+                "backward() adds into x.grad too. Leave x as it is; only w requires grad."
+            )
         if call["w_changed"]:
             return f"Your function changed w itself (on {on}); only its gradient may change."
         if not call["w_leaf"]:
@@ -309,6 +337,12 @@ def _judge_fresh_gradient(record):
         problem = tensor_problem(got, {**template, "values": x}, what="your gradient", on=on)
         if problem:
             return problem + " The gradient of (w * x).sum() with respect to w is x itself."
+        if call["returned_x"] and call["stored"]:
+            return (
+                f"Your function returned x itself (on {on}), after backward(): the numbers are "
+                "right only because this loss's gradient happens to equal x. Return the gradient "
+                "backward() computed: w.grad."
+            )
         if call["stored"] == 0:
             how = "returned x itself" if call["returned_x"] else "returned the right numbers"
             return (
@@ -479,6 +513,12 @@ def _judge_sgd_update(cases):
         problem = tensor_problem(w, {**w, "values": expected}, what="w after your update", on=on)
         if problem:
             return problem + " Expected w - lr * w.grad."
+        if dtype == "torch.float64" and not same_values(w["values"], expected, rtol=1e-12, atol=1e-14):
+            return (
+                f"w after your update is right only to float32 precision (on {on}): part of the "
+                "update was computed in float32, and a float64 w loses the digits float64 keeps. "
+                "Compute in w's own dtype: w -= lr * w.grad."
+            )
         if not w["requires_grad"]:
             return (
                 f"After your update w no longer requires grad (on {on}): the next backward() "
@@ -566,6 +606,12 @@ _SOFTPLUS_CASES = [
     ("x of shape (3, 4) with requires_grad=True", (3, 4), torch.float32, False),
     ("a non-contiguous float64 x of shape (4, 3) with requires_grad=True", (3, 4), torch.float64, True),
 ]
+# Large inputs too: exp(x) is still finite in float32 up to x = 88, and softplus(x) equals x
+# there to float32 precision, so clamping x, or switching to x too early, shows.
+_SOFTPLUS_WIDE = (
+    "x = [-30, -21, -8, 0.5, 6, 12, 21, 30] with requires_grad=True (softplus(x) is about x for large x)",
+    [-30.0, -21.0, -8.0, 0.5, 6.0, 12.0, 21.0, 30.0],  # no 0: a stable form has a kink there
+)
 
 
 def _probe_softplus(answer, run):
@@ -599,6 +645,10 @@ def _probe_softplus(answer, run):
         if first_x is None:
             first_x = (start, upstream, x)
         call(on, start, upstream, x)
+    on, values = _SOFTPLUS_WIDE
+    start = torch.tensor(values)
+    upstream = torch.rand(start.shape, generator=generator) + 0.5
+    call(on, start, upstream, start.clone().requires_grad_(True))
     start, upstream, x = first_x
     call("the first x again, a second call (x.grad cleared in between)", start, upstream * 2, x)
     return cases

@@ -199,9 +199,36 @@ def _probe_skip_block(answer, run):
         if not all(_shaped_as(call) for call in calls):
             cases.append(case)  # judged from these calls; moving the model would only raise
             return cases
+        case["gradients"] = _skip_gradients(model, branches, xs[0], run, on)
         case["on_meta"] = _device_run(model, xs[0], run, f"{on} {_META}")
         cases.append(case)
     return cases
+
+
+def _gradient_facts(grads):
+    return [None if g is None else value_facts(g)["values"] for g in grads]
+
+
+def _skip_gradients(model, branches, x, run, on):
+    """The gradients backward() gives x and every parameter from the learner's output, and those
+    the formula gives with the learner's own layers: a skip made from x.detach(), or a branch
+    computed under torch.no_grad(), has the right values but cuts the graph."""
+    on = f"{on} called on a batch of shape {shape_text(list(x.shape))} that requires grad, then backward()"
+    upstream = _input(x.shape, seed=99)
+    params = [p for p in model.parameters() if p.requires_grad]  # autograd.grad refuses the rest
+    given = x.clone().requires_grad_(True)
+    out = run(model, given, on=on)
+    record = {"on": on, "got": None, "expected": []}
+    if isinstance(out, torch.Tensor) and out.requires_grad and out.shape == x.shape:
+        grads = run(torch.autograd.grad, out, [given] + params, upstream, allow_unused=True, on=on)
+        record["got"] = _gradient_facts(grads)
+    for expand, project in branches:
+        mine = x.clone().requires_grad_(True)
+        formula = mine + project(torch.relu(expand(mine)))
+        record["expected"].append(_gradient_facts(
+            torch.autograd.grad(formula, [mine] + params, upstream, allow_unused=True)))
+    record["upstream"] = upstream.numpy().copy()
+    return record
 
 
 _SKIP_MISTAKES = [
@@ -279,6 +306,9 @@ def _judge_skip_block(cases):
                                   check_device=False) + (
                 " Expected x + project(relu(expand(x))), with your own two layers."
             )
+        problem = _skip_gradient_problem(case)
+        if problem:
+            return problem
         meta = case.get("on_meta") or {"kind": "tensor", "device": "meta"}
         if meta["kind"] != "tensor" or meta["device"] != "meta":
             return (
@@ -287,6 +317,52 @@ def _judge_skip_block(cases):
                 "batch's device: compute it from x and the layers only."
             )
     return None
+
+
+def _grads_agree(got, expected) -> bool:
+    if got is None or expected is None:
+        return (got is None or not np.any(got)) and (expected is None or not np.any(expected))
+    return same_values(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def _skip_gradient_problem(case):
+    record = case.get("gradients")
+    if record is None or record["got"] is None or not record["expected"]:
+        return None  # an output that does not require grad, or no two layers: judged elsewhere
+    got, on = record["got"], record["on"]
+    variants = record["expected"]
+    if any(all(_grads_agree(g, e) for g, e in zip(got, expected)) for expected in variants):
+        return None
+    expected = variants[0]
+    params_right = any(all(_grads_agree(g, e) for g, e in zip(got[1:], exp[1:])) for exp in variants)
+    if not params_right:
+        cut = [i for i, (g, e) in enumerate(zip(got[1:], expected[1:]))
+               if (g is None or not np.any(g)) and e is not None and np.any(e)]
+        if cut:
+            which = "your layers' parameters" if len(cut) == len(got) - 1 else (
+                f"{len(cut)} of your layers' {len(got) - 1} parameters")
+            return (
+                f"backward() from forward's output gives {which} no gradient (on {on}): the "
+                "output has the right values, but the graph from it back to the layers is cut, "
+                "so training would never change them. Compute the branch with recorded "
+                "operations (no torch.no_grad(), detach() or .data on the way)."
+            )
+        return (
+            f"backward() from forward's output gives your layers' parameters the wrong gradients "
+            f"(on {on}), although the output has the right values. Expected those of "
+            "x + project(relu(expand(x))), computed with recorded operations."
+        )
+    x_grad, right = got[0], expected[0]
+    if x_grad is None or same_values(x_grad, np.asarray(right) - record["upstream"], rtol=1e-4, atol=1e-5):
+        return (
+            f"backward() gives x no gradient through the skip path (on {on}): the x you add back "
+            "is cut from the graph, so the gradient cannot flow around the branch, which is what "
+            "a skip connection is for. Add x itself (no x.detach() or x.data)."
+        )
+    return (
+        f"backward() gives x the wrong gradient (on {on}), although the output has the right "
+        "values. Expected that of x + project(relu(expand(x))), computed with recorded operations."
+    )
 
 
 SkipBlock = Exercise(
@@ -425,6 +501,12 @@ def _judge_tower(cases):
                 "layer): `[nn.Linear(width, width)] * depth` repeats one object, so every "
                 "position shares one weight. Build a new layer per position: "
                 "[nn.Linear(width, width) for _ in range(depth)]."
+            )
+        if case["n_parameters"] == expected_count and case["n_linears"] == 0:
+            return (
+                f"{on} has the right number of parameters, {expected_count}, but none of them "
+                f"belongs to an nn.Linear layer. The task asks for {depth} layers "
+                f"nn.Linear({width}, {width}), made in a loop and registered (nn.ModuleList)."
             )
         if case["n_parameters"] != expected_count or case["n_linears"] != depth:
             return (
@@ -588,7 +670,9 @@ def _probe_cross_entropy(answer, run):
             got = run(answer, given, given_targets, on=on)
         cases.append(_ce_record(on, logits, targets, got, recorder.names,
                                 not torch.equal(given, logits), not torch.equal(given_targets, targets)))
-    if any(c["logits_changed"] or c["targets_changed"] or c["got"]["kind"] != "tensor" for c in cases):
+        cases[-1]["logits_tracked"] = bool(given.requires_grad)  # the caller's logits did not
+    if any(c["logits_changed"] or c["targets_changed"] or c["logits_tracked"]
+           or c["got"]["kind"] != "tensor" for c in cases):
         return {"cases": cases, "meta": None}  # judged from these; the next steps would only raise
     # Differentiable: the loss is what loss.backward() starts from.
     _, logits, targets = _ce_cases()[0]
@@ -635,11 +719,22 @@ def _judge_cross_entropy(record):
                 "exercise asks you to build yourself: log_softmax over the classes, then "
                 "F.nll_loss (or pick each target's log-probability and average)."
             )
-        if case["logits_changed"] or case["targets_changed"]:
-            which = "logits" if case["logits_changed"] else "targets"
+        if case["logits_changed"]:
             return (
-                f"Your function changed its input {which} in place (on {on}): the caller's "
+                f"Your function changed its input logits in place (on {on}): the caller's "
                 "tensors are not yours to change. Compute new tensors (logits - m, not logits -= m)."
+            )
+        if case["targets_changed"]:
+            return (
+                f"Your function changed its input targets in place (on {on}): the caller's "
+                "tensors are not yours to change. Make new tensors from them (targets[:, None] or "
+                "targets.unsqueeze(1), not a method ending in _ such as unsqueeze_)."
+            )
+        if case.get("logits_tracked"):
+            return (
+                f"Your function switched on requires_grad of the caller's logits (on {on}): "
+                "they come from the model, which decides what is tracked; from then on every "
+                "operation on them is recorded. Leave the inputs as they are."
             )
         if got["kind"] == "NoneType":
             return f"Your function returned None (on {on}); end it with `return`."
@@ -832,13 +927,17 @@ def _probe_decay_groups(answer, run):
                     recorded.append({"kind": _module_kind(group)})
                     continue
                 params = group.get("params")
+                container = _module_kind(params)
                 params = [params] if isinstance(params, torch.Tensor) else list(params or [])
                 decay = group.get("weight_decay")
                 recorded.append({
                     "kind": "dict",
                     "keys": sorted(str(k) for k in group),
+                    "container": container,
                     "params": [
-                        names.get(id(p)) or earlier.get(id(p)) or "<not a parameter of this model>"
+                        names.get(id(p)) or earlier.get(id(p)) or (
+                            "<not a parameter of this model>" if isinstance(p, torch.Tensor)
+                            else f"<{_module_kind(p)}>")
                         for p in params
                     ],
                     "weight_decay": float(decay)
@@ -880,6 +979,12 @@ def _judge_decay_groups(cases):
                 )
             if "params" not in group["keys"]:
                 return f"A group has no 'params' key (on {on}): the optimizer looks for 'params'."
+            if group["container"] in ("set", "frozenset"):
+                return (
+                    f"A group's 'params' is a {group['container']} (on {on}): torch.optim refuses "
+                    "sets, whose order changes from run to run (so a saved optimizer state would "
+                    "not match its parameters). Use a list."
+                )
             unknown = [k for k in group["keys"] if k not in ("params", "weight_decay", "lr", "name")]
             if unknown:
                 return (
@@ -895,6 +1000,18 @@ def _judge_decay_groups(cases):
                 "level, or as a default argument) keep growing. Make new lists inside the function."
             )
         strangers = [n for n in placed if n.startswith("<")]
+        if "<NoneType>" in strangers:
+            return (
+                f"A group holds None (on {on}): a layer made with bias=False has .bias None, "
+                "which is no parameter. Take the parameters that exist, as "
+                "module.named_parameters(recurse=False) lists them."
+            )
+        others = [n for n in strangers if n != "<not a parameter of this model>"]
+        if others:
+            return (
+                f"A group's 'params' holds {a_or_an(others[0].strip('<>'))} (on {on}), not a "
+                "parameter: 'params' is one flat list of the model's parameters."
+            )
         if strangers:
             return f"A group holds {len(strangers)} tensors that are not parameters of the model (on {on})."
         for group in groups:
