@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import time
+
 import pytest
 import torch
 
@@ -79,10 +81,21 @@ def test_time_it_measures_something_positive():
 
 
 def test_time_it_waits_for_the_accelerator_before_reading_the_clock(monkeypatch):
-    waits = []
-    monkeypatch.setattr(bench, "_accelerator_synchronize", lambda: lambda: waits.append(1))
+    events = []
+    monkeypatch.setattr(bench, "_accelerator_synchronize", lambda: lambda: events.append("wait"))
+
+    class LoggedTimeit:  # the clock bench reads: the real one, logged
+        @staticmethod
+        def default_timer():
+            events.append("read")
+            return time.perf_counter()
+
+    monkeypatch.setattr(bench, "timeit", LoggedTimeit)
     time_it(lambda: None, min_run_time=QUICK)
-    assert waits
+    reads = [i for i, event in enumerate(events) if event == "read"]
+    assert reads, "time_it never read the course's clock"
+    # every reading comes straight after a wait: queued GPU work is finished before the clock
+    assert all(i > 0 and events[i - 1] == "wait" for i in reads), events[:8]
 
 
 def test_timing_prints_label_median_iqr_and_runs_in_readable_units():
