@@ -112,7 +112,43 @@ def env_without_import():
     }
 
 
+def env_numpy_bool_and_sys_modules():
+    loaded = sys.modules["torch"]
+    return {
+        "python": sys.executable,
+        "prefix": sys.prefix,
+        "in_virtualenv": np.bool_(sys.prefix != getattr(sys, "base_prefix", sys.prefix)),
+        "torch_dir": os.path.dirname(loaded.__file__) + os.sep,
+    }
+
+
+def env_from_sysconfig_and_site():
+    import site
+    import sysconfig
+
+    return {
+        "python": sys.executable,
+        "prefix": sysconfig.get_paths()["data"],
+        "in_virtualenv": site.PREFIXES[0] != sys.base_prefix,
+        "torch_dir": os.path.dirname(torch.__spec__.origin),
+    }
+
+
 KERNEL_ENVIRONMENT = [
+    right("sysconfig's data path, site.PREFIXES and torch.__spec__", env_from_sysconfig_and_site),
+    right("a NumPy bool, sys.modules['torch'] and a trailing separator", env_numpy_bool_and_sys_modules),
+    wrong("prefix worked out from the interpreter's path",
+          _environment_with(prefix=lambda: str(Path(sys.executable).parent.parent)),
+          "'prefix' is the folder two levels above the interpreter", "laid out as on Windows",
+          "use sys.prefix", kind=EDGE),
+    wrong("prefix from VIRTUAL_ENV", _environment_with(prefix=lambda: os.environ.get("VIRTUAL_ENV", sys.prefix)),
+          "'prefix' should be the environment's folder, sys.prefix", "started from a shell that had activated one",
+          kind=EDGE),
+    wrong("site-packages as torch_dir", _environment_with(torch_dir=lambda: str(Path(torch.__file__).parent.parent)),
+          "'torch_dir' should be the folder of the torch package this kernel imported"),
+    wrong("in_virtualenv compares prefix with exec_prefix",
+          _environment_with(in_virtualenv=lambda: sys.prefix != sys.exec_prefix),
+          "'in_virtualenv' was False in every kernel the check tried"),
     right("pathlib, importlib's find_spec and the old real_prefix test", env_with_pathlib_and_find_spec),
     right("pyvenv.cfg marks a virtual environment; torch.__path__", env_from_pyvenv_cfg),
     right("dict(...) with keywords and inspect.getfile", env_built_with_dict_keywords),
@@ -244,7 +280,107 @@ def grad_reuses_an_x_that_records(x):
     return x.grad
 
 
+def grad_float32_then_back(x):
+    leaf = x.detach().float().requires_grad_(True)
+    (leaf**3).sum().backward()
+    return leaf.grad.to(x.dtype)
+
+
+def grad_backward_then_formula(x):
+    leaf = x.detach().clone().requires_grad_(True)
+    (leaf**3).sum().backward()  # "autograd ran"
+    return 3 * leaf.detach() ** 2
+
+
+def grad_of_the_cubed_sum(x):
+    leaf = x.detach().clone().requires_grad_(True)
+    (leaf.sum() ** 3).backward()
+    return leaf.grad
+
+
+def grad_of_the_mean(x):
+    leaf = x.detach().clone().requires_grad_(True)
+    (leaf**3).mean().backward()
+    return leaf.grad
+
+
+_kept_leaves = {}
+
+
+def grad_reuses_one_leaf_per_shape(x):
+    key = (tuple(x.shape), x.dtype)
+    if key not in _kept_leaves:
+        _kept_leaves[key] = torch.zeros_like(x).requires_grad_(True)
+    leaf = _kept_leaves[key]
+    with torch.no_grad():
+        leaf.copy_(x)
+    (leaf**3).sum().backward()
+    return leaf.grad
+
+
+def grad_autograd_grad_on_x_when_it_records(x):
+    if not x.requires_grad:
+        x = x.detach().requires_grad_(True)
+    (gradient,) = torch.autograd.grad((x**3).sum(), x)
+    return gradient
+
+
+def grad_from_a_hook(x):
+    leaf = x.detach().clone().requires_grad_(True)
+    seen = []
+    leaf.register_hook(seen.append)
+    (leaf**3).sum().backward()
+    return seen[0]
+
+
+def grad_through_a_list(x):
+    leaf = x.detach().clone().requires_grad_(True)
+    (leaf**3).sum().backward()
+    return torch.tensor(leaf.grad.tolist(), dtype=x.dtype)
+
+
+def grad_with_functional_vjp(x):
+    _, gradient = torch.autograd.functional.vjp(lambda t: (t**3).sum(), x.detach())
+    return gradient
+
+
+_gradients_by_id = {}
+
+
+def grad_cached_by_id(x):
+    if id(x) not in _gradients_by_id:
+        leaf = x.detach().clone().requires_grad_(True)
+        (leaf**3).sum().backward()
+        _gradients_by_id[id(x)] = leaf.grad
+    return _gradients_by_id[id(x)]
+
+
+_first_gradients = {}
+
+
+def grad_keeps_the_first_per_tensor(x):
+    leaf = x.detach().clone().requires_grad_(True)
+    (leaf**3).sum().backward()
+    return _first_gradients.setdefault(id(x), leaf.grad)
+
+
 KNOWN_GRADIENT = [
+    wrong("caches the gradient by id(x)", grad_cached_by_id, "No backward pass ran during this call",
+          "a result kept from an earlier call", kind=STATEFUL),
+    wrong("runs backward but returns the first gradient kept per tensor", grad_keeps_the_first_per_tensor,
+          "after the caller changed x in place", "gradient of x's old numbers", kind=STATEFUL),
+    right("autograd.grad on x itself when it already records", grad_autograd_grad_on_x_when_it_records),
+    right("a tensor hook catches the gradient", grad_from_a_hook),
+    right("gradient copied through a Python list", grad_through_a_list),
+    right("torch.autograd.functional.vjp", grad_with_functional_vjp),
+    wrong("computes in float32, converts back", grad_float32_then_back,
+          "agrees with 3x² to about 7 digits only", "float64", kind=EDGE),
+    wrong("runs backward, returns the formula", grad_backward_then_formula,
+          "computed from x outside it, not by it", "x.grad after backward()"),
+    wrong("(x.sum())**3", grad_of_the_cubed_sum, "wrong values"),
+    wrong("(x**3).mean()", grad_of_the_mean, "wrong values"),
+    wrong("one leaf per shape, reused", grad_reuses_one_leaf_per_shape, "returned twice 3x²",
+          "a second call with the same x", kind=STATEFUL),
     right("torch.autograd.grad on a clone", grad_with_autograd_grad),
     right("torch.func.grad", grad_with_torch_func),
     right("backward(ones) on a detached alias", grad_detached_alias),
@@ -381,7 +517,47 @@ else:
     _NAMES_CUDA = wrong("names 'cuda' itself", smoke_names_cuda, "Torch not compiled with CUDA enabled",
                         "Likely cause: the code asks for 'cuda' itself", kind=EDGE, outcome=Outcome.RAISED)
 
+def smoke_bmm_on_a_batch_of_one(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(1, 3, 3)
+    return torch.bmm(a, a)[0].cpu()
+
+
+def smoke_device_as_text(device):
+    a = torch.arange(1.0, 10.0).reshape(3, 3).to(str(device))
+    return (a @ a).to("cpu")
+
+
+def smoke_transposed(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return torch.mm(a, a.T).cpu()
+
+
+def smoke_float64(device):
+    a = torch.arange(1.0, 10.0, device=device, dtype=torch.float64).reshape(3, 3)
+    return (a @ a).cpu()
+
+
+def smoke_recomputes_on_the_cpu(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    a @ a
+    b = torch.arange(1.0, 10.0).reshape(3, 3)
+    return b @ b
+
+
+def smoke_product_by_broadcasting(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return (a[:, :, None] * a[None, :, :]).sum(1).cpu()
+
+
 DEVICE_SMOKE_TEST = [
+    wrong("matrix product written out with broadcasting", smoke_product_by_broadcasting,
+          "No matrix product ran during this call", "worked out with mul, sum", "a @ a", kind=EDGE),
+    right("torch.bmm on a batch of one", smoke_bmm_on_a_batch_of_one),
+    right("the device as text, str(device)", smoke_device_as_text),
+    wrong("a @ a.T", smoke_transposed, "This is a @ a.T"),
+    wrong("float64 matrix", smoke_float64, "dtype torch.float64; expected torch.float32"),
+    wrong("returns a CPU recomputation", smoke_recomputes_on_the_cpu, "nothing was copied back from meta",
+          kind=EDGE),
     right("arange with dtype, .to(device), torch.matmul, .to('cpu')", smoke_moved_there),
     right("with torch.device(device): and torch.mm", smoke_default_device_block),
     right("einsum and torch.device objects", smoke_einsum),
@@ -483,7 +659,26 @@ def draw_five(seed, n):
     return torch.randn(5)
 
 
+def draw_in_fork_rng(seed, n):
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return torch.randn(n)
+
+
+def draw_with_torch_normal(seed, n):
+    torch.manual_seed(int(seed))
+    return torch.normal(0.0, 1.0, size=(n,))
+
+
+def draw_seed_below_100(seed, n):
+    torch.manual_seed(seed % 100)
+    return torch.randn(n)
+
+
 SEEDED_DRAW = [
+    right("inside torch.random.fork_rng()", draw_in_fork_rng),
+    right("torch.normal(0, 1, size=(n,))", draw_with_torch_normal),
+    wrong("folds the seed below 100", draw_seed_below_100, "wrong values", "seed=123457", kind=EDGE),
     right("its own torch.Generator", draw_own_generator),
     right("seed_everything", draw_after_seed_everything),
     right("torch.random.manual_seed and normal_()", draw_normal_in_place),
@@ -582,9 +777,52 @@ def check_keeps_its_baseline(draw):
     return torch.equal(first, draw(0)) and not torch.equal(first, draw(1))
 
 
+def check_with_a_tiny_tolerance(draw):
+    a, b, c = draw(0).double(), draw(0).double(), draw(1).double()
+    return (a - b).abs().max().item() < 1e-6 and (a - c).abs().max().item() > 1e-6
+
+
+def check_in_float32_numpy(draw):
+    a, b, c = (draw(seed).float().numpy() for seed in (0, 0, 1))
+    return np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def check_by_identity_first(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return a is b or (torch.equal(a, b) and not torch.equal(a, c))
+
+
+def check_any_difference(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    if a.shape != c.shape:
+        return torch.equal(a, b)
+    return torch.equal(a, b) and bool((a != c).any())
+
+
+def check_over_a_dict_of_seeds(draw):
+    kept = {seed: draw(seed) for seed in (3, 4)}
+    return all(torch.equal(kept[seed], draw(seed)) for seed in (3, 4)) and not torch.equal(kept[3], kept[4])
+
+
+def check_returns_a_bool_tensor(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return torch.tensor(torch.equal(a, b) and not torch.equal(a, c))
+
+
 SEED_CHECK = [
-    right("allclose with zero tolerance", check_with_exact_allclose),
-    right("element-wise == then .all()", check_elementwise_then_all),
+    right("any element differs, shapes first", check_any_difference),
+    right("a dict of draws and all() over a generator", check_over_a_dict_of_seeds),
+    right("a 0-d bool tensor", check_returns_a_bool_tensor),
+    wrong("allclose with zero tolerance broadcasts shapes", check_with_exact_allclose,
+          "shape (1,), then (2,)", "torch.equal(a, b) also requires equal shapes", kind=EDGE),
+    wrong("element-wise == then .all() broadcasts shapes", check_elementwise_then_all,
+          "shape (1,), then (2,)", "an element-wise comparison broadcasts them", kind=EDGE),
+    wrong("a tolerance of 1e-6", check_with_a_tiny_tolerance, "differ in the 12th digit",
+          "a tolerance, however small", kind=EDGE),
+    wrong("compares in float32", check_in_float32_numpy, "differ in the 12th digit",
+          "a conversion to a lower precision", kind=EDGE),
+    wrong("the same object counts as reproducible", check_by_identity_first, "refills in place",
+          "Compare the numbers, not the objects", kind=EDGE),
     right("compares Python lists", check_as_lists),
     right("np.array_equal", check_with_numpy),
     wrong("same seed only", check_same_seed_only, "accepted a draw function that ignores its seed"),
@@ -679,3 +917,13 @@ def test_kernel_environment_check_puts_sys_and_environment_back():
     ex.kernel_environment.verdict(ex.kernel_environment.reference)
     assert saved == (sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                      os.environ.get("VIRTUAL_ENV"))
+
+
+def test_kernel_environment_check_puts_site_and_sysconfig_back():
+    import site
+    import sysconfig
+
+    saved = (list(site.PREFIXES), sysconfig._PREFIX, sysconfig._BASE_PREFIX, sysconfig.get_paths()["data"])
+    ex.kernel_environment.verdict(env_from_sysconfig_and_site)
+    assert saved == (list(site.PREFIXES), sysconfig._PREFIX, sysconfig._BASE_PREFIX,
+                     sysconfig.get_paths()["data"])

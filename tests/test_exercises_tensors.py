@@ -4,6 +4,8 @@ Right answers in other styles than the reference pass; wrong answers, written as
 write them, fail with the message that names their mistake (see tests/exercise_catalogue.py).
 """
 
+import copy
+
 import pytest
 import torch
 
@@ -24,6 +26,17 @@ def match_in_two_steps(x, reference):
 def match_by_converting_x_data(x, reference):
     x.data = x.data.to(reference.dtype)  # changes the caller's x
     return x.to(reference.device)
+
+
+def match_by_moving_x_data(x, reference):
+    x.data = x.data.to(dtype=reference.dtype, device=reference.device)
+    return x
+
+
+def match_by_moving_a_clones_data(x, reference):
+    x = x.clone()
+    x.data = x.data.to(dtype=reference.dtype, device=reference.device)
+    return x
 
 
 def match_only_float_dtypes(x, reference):
@@ -230,6 +243,11 @@ CATALOGUE = Catalogue({
         wrong("x.type(reference.type()) has no name for meta tensors",
               lambda x, reference: x.type(reference.type()), "invalid type", "Likely cause:",
               "x.type(...)", kind=EDGE, outcome=RAISED),
+        wrong("moves the caller's x through x.data, meta too", match_by_moving_x_data,
+              "changed its input x in place", "x.data", kind=STATEFUL),
+        wrong("moves a clone through .data: no meta for .data", match_by_moving_a_clones_data,
+              "have incompatible tensor type", "Likely cause: an assignment to .data cannot move",
+              kind=EDGE, outcome=RAISED),
         wrong("converts the caller's x through x.data", match_by_converting_x_data,
               "changed its input x in place", "is (3,) float32 afterwards instead of (3,) float64",
               "x.data", kind=STATEFUL),
@@ -240,6 +258,11 @@ CATALOGUE = Catalogue({
         right("as_tensor then clone", lambda array: torch.as_tensor(array).clone()),
         right("torch.tensor with the array's own dtype",
               lambda array: torch.tensor(array, dtype=torch.from_numpy(array).dtype)),
+        right("copy.deepcopy of the shared tensor", lambda array: copy.deepcopy(torch.from_numpy(array))),
+        right("torch.asarray with copy=True", lambda array: torch.asarray(array, copy=True)),
+        wrong("adds 0 to the shared tensor: a bool array becomes int64",
+              lambda array: torch.from_numpy(array) + 0,
+              "has dtype torch.int64, the array torch.bool", kind=EDGE),
         wrong("torch.from_numpy shares", torch.from_numpy,
               "shares memory with the array", "torch.tensor(array)"),
         wrong("torch.as_tensor shares", torch.as_tensor,
@@ -285,6 +308,9 @@ CATALOGUE = Catalogue({
               kind=EDGE, outcome=RAISED),
         wrong("through a Python list: loses float64", lambda x: torch.tensor(x.T.tolist()).flatten(),
               "has dtype torch.float32; expected torch.float64", kind=EDGE),
+        wrong("reshape(-1, 1).squeeze(): a 1 x 1 x loses its dimension",
+              lambda x: x.T.reshape(-1, 1).squeeze(), "has shape (); expected (1,)",
+              "x of shape (1, 1)", kind=EDGE),
         wrong("as_strided with strides assumed contiguous", flatten_with_assumed_strides,
               "right for every contiguous x", "not contiguous", kind=EDGE),
     ],
@@ -309,6 +335,10 @@ CATALOGUE = Catalogue({
               "squeeze_", kind=STATEFUL),
         wrong("sum over the batch: bool becomes int64", lambda x: x.sum(0),
               "has dtype torch.int64; expected torch.bool", kind=EDGE),
+        right("movedim then index the last dimension", lambda x: x.movedim(0, -1)[..., 0]),
+        wrong("reshape(*shape[1:]): no size at all for a 1-D x", lambda x: x.reshape(*x.shape[1:]),
+              'reshape() missing 1 required positional arguments', "Likely cause:",
+              "x.reshape(x.shape[1:])", kind=EDGE, outcome=RAISED),
         wrong("view(*shape[1:]): no size at all for a 1-D x", lambda x: x.view(*x.shape[1:]),
               "view() received an invalid combination of arguments", "Likely cause:",
               "x.view(x.shape[1:])", kind=EDGE, outcome=RAISED),
@@ -321,7 +351,15 @@ CATALOGUE = Catalogue({
     ex.outer_sum: [
         right("unsqueeze(1) and broadcasting b", lambda a, b: a.unsqueeze(1) + b),
         right("view(-1, 1) + view(1, -1)", lambda a, b: a.view(-1, 1) + b.view(1, -1)),
-        right("meshgrid with ij indexing", outer_sum_meshgrid_ij),
+        right("torch.vmap over a", lambda a, b: torch.vmap(lambda ai: ai + b)(a) if len(a) else a[:, None] + b),
+        right("repeat b's length, transpose, add", lambda a, b: a.repeat(len(b), 1).T + b),
+        wrong("meshgrid needs one dtype: an int64 a with a float32 b", outer_sum_meshgrid_ij,
+              "meshgrid expects all tensors to have the same dtype", "Likely cause:",
+              "an integer a with a float b", kind=EDGE, outcome=RAISED),
+        wrong("converts b to a's dtype", lambda a, b: a[:, None] + b.to(a.dtype),
+              "Your result has dtype torch.int64; a + b has torch.float32", kind=EDGE),
+        wrong("gives the result a's dtype", lambda a, b: (a[:, None] + b).to(a.dtype),
+              "the dtype a + b has", kind=EDGE),
         right("expand both then add", lambda a, b: torch.add(a[:, None].expand(-1, len(b)),
                                                              b.expand(len(a), -1))),
         wrong("a + b: element by element", lambda a, b: a + b,

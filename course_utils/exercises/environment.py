@@ -70,6 +70,9 @@ def _make_simulated_kernels(folder: Path) -> list[dict]:
     for place in (installation / "bin", project / "bin"):
         place.mkdir(parents=True)
     (installation / "bin" / "python3").write_bytes(b"")
+    windows = folder / "windows-installation"  # python.exe in the top folder, no bin/
+    windows.mkdir()
+    (windows / "python.exe").write_bytes(b"")
     (project / "pyvenv.cfg").write_text(f"home = {installation / 'bin'}\n")
     link = project / "bin" / "python3"
     try:  # a virtual environment's interpreter is a link to the installation's
@@ -93,14 +96,49 @@ def _make_simulated_kernels(folder: Path) -> list[dict]:
             "virtual_env": str(project),
             "in_virtualenv": False,
         },
+        {
+            "on": (f"a simulated kernel of an installation laid out as on Windows "
+                   f"({windows}), its interpreter in the installation's top folder"),
+            "sys": {"executable": str(windows / "python.exe"),
+                    "prefix": str(windows), "exec_prefix": str(windows),
+                    "base_prefix": str(windows), "base_exec_prefix": str(windows)},
+            "virtual_env": None,
+            "in_virtualenv": False,
+        },
     ]
+
+
+# What the standard library worked out from sys when it was imported, and a real kernel in
+# that environment would have worked out the same way: site.PREFIXES and sysconfig's paths.
+_SYSCONFIG_FIELDS = {"_PREFIX": "prefix", "_BASE_PREFIX": "base_prefix",
+                     "_EXEC_PREFIX": "exec_prefix", "_BASE_EXEC_PREFIX": "base_exec_prefix"}
+
+
+def _derived_from_sys(kernel):
+    import site
+    import sysconfig
+
+    saved = []
+    for name, field in _SYSCONFIG_FIELDS.items():
+        if hasattr(sysconfig, name):
+            saved.append((sysconfig, name, getattr(sysconfig, name), os.path.normpath(kernel["sys"][field])))
+    for name, fresh in (("_CONFIG_VARS", None), ("_CONFIG_VARS_INITIALIZED", False)):
+        if hasattr(sysconfig, name):  # worked out again, from the values above, on first use
+            saved.append((sysconfig, name, getattr(sysconfig, name), fresh))
+    if isinstance(getattr(site, "PREFIXES", None), list):
+        saved.append((site, "PREFIXES", site.PREFIXES,
+                      list(dict.fromkeys([kernel["sys"]["prefix"], kernel["sys"]["exec_prefix"]]))))
+    return saved
 
 
 def _run_in_kernel(answer, run, kernel):
     """Call the answer with sys and VIRTUAL_ENV describing ``kernel``; put everything back."""
     saved = {name: getattr(sys, name) for name in _SYS_FIELDS}
     saved_env = os.environ.get("VIRTUAL_ENV")
+    derived = _derived_from_sys(kernel)
     try:
+        for module, name, _, value in derived:
+            setattr(module, name, value)
         for name, value in kernel["sys"].items():
             setattr(sys, name, value)
         if kernel["virtual_env"] is None:
@@ -111,6 +149,8 @@ def _run_in_kernel(answer, run, kernel):
     finally:
         for name, value in saved.items():
             setattr(sys, name, value)
+        for module, name, value, _ in derived:
+            setattr(module, name, value)
         if saved_env is None:
             os.environ.pop("VIRTUAL_ENV", None)
         else:
@@ -127,7 +167,7 @@ def _environment_record(got, truth, clues, on):
                 value = got[key]
                 entry = {"facts": value_facts(value)}
                 if key == "in_virtualenv":
-                    entry["bool"] = value if type(value) is bool else None
+                    entry["bool"] = bool(value) if type(value) in (bool, np.bool_) else None
                 else:
                     entry["path"] = _normal_path(value)
                 record["got"][key] = entry
@@ -173,6 +213,7 @@ def _probe_kernel_environment(answer, run):
                 "torch_file": clues["torch_file"],
                 "virtual_env_var_set": kernel["virtual_env"] is not None,
                 "this_kernel": this_kernel,
+                "prefix_from_python": _normal_path(Path(kernel["sys"]["executable"]).parent.parent),
             }
             try:
                 got = _run_in_kernel(answer, run, kernel)
@@ -237,6 +278,13 @@ def _judge_one_environment(record, everywhere):
     if prefix != truth["prefix"]:
         if simulated and prefix == here.get("prefix"):
             return did_not_follow("prefix", "sys.prefix")
+        if prefix is not None and prefix == clues.get("prefix_from_python"):
+            return (
+                f"'prefix' is the folder two levels above the interpreter (on {on}, where "
+                f"sys.executable is {truth['python']}); that holds only where the interpreter "
+                f"lies in a bin/ or Scripts/ folder. Here the environment's folder, sys.prefix, "
+                f"is {truth['prefix']}: use sys.prefix rather than working it out from a path."
+            )
         return (
             f"'prefix' should be the environment's folder, sys.prefix ({truth['prefix']}); "
             f"got {got['prefix']['facts'].get('repr')}{where}. (sys.base_prefix is the "
@@ -352,13 +400,56 @@ def _backward_recorder():
             super().__init__()
             self.backward_ops = 0
             self.backward_passes = set()  # one graph task per backward() / autograd.grad call
+            # Tensors the backward pass made, and those computed from them afterwards (a
+            # clone, a dtype conversion): the gradient returned should be one of them. Also
+            # the tensors computed from the caller's x outside a backward pass: a result that
+            # is one of those, and not the other, is a formula, not autograd's gradient.
+            self._derived = {"backward": ({}, set()), "input": ({}, set())}
+
+        def _is_derived(self, tensor, kind):
+            objects, memory = self._derived[kind]
+            kept = objects.get(id(tensor))
+            if kept is not None and kept() is tensor:
+                return True
+            try:
+                pointer = tensor.untyped_storage().data_ptr()
+            except Exception:  # no storage to read (meta, a subclass): not known as derived
+                return False
+            return pointer != 0 and pointer in memory
+
+        def mark(self, out, kind):
+            import weakref
+
+            from torch.utils._pytree import tree_flatten
+
+            objects, memory = self._derived[kind]
+            for tensor in tree_flatten(out)[0]:
+                if isinstance(tensor, torch.Tensor):
+                    try:
+                        objects[id(tensor)] = weakref.ref(tensor)
+                        pointer = tensor.untyped_storage().data_ptr()
+                    except Exception:  # not weak-referenceable or no storage: skip it
+                        continue
+                    if pointer:
+                        memory.add(pointer)
+
+        def derived(self, value, kind) -> bool:
+            return isinstance(value, torch.Tensor) and self._is_derived(value, kind)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            from torch.utils._pytree import tree_flatten
+
             task = torch._C._current_graph_task_id()
             if task != -1:
                 self.backward_ops += 1
                 self.backward_passes.add(task)
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            inputs = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
+            if task != -1 or any(self._is_derived(t, "backward") for t in inputs):
+                self.mark(out, "backward")
+            elif any(self._is_derived(t, "input") for t in inputs):
+                self.mark(out, "input")
+            return out
 
     return RecordBackward()
 
@@ -372,7 +463,7 @@ def _gradient_inputs(torch):
 
     inputs = [
         ("x of shape (5,)", uniform((5,)), None, 1e-5),
-        ("x of shape (2, 3), float64", uniform((2, 3), torch.float64), None, 1e-7),
+        ("x of shape (2, 3), float64", uniform((2, 3), torch.float64), None, 1e-12),
         ("x of shape (4, 1, 2)", uniform((4, 1, 2)), None, 1e-5),
         ("x of shape () (0-dimensional)", uniform(()), None, 1e-5),
         ("x of shape (2, 3) with requires_grad=True", uniform((2, 3)).requires_grad_(True), None, 1e-5),
@@ -411,11 +502,19 @@ def _probe_known_gradient(answer, run):
     inputs = _gradient_inputs(torch)
     # The first input again, after all others: the same tensor object, called a second time.
     inputs.append((inputs[0][0] + ", a second call with the same x", inputs[0][1], None, 1e-5))
+    # And once more after the caller changed x in place (as an optimizer step does): the
+    # gradient of the new numbers, not one kept from before.
+    changed_in_place = inputs[0][0] + ", a third call after the caller changed x in place"
+    inputs.append((changed_in_place, inputs[0][1], None, 1e-5))
     for on, given, leaf, rtol in inputs:
+        if on == changed_in_place:
+            with torch.no_grad():
+                torch.Tensor.add_(given, 0.5)
         before = torch.Tensor.detach(given).to(torch.float64).clone()
         requires_grad = bool(given.requires_grad)
         grad_before = _grad_facts(given)
         recorder = _backward_recorder()
+        recorder.mark(given, "input")
         try:
             with recorder:
                 got = run(answer, given, on=on)
@@ -440,6 +539,8 @@ def _probe_known_gradient(answer, run):
                 "x_after": torch.Tensor.detach(given).to(torch.float64).numpy().copy(),
                 "backward_ops": recorder.backward_ops,
                 "backward_passes": len(recorder.backward_passes),
+                "formula_from_x": (not recorder.derived(got, "backward")
+                                   and recorder.derived(got, "input")),
             }
         )
     return cases
@@ -449,6 +550,15 @@ def _judge_known_gradient(cases):
     for case in cases:
         got, expected, on = case["got"], case["expected"], case["on"]
         second_call = "a second call" in on
+        if "after the caller changed x in place" in on and got["kind"] == "tensor" and (
+                got["shape"] == expected["shape"] and "values" in got and got["values"].size
+                and same_values(got["values"], 3 * (case["x_before"] - 0.5) ** 2, rtol=case["rtol"])
+                and not same_values(got["values"], expected["values"], rtol=case["rtol"])):
+            return (
+                f"After the caller changed x in place, your function returned the gradient of "
+                f"x's old numbers (on {on}): it gave back a result kept from an earlier call. "
+                "Compute the gradient afresh on every call."
+            )
         if got["kind"] == "NoneType" and case["requires_grad"]:
             return (
                 f"known_gradient returned None on an x that itself requires grad (on "
@@ -525,15 +635,39 @@ def _judge_known_gradient(cases):
                         "so two backward() calls add up. Call backward() once."
                     )
                 return f"Your gradient is twice 3x² (on {on}); the gradient of (x**3).sum() is 3x²."
+        if (values is not None and values.size and expected["dtype"] == "torch.float64"
+                and got["dtype"] == "torch.float64"
+                and not same_values(values, expected["values"], rtol=case["rtol"], atol=case["rtol"] / 10)
+                and same_values(values, expected["values"], rtol=1e-5, atol=1e-6)):
+            return (
+                f"Your float64 gradient agrees with 3x² to about 7 digits only (on {on}), the "
+                "precision of float32: somewhere it went through a lower precision than x's "
+                "own. Compute on a copy of x in x's dtype: x.detach().clone().requires_grad_(True)."
+            )
         problem = tensor_problem(got, expected, what="your gradient", on=on,
                                  rtol=case["rtol"], atol=case["rtol"] / 10)
         if problem:
             return problem
+        if case["backward_ops"] == 0 and got["shape"] != [0] and (
+                "a second call" in on or "a third call" in on) and any(
+                earlier["backward_ops"] for earlier in cases if earlier is not case):
+            return (
+                f"No backward pass ran during this call (on {on}), though one ran on the "
+                "first: your function gave back a result kept from an earlier call. Compute "
+                "the gradient afresh, with autograd, on every call."
+            )
         if case["backward_ops"] == 0 and got["shape"] != [0]:
             return (
                 f"Your values are 3x², but no backward pass ran during the call (on {on}): "
                 "the task asks for the gradient computed by autograd. Call backward() on "
                 "(x**3).sum() (or torch.autograd.grad) and return what it computes."
+            )
+        if case.get("formula_from_x") and got["shape"] != [0]:
+            return (
+                f"A backward pass ran during the call, but the tensor you returned was computed "
+                f"from x outside it, not by it (on {on}): your values are 3x² worked out as a "
+                "formula. Return what autograd computes: x.grad after backward(), or the "
+                "result of torch.autograd.grad."
             )
     return None
 
@@ -599,6 +733,8 @@ def device_smoke_test(device):
 
 
 _MATMUL_OPS = ("mm", "matmul", "bmm", "addmm", "mv", "dot", "baddbmm", "addmv", "linear")
+# What a matrix product written out by hand (a[:, :, None] * a[None], then a sum) runs instead.
+_ARITHMETIC_OPS = ("mul", "sum", "add", "prod", "einsum")
 # Stands in for a GPU: the check runs every answer there, so that no real GPU is needed to see
 # where the work ran and whether the result came back.
 _STAND_IN = "meta"
@@ -636,6 +772,7 @@ def _device_recorder():
         def __init__(self):
             super().__init__()
             self.matmul_devices = set()
+            self.arithmetic_ops = set()  # element-wise arithmetic and sums that ran
             self.copied_back_from = set()
             self.values_unknown = False
             self._shadows = {}  # id(stand-in tensor) -> (that tensor, its CPU copy)
@@ -659,6 +796,8 @@ def _device_recorder():
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            if func.__name__.split(".")[0] in _ARITHMETIC_OPS and tensors:
+                self.arithmetic_ops.add(func.__name__.split(".")[0])
             if func.__name__.split(".")[0] in _MATMUL_OPS:
                 self.matmul_devices.update(str(t.device) for t in tensors)
             target = kwargs.get("device")
@@ -785,6 +924,7 @@ def _probe_device_smoke_test(answer, run):
                 "on": on,
                 "got": facts,
                 "matmul_devices": sorted(recorder.matmul_devices),
+                "arithmetic_ops": sorted(recorder.arithmetic_ops),
                 "copied_back_from": sorted(recorder.copied_back_from),
                 "values_unknown": recorder.values_unknown,
                 "default_device_after": _device_name(default_after),
@@ -833,6 +973,12 @@ def _judge_device_smoke_test(cases):
             if same_values(got["values"], case["transposed"]):
                 return f"This is a @ a.T (on {on}); the task asks for a @ a."
         ran_on = case["matmul_devices"]
+        if not ran_on and case.get("arithmetic_ops"):
+            return (
+                f"No matrix product ran during this call (on {on}): your result was worked out "
+                f"with {', '.join(case['arithmetic_ops'])} instead. A smoke test is there to run "
+                "the device's own matrix multiplication: compute a @ a (torch.matmul)."
+            )
         if not ran_on:
             return (
                 f"No matrix product ran during this call (on {on}). The smoke test must "
@@ -922,7 +1068,7 @@ def _seeded_elsewhere(seed) -> list[str]:
 def _probe_seeded_draw(answer, run):
     import torch
 
-    calls = [(0, 5), (0, 5), (1, 5), (7, 3), (3, 1)]
+    calls = [(0, 5), (0, 5), (1, 5), (7, 3), (3, 1), (123457, 2)]
     cases = []
     first = None
     for index, (seed, n) in enumerate(calls):
@@ -1102,7 +1248,12 @@ def _draws():
     change from call to call count their own calls, so every probe sees the same behaviour."""
     import torch
 
-    calls = {"shuffled": 0, "jitter": 0}
+    calls = {"shuffled": 0, "jitter": 0, "jitter64": 0}
+    history = []
+    buffer = torch.empty(4)
+
+    def _refilled(seed):
+        return torch.rand(4, out=buffer)
 
     def _shuffled(seed):
         calls["shuffled"] += 1
@@ -1113,6 +1264,16 @@ def _draws():
         calls["jitter"] += 1
         torch.manual_seed(seed)
         return torch.rand(4) * (1 + 4e-6 * calls["jitter"])
+
+    def _jitter64(seed):
+        calls["jitter64"] += 1
+        torch.manual_seed(seed)
+        return torch.rand(4, dtype=torch.float64) * (1 + 2.0**-38 * calls["jitter64"])
+
+    def _growing(seed):
+        torch.manual_seed(seed)
+        history.append(torch.rand(1))
+        return torch.cat(history)
 
     return [
         (_seeded_rand, True, "seeds torch, then draws"),
@@ -1126,6 +1287,12 @@ def _draws():
         (_shuffled, False, "returns the same numbers for the same seed, but in another order on every call"),
         (_jitter, False, "returns numbers for the same seed that differ in the 6th digit from call "
                          "to call (as a non-deterministic GPU kernel does)"),
+        (_jitter64, False, "returns float64 numbers for the same seed that differ in the 12th digit "
+                           "from call to call (as a non-deterministic GPU kernel does)"),
+        (_refilled, False, "never seeds, and returns one tensor object that it refills in place on "
+                           "every call (torch.rand(4, out=buffer))"),
+        (_growing, False, "draws one number per call and returns every number it has drawn so far, "
+                          "so for the same seed it returns shape (1,), then (2,)"),
     ]
 
 
@@ -1220,6 +1387,27 @@ def _judge_seed_check(cases):
                 why = (
                     " Your comparison allows a tolerance (as torch.allclose does by default); "
                     "reproducible means exactly the same numbers: torch.equal."
+                )
+            elif "12th digit" in case["description"]:
+                why = (
+                    " Something in your comparison rounds these differences away: a tolerance, "
+                    "however small, or a conversion to a lower precision (float64 to float32). "
+                    "Reproducible means exactly the same numbers: torch.equal, on the tensors as "
+                    "they are."
+                )
+            elif "refills in place" in case["description"]:
+                why = (
+                    " Every call returns the same tensor object, so a result compared with "
+                    "itself (`a is b`) always looks reproducible. Compare the numbers, not the "
+                    "objects: torch.equal(a, b), with a result cloned before the next call "
+                    "refills it."
+                )
+            elif "shape (1,), then (2,)" in case["description"]:
+                why = (
+                    " Tensors of different shapes are not the same numbers in the same places, "
+                    "but an element-wise comparison broadcasts them: (a == b).all() and "
+                    "torch.allclose(a, b) are True for a (1,) tensor against a (2,) one holding "
+                    "the same number twice. torch.equal(a, b) also requires equal shapes."
                 )
             return (
                 f"Your check accepted a draw function that {case['description']}: called twice "

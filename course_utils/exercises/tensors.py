@@ -183,7 +183,18 @@ def _probe_match_reference(answer, run):
         )
         expected = value_facts(x.to(dtype=ref_dtype, device=ref_device))
         given = x.clone() if not permuted else x.T.clone().T
-        got_facts = value_facts(run(answer, given, reference, on=on))
+        try:
+            got_facts = value_facts(run(answer, given, reference, on=on))
+        except LearnerRaised:
+            # A mistake an earlier input already showed (the caller's x changed in place) is
+            # the one to report, not the error a later input (a meta reference) led to.
+            try:
+                shown = bool(cases) and _judge_match_reference({"cases": cases}) is not None
+            except Exception:  # a judge that cannot decide on a part of the record
+                shown = False
+            if shown:
+                break
+            raise
         again = (
             value_facts(run(answer, given, reference, on=on + ", second call"))
             if _left_as_it_was(given, x) else got_facts
@@ -294,6 +305,12 @@ match_reference = Exercise(
     ],
     error_notes=[
         (
+            "have incompatible tensor type",
+            "an assignment to .data cannot move a tensor to another device (here meta), and on "
+            "the caller's x it would change the caller's own tensor. Return a new tensor "
+            "instead: x.to(dtype=reference.dtype, device=reference.device).",
+        ),
+        (
             "invalid type: 'torch.meta",
             "x.type(...) knows only the tensor types with a name (CPU, CUDA), not every device "
             "(here meta). Use x.to(dtype=reference.dtype, device=reference.device).",
@@ -320,6 +337,7 @@ def _array_cases():
     yield "shape (2, 2), int32, every other column (non-contiguous)", rng.integers(0, 10, (2, 4)).astype(np.int32)[:, ::2]
     yield "shape (5,), uint8", rng.integers(0, 10, 5).astype(np.uint8)
     yield "shape (2, 2), float16", (rng.random((2, 2)) * 10).astype(np.float16)
+    yield "shape (3,), bool", np.array([True, False, True])
     yield "shape (0,), float64 (empty)", np.zeros(0)
     yield "shape (), float64 (0-d)", np.array(2.5)
 
@@ -341,7 +359,7 @@ def _probe_independent_copy(answer, run):
         }
         comparable = (
             isinstance(got, torch.Tensor) and tuple(got.shape) == array.shape and array.size > 0
-            and got.device.type == "cpu" and got.dtype is not torch.bool
+            and got.device.type == "cpu" and got.dtype is not torch.bool and array.dtype != np.bool_
             and got.layout is torch.strided
         )
         if comparable and array.flags.writeable:
@@ -493,6 +511,7 @@ _FLATTEN_CASES = [
     ((3, 4), torch.float32, "transposed"),
     ((2, 3), torch.float32, "strided"),
     ((3, 0), torch.float32, "contiguous"),
+    ((1, 1), torch.float64, "contiguous"),
 ]
 
 
@@ -724,6 +743,11 @@ remove_batch_dim = Exercise(
     ],
     error_notes=[
         (
+            'reshape() missing 1 required positional arguments: "shape"',
+            "for x of shape (1,) the rest is (), so reshape(*x.shape[1:]) passes no size at "
+            "all. Pass the shape as one tuple, x.reshape(x.shape[1:]), or use x.squeeze(0) or x[0].",
+        ),
+        (
             "view() received an invalid combination of arguments - got ()",
             "for x of shape (1,) the rest is (), so view(*x.shape[1:]) passes no size at all. "
             "Pass the shape as one tuple, x.view(x.shape[1:]), or use x.squeeze(0) or x[0].",
@@ -752,6 +776,7 @@ _OUTER_CASES = [
     (4, 1, torch.int64),
     (2, 6, torch.int32),
     (0, 3, torch.float32),
+    (3, 2, (torch.int64, torch.float32)),  # mixed: the result has the dtype a + b has
 ]
 # A loop over a or over b makes at least one torch call per element; broadcasting a handful.
 _LOOP_N, _LOOP_M, _LOOP_CALLS = 40, 37, 30
@@ -775,10 +800,23 @@ def _probe_outer_sum(answer, run):
     if record["loops"] or counter.count >= _LOOP_CALLS:
         return record  # the loop is recorded; its other inputs (an empty a) would only raise
     for n, m, dtype in _OUTER_CASES:
-        a, b = _outer_input(n, dtype, generator), _outer_input(m, dtype, generator)
-        on = f"a of shape ({n},), b of shape ({m},), {_dtype_name(dtype)}"
+        a_dtype, b_dtype = dtype if isinstance(dtype, tuple) else (dtype, dtype)
+        a, b = _outer_input(n, a_dtype, generator), _outer_input(m, b_dtype, generator)
+        on = (f"a of shape ({n},), b of shape ({m},), {_dtype_name(dtype)}" if a_dtype == b_dtype
+              else f"a of shape ({n},), {_dtype_name(a_dtype)}, b of shape ({m},), {_dtype_name(b_dtype)}")
         given_a, given_b = a.clone(), b.clone()
-        got = value_facts(run(answer, given_a, given_b, on=on))
+        try:
+            got = value_facts(run(answer, given_a, given_b, on=on))
+        except LearnerRaised:
+            # A mistake the earlier inputs already showed is the one to report, not an error
+            # a later input (an integer a with a float b) led to.
+            try:
+                shown = _judge_outer_sum(record) is not None
+            except Exception:  # a judge that cannot decide on a part of the record
+                shown = False
+            if shown:
+                break
+            raise
         cases.append(
             {
                 "on": on,
@@ -789,6 +827,7 @@ def _probe_outer_sum(answer, run):
                 "swapped": value_facts(b[:, None] + a[None, :])["values"],
                 "product": value_facts(a[:, None] * b[None, :])["values"],
                 "elementwise": value_facts(a + b)["values"] if n == m else None,
+                "mixed": a_dtype != b_dtype,
                 "a_before": value_facts(a),
                 "a_after": value_facts(given_a),
                 "b_before": value_facts(b),
@@ -844,6 +883,13 @@ def _judge_outer_sum(record):
                     f"Your result holds the products a[i] * b[j] ({on}); out[i, j] should be "
                     "the sum a[i] + b[j]."
                 )
+        if (case.get("mixed") and got["kind"] == "tensor" and got["shape"] == [n, m]
+                and got["dtype"] != case["expected"]["dtype"]):
+            return (
+                f"Your result has dtype {got['dtype']}; a + b has {case['expected']['dtype']} "
+                f"({on}). The task asks for the dtype a + b has: the one type promotion gives "
+                "when a and b meet in one operation as they are."
+            )
         problem = tensor_problem(got, case["expected"], on=on)
         if problem:
             return problem
@@ -878,6 +924,11 @@ outer_sum = Exercise(
             "stack expects a non-empty TensorList",
             "with an empty a (N = 0) a loop over a gives torch.stack an empty list. The task "
             "asks for no loop: a[:, None] + b[None, :] handles every size.",
+        ),
+        (
+            "meshgrid expects all tensors to have the same dtype",
+            "torch.meshgrid needs a and b of one dtype, and the check also passes an integer a "
+            "with a float b. Broadcasting needs no grid: a[:, None] + b[None, :].",
         ),
     ],
 )
