@@ -3,12 +3,13 @@ fail with the message that names them (the catalogue at the end)."""
 
 import copy
 import math
+import random
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, RandomSampler, SubsetRandomSampler
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SubsetRandomSampler
 
 from course_utils.data import JitteredDigits, reseed_worker
 from course_utils.exercises import debugging as ex
@@ -133,6 +134,63 @@ def flat_moves_the_stack_to_meta(features, sample_shape):
 def flat_channels_only(features, sample_shape):
     with torch.no_grad():
         return copy.deepcopy(features).eval()(torch.zeros(1, *sample_shape)).shape[1]
+
+
+def flat_with_set_grad_enabled(features, sample_shape):
+    was_training = features.training
+    features.eval()
+    with torch.set_grad_enabled(False):
+        out = features(torch.zeros((1,) + tuple(sample_shape), dtype=torch.float32, device="cpu"))
+    features.train(was_training)
+    return int(out[0].numel())
+
+
+def flat_as_a_numpy_int(features, sample_shape):
+    return np.int64(ex.flat_features.reference(features, sample_shape))
+
+
+def flat_train_mode_then_buffers_put_back(features, sample_shape):
+    saved = copy.deepcopy(features.state_dict())
+    with torch.no_grad():
+        out = features(torch.randn(1, *sample_shape))  # train mode: buffers move, then go back
+    features.load_state_dict(saved)
+    return out[0].numel()
+
+
+def flat_grad_switched_on_at_the_end(features, sample_shape):
+    was_training = features.training
+    features.eval()
+    torch.set_grad_enabled(False)
+    out = features(torch.zeros(1, *sample_shape))
+    torch.set_grad_enabled(True)  # "switch it back on"
+    features.train(was_training)
+    return out[0].numel()
+
+
+def flat_unfreezes_after(features, sample_shape):
+    features.requires_grad_(False)
+    n = ex.flat_features.reference(features, sample_shape)
+    features.requires_grad_(True)  # "put it back"
+    return n
+
+
+def flat_by_formula(features, sample_shape):
+    channels, height, width = sample_shape
+    for layer in features:  # convolutions only: the pooling is forgotten
+        if isinstance(layer, nn.Conv2d):
+            height = (height + 2 * layer.padding[0] - layer.kernel_size[0]) // layer.stride[0] + 1
+            width = (width + 2 * layer.padding[1] - layer.kernel_size[1]) // layer.stride[1] + 1
+            channels = layer.out_channels
+    return channels * height * width
+
+
+def flat_top_flag_only(features, sample_shape):
+    was_training = features.training
+    features.eval()
+    with torch.no_grad():
+        out = features(torch.zeros(1, *sample_shape))
+    features.training = was_training  # the children stay in eval mode
+    return out[0].numel()
 
 
 # -- PositionWeights (D3) --------------------------------------------------------------------
@@ -279,6 +337,82 @@ class PositionsInFloat32(nn.Module):
         return x * (steps / length)[:, None]
 
 
+class PositionsFromAList(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.size(-2)
+        return x * x.new_tensor([(t + 1) / length for t in range(length)]).unsqueeze(-1)
+
+
+class PositionsMovedWithTo(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (torch.arange(1, length + 1) / length).to(x)[:, None]
+
+
+class PositionsInFloat64ThenCast(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        weights = (torch.arange(1, length + 1, dtype=torch.float64) / length).to(x.device)
+        return (x.double() * weights[:, None]).to(x.dtype)
+
+
+class PositionsCachedPerLength(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        length = x.shape[1]
+        if length not in self.cache:  # "computed once per length"
+            steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+            self.cache[length] = (steps / length)[:, None]
+        return x * self.cache[length]
+
+
+class PositionsCachedPerLengthAndDevice(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        key = (x.shape[1], x.device)  # "a new device gets new weights"
+        if key not in self.cache:
+            steps = torch.arange(1, key[0] + 1, device=x.device, dtype=x.dtype)
+            self.cache[key] = (steps / key[0])[:, None]
+        return x * self.cache[key]
+
+
+class PositionsDetachedThenMarked(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        out = x * (torch.arange(1, length + 1, device=x.device, dtype=x.dtype) / length)[:, None]
+        return out.detach().requires_grad_(x.requires_grad)
+
+
+class PositionsFixedForFloat64Only(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        weights = torch.arange(1, length + 1, device=x.device) / length
+        if x.dtype == torch.float64:
+            weights = weights.double()
+        return x * weights[:, None]
+
+
 # -- drop_non_finite (D5) --------------------------------------------------------------------
 def drop_with_reshape(x, y):
     keep = torch.isfinite(x.reshape(len(x), -1)).all(dim=-1)
@@ -355,6 +489,41 @@ def drop_as_float(x, y):
     x = x.float()
     keep = torch.isfinite(x).flatten(1).all(1)
     return x[keep], y[keep]
+
+
+def drop_by_nan_to_num(x, y):
+    keep = (torch.nan_to_num(x) == x).flatten(1).all(1)
+    return x[keep], y[keep]
+
+
+def drop_by_subtraction(x, y):
+    keep = ((x - x) == 0).flatten(1).all(1)  # inf - inf and nan - nan are nan
+    return x[keep], y[keep]
+
+
+def drop_with_index_select(x, y):
+    index = torch.isfinite(x).flatten(1).all(1).nonzero().flatten()
+    return x.index_select(0, index), y.index_select(0, index)
+
+
+def drop_with_squeezed_indices(x, y):
+    index = torch.isfinite(x).flatten(1).all(1).nonzero().squeeze()
+    return x[index], y[index]
+
+
+def drop_with_any(x, y):
+    keep = torch.isfinite(x).flatten(1).any(1)
+    return x[keep], y[keep]
+
+
+def drop_by_the_sum_in_float64(x, y):
+    keep = torch.isfinite(x.flatten(1).double().sum(1))  # "float64 does not overflow"
+    return x[keep], y[keep]
+
+
+def drop_with_a_float_index(x, y):
+    index = torch.tensor([i for i in range(len(x)) if torch.isfinite(x[i]).all()])
+    return x[index], y[index]
 
 
 # -- clipped_step (D6) -----------------------------------------------------------------------
@@ -485,6 +654,50 @@ def clip_always_rescales(model, optimizer, loss, max_norm):
     return total
 
 
+def clip_with_the_two_part_api(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+    nn.utils.clip_grads_with_norm_(model.parameters(), max_norm, total)
+    optimizer.step()
+    return total
+
+
+def clip_the_optimizers_parameters(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    total = nn.utils.clip_grad_norm_(params, max_norm, foreach=False)
+    optimizer.step()
+    return total
+
+
+def clip_the_l1_norm(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type=1)
+    optimizer.step()
+    return total
+
+
+def clip_each_parameter(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    norms = [nn.utils.clip_grad_norm_(p, max_norm) for p in model.parameters() if p.grad is not None]
+    optimizer.step()
+    return torch.linalg.vector_norm(torch.stack(norms))
+
+
+def clip_by_scaling_the_lr(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+    for group in optimizer.param_groups:  # "the same step, scaled"
+        group["lr"] *= min(1.0, max_norm / (float(total) + 1e-6))
+    optimizer.step()
+    return total
+
+
 # -- seeded_loader (D8) ----------------------------------------------------------------------
 def loader_with_a_sampler(dataset, batch_size, seed):
     g = torch.Generator().manual_seed(seed)
@@ -547,6 +760,65 @@ def loader_belt_and_braces(dataset, batch_size, seed):
     return ex.seeded_loader.reference(dataset, batch_size, seed)
 
 
+def loader_with_a_batch_sampler(dataset, batch_size, seed):
+    generator = torch.Generator("cpu")
+    generator.manual_seed(seed)
+    return DataLoader(dataset, batch_sampler=BatchSampler(RandomSampler(dataset, generator=generator),
+                                                          batch_size, drop_last=False))
+
+
+class _ShuffledWithPython(Sampler):
+    def __init__(self, size, seed):
+        self.size, self.random = size, random.Random(seed)
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        order = list(range(self.size))
+        self.random.shuffle(order)
+        return iter(order)
+
+
+def loader_with_a_python_random_sampler(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=_ShuffledWithPython(len(dataset), seed))
+
+
+def loader_seed_drawn_under_fork_rng(dataset, batch_size, seed):
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        own = int(torch.randint(0, 2**62, ()))
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(own))
+
+
+def loader_seed_plus_initial_seed(dataset, batch_size, seed):
+    generator = torch.Generator().manual_seed(torch.initial_seed() + seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=generator)
+
+
+def loader_global_seed_under_fork_rng(dataset, batch_size, seed):
+    with torch.random.fork_rng():  # "the global stream is left as it was"
+        torch.manual_seed(seed)
+        return DataLoader(dataset, batch_size=batch_size, shuffle=True)
+
+
+def loader_with_replacement(dataset, batch_size, seed):
+    sampler = RandomSampler(dataset, replacement=True, generator=torch.Generator().manual_seed(seed))
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+
+
+class _ReseededEveryEpoch(DataLoader):
+    def __iter__(self):
+        self.generator.manual_seed(self.seed)  # "the same seed every epoch"
+        return super().__iter__()
+
+
+def loader_reseeded_every_epoch(dataset, batch_size, seed):
+    loader = _ReseededEveryEpoch(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator())
+    loader.seed = seed
+    return loader
+
+
 CATALOGUE = Catalogue({
     ex.flat_features: [
         right("a dry run on a deepcopy, in train mode", flat_on_a_copy),
@@ -568,6 +840,17 @@ CATALOGUE = Catalogue({
               "changed the stack's parameters", "moves the stack", kind=EDGE),
         wrong("returns the channels only", flat_channels_only, "Your function returned 16",
               "in_features=64"),
+        right("set_grad_enabled(False) as a context, int()", flat_with_set_grad_enabled),
+        right("returns a NumPy int64", flat_as_a_numpy_int),
+        right("train mode on the stack, buffers put back with load_state_dict", flat_train_mode_then_buffers_put_back),
+        wrong("switches autograd on at the end", flat_grad_switched_on_at_the_end,
+              "autograd was switched on", "although the caller had it off", kind=STATEFUL),
+        wrong("unfreezes every parameter afterwards", flat_unfreezes_after,
+              "switched requires_grad on for parameters the caller had frozen", kind=STATEFUL),
+        wrong("a formula over the convolutions, pooling forgotten", flat_by_formula,
+              "Your function returned 576", "in_features=64", kind=EDGE),
+        wrong("puts back the top-level training flag only", flat_top_flag_only,
+              "left the stack in eval mode", kind=STATEFUL),
     ],
     ex.PositionWeights: [
         right("a buffer sliced to the length", PositionsWithBuffer),
@@ -590,6 +873,18 @@ CATALOGUE = Catalogue({
         wrong("computes under no_grad", PositionsDetached, "does not require grad", "cut off from autograd",
               kind=EDGE),
         wrong("weights always float32", PositionsInFloat32, "float32 for a bfloat16 input", kind=EDGE),
+        right("x.new_tensor from a list", PositionsFromAList),
+        right("made on the CPU, then .to(x)", PositionsMovedWithTo),
+        right("computed in float64, cast back", PositionsInFloat64ThenCast),
+        wrong("weights cached per length in a dict", PositionsCachedPerLength,
+              "kept tensors from its earlier calls", "A new module moved to meta works", kind=STATEFUL),
+        wrong("weights cached per length and device", PositionsCachedPerLengthAndDevice,
+              "although a new module moved to bfloat16 gives bfloat16", "earlier call in float32",
+              kind=STATEFUL),
+        wrong("output detached, then marked requires_grad", PositionsDetachedThenMarked,
+              "x.grad is not the weights", kind=EDGE),
+        wrong("dtype fixed for float64 only", PositionsFixedForFloat64Only, "float32 for a bfloat16 input",
+              kind=EDGE),
     ],
     ex.drop_non_finite: [
         right("reshape and all(dim=-1)", drop_with_reshape),
@@ -610,6 +905,16 @@ CATALOGUE = Catalogue({
         wrong("stacks a list that can be empty", drop_by_stacking, "stack expects a non-empty TensorList",
               "x[keep]", outcome=Outcome.RAISED, kind=EDGE),
         wrong("converts x to float32", drop_as_float, "dtype float32", "float64", kind=EDGE),
+        right("nan_to_num(x) == x", drop_by_nan_to_num),
+        right("(x - x) == 0", drop_by_subtraction),
+        right("index_select with the kept indices", drop_with_index_select),
+        wrong("nonzero().squeeze() as the index", drop_with_squeezed_indices,
+              "without the batch dimension", "x[keep]", kind=EDGE),
+        wrong("any() instead of all()", drop_with_any, "nothing was dropped", ".all()"),
+        wrong("tests the sum in float64", drop_by_the_sum_in_float64, "sum is not", "overflows float64",
+              kind=EDGE),
+        wrong("an index tensor from a list that can be empty", drop_with_a_float_index,
+              "tensors used as indices must be long", "dtype=torch.long", outcome=Outcome.RAISED, kind=EDGE),
     ],
     ex.clipped_step: [
         right("zero_grad after step, returns a float", clip_returns_float),
@@ -631,6 +936,12 @@ CATALOGUE = Catalogue({
               "'NoneType'", "frozen with requires_grad=False", outcome=Outcome.RAISED, kind=EDGE),
         wrong("also scales small gradients up", clip_always_rescales, "scaled the gradient up",
               "min(1, max_norm / total_norm)", kind=EDGE),
+        right("get_total_norm and clip_grads_with_norm_", clip_with_the_two_part_api),
+        right("the optimizer's parameters, foreach=False", clip_the_optimizers_parameters),
+        wrong("clips the L1 norm", clip_the_l1_norm, "L1 norm (norm_type=1)", "norm_type=2"),
+        wrong("clips each parameter on its own", clip_each_parameter, "on its own", "all of them together"),
+        wrong("scales the learning rate instead, for good", clip_by_scaling_the_lr, "After call 2",
+              kind=STATEFUL),
     ],
     ex.seeded_loader: [
         right("a RandomSampler with the generator", loader_with_a_sampler),
@@ -649,6 +960,16 @@ CATALOGUE = Catalogue({
         wrong("drop_last=True", loader_drop_last, "the last, smaller batch of 2 is missing", "drop_last=False", kind=EDGE),
         wrong("reseeds the global stream as well", loader_belt_and_braces,
               "changed the global random generator's state", kind=STATEFUL),
+        right("a BatchSampler over a RandomSampler", loader_with_a_batch_sampler),
+        right("a sampler with its own random.Random", loader_with_a_python_random_sampler),
+        right("a seed drawn under fork_rng", loader_seed_drawn_under_fork_rng),
+        wrong("seeded with torch.initial_seed() + seed", loader_seed_plus_initial_seed,
+              "depends on the global state when it is made", kind=EDGE),
+        wrong("the global seed under fork_rng", loader_global_seed_under_fork_rng, "global random stream",
+              "generator="),
+        wrong("a RandomSampler with replacement", loader_with_replacement, "exactly once"),
+        wrong("reseeds its generator every epoch", loader_reseeded_every_epoch, "same order in every epoch",
+              kind=STATEFUL),
     ],
 })
 

@@ -107,6 +107,46 @@ def save_with_pickle(model, path):
         pickle.dump(model.state_dict(), file)
 
 
+def save_with_keep_vars(model, path):
+    torch.save(model.state_dict(keep_vars=True), path)
+
+
+def save_in_the_legacy_format(model, path):
+    torch.save(OrderedDict(model.state_dict()), path, _use_new_zipfile_serialization=False)
+
+
+def save_into_a_made_folder(model, path):
+    from pathlib import Path
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), target)
+
+
+def save_in_train_mode(model, path):
+    model.train()  # "state_dict() of a model in training"
+    torch.save(model.state_dict(), path)
+
+
+def save_in_float64(model, path):
+    torch.save({k: v.double() if v.is_floating_point() else v for k, v in model.state_dict().items()}, path)
+
+
+def save_once_per_path(model, path, _saved=set()):
+    if path in _saved:  # "already saved there"
+        return
+    _saved.add(path)
+    torch.save(model.state_dict(), path)
+
+
+def save_numpy_arrays(model, path):
+    torch.save({k: v.numpy() for k, v in model.state_dict().items()}, path)
+
+
+def save_with_a_prefix(model, path):
+    torch.save(model.state_dict(prefix="model."), path)
+
+
 # -- resume (S2) -----------------------------------------------------------------------------
 def _resume(model=True, optimizer=True, scheduler=True, scaler=True, rng=True, loader=True, offset=1):
     def resume(path, model_, optimizer_, scheduler_, scaler_, loader_):
@@ -214,6 +254,37 @@ def resume_seeds_by_epoch(path, model, optimizer, scheduler, scaler, loader):
     return checkpoint["epoch"] + 1
 
 
+def resume_in_a_loop(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    restore_rng_state(checkpoint["rng"], loader)  # first: nothing below draws random numbers
+    for part, key in ((model, "model"), (optimizer, "optimizer"), (scheduler, "scheduler"), (scaler, "scaler")):
+        part.load_state_dict(checkpoint[key])
+    return int(checkpoint["epoch"]) + 1
+
+
+def resume_not_strict_with_a_path_string(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(str(path), weights_only=True, map_location=torch.device("cpu"))
+    model.load_state_dict(checkpoint["model"], strict=False)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], [loader])
+    return checkpoint["epoch"] + 1
+
+
+def resume_then_draws(path, model, optimizer, scheduler, scaler, loader):
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    torch.randn(1)  # "a quick sanity check" after restoring: the global stream moves on
+    return start
+
+
+def resume_resets_the_lr(path, model, optimizer, scheduler, scaler, loader):
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    for group in optimizer.param_groups:  # "start the new process at the base lr"
+        group["lr"] = group["initial_lr"]
+    return start
+
+
 # -- remap_keys (S3) -------------------------------------------------------------------------
 def remap_with_partition(state_dict, renames):
     out = {}
@@ -247,6 +318,62 @@ def remap_with_next(state_dict, renames):
         return key if old is None else renames[old] + key.removeprefix(old)
 
     return OrderedDict((rename(key), value) for key, value in state_dict.items())
+
+
+def remap_with_removeprefix(state_dict, renames):
+    def rename(key):
+        for old, new in renames.items():
+            if key.startswith(old):
+                return new + key.removeprefix(old)
+        return key
+
+    return {rename(key): value for key, value in state_dict.items()}
+
+
+def remap_with_an_escaped_regex(state_dict, renames):
+    out = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            renamed, count = re.subn("^" + re.escape(old), lambda match, new=new: new, key)
+            if count:
+                key = renamed
+                break
+        out[key] = value
+    return out
+
+
+def remap_with_lstrip(state_dict, renames):
+    out = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = new + key.lstrip(old)  # "strip the old prefix"
+                break
+        out[key] = value
+    return out
+
+
+def remap_replaces_every_occurrence(state_dict, renames):
+    out = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = key.replace(old, new)
+                break
+        out[key] = value
+    return out
+
+
+def remap_with_an_unescaped_regex(state_dict, renames):
+    out = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            renamed = re.sub("^" + old, new, key)
+            if renamed != key:
+                key = renamed
+                break
+        out[key] = value
+    return out
 
 
 def remap_replace_anywhere(state_dict, renames):
@@ -335,6 +462,17 @@ CATALOGUE = Catalogue({
         wrong("halves the model itself", save_the_model_halved, "changed the model", "now float16", kind=EDGE),
         wrong("pickles with the pickle module", save_with_pickle, "cannot read your file",
               "Weights only load failed", kind=EDGE),
+        right("state_dict(keep_vars=True)", save_with_keep_vars),
+        right("an OrderedDict in the legacy format", save_in_the_legacy_format),
+        right("a pathlib.Path, parent folder made", save_into_a_made_folder),
+        wrong("switches the model to train", save_in_train_mode, "a second call", "back to train mode",
+              kind=STATEFUL),
+        wrong("saves float64 copies", save_in_float64, "stores 0.bias as float64", "without converting it",
+              kind=EDGE),
+        wrong("saves once per path", save_once_per_path, "a second call", "still hold the first call's values",
+              kind=STATEFUL),
+        wrong("saves NumPy arrays", save_numpy_arrays, "cannot read your file", "numpy"),
+        wrong("state_dict with a prefix", save_with_a_prefix, "cannot load your file", "Missing key(s)"),
     ],
     ex.resume: [
         right("another order, map_location, strict=True", resume_in_another_order),
@@ -364,11 +502,26 @@ CATALOGUE = Catalogue({
               kind=STATEFUL),
         wrong("steps the scheduler once more", resume_steps_the_scheduler, "learning rate after resume",
               "epoch 3 trained with", "one step ahead", kind=STATEFUL),
+        right("the random state first, the parts in a loop", resume_in_a_loop),
+        right("strict=False, a str path, the loader in a list", resume_not_strict_with_a_path_string),
+        wrong("draws from the global stream after restoring it", resume_then_draws,
+              "global random number generator is not where the checkpoint saved it", kind=STATEFUL),
+        wrong("resets the learning rate to initial_lr", resume_resets_the_lr, "learning rate after resume",
+              "scheduler.load_state_dict"),
         wrong("seeds the generators with the epoch", resume_seeds_by_epoch,
               "global random number generator is not where the checkpoint saved it", kind=STATEFUL),
     ],
     ex.remap_keys: [
-        right("str.partition", remap_with_partition),
+        right("str.removeprefix in a comprehension", remap_with_removeprefix),
+        right("an escaped regular expression per prefix", remap_with_an_escaped_regex),
+        wrong("str.partition: first level of the name only", remap_with_partition,
+              "layers.0.weight kept its name", "several levels", kind=EDGE),
+        wrong("strips the prefix with str.lstrip", remap_with_lstrip, "norm.running_mean became bn.unning_mean",
+              "key[len(old):]", kind=EDGE),
+        wrong("startswith, then str.replace of every occurrence", remap_replaces_every_occurrence,
+              "0.0.weight became 1.1.weight", "further inside the key", kind=EDGE),
+        wrong("an unescaped regular expression", remap_with_an_unescaped_regex,
+              "hidden2.weight became encoder..weight", "re.escape(old)", kind=EDGE),
         right("one regular expression", remap_with_regex),
         right("tests the original key, no break", remap_testing_the_original_key),
         right("next() over the prefixes, an OrderedDict", remap_with_next),

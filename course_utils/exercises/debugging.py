@@ -63,6 +63,7 @@ def _flat_cases():
     # The same sample_shape as `digits`, another stack: an answer kept from an earlier call shows.
     narrow = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU())
     frozen = copy.deepcopy(normed)  # a stack the caller put in eval mode: it must stay there
+    frozen[0].requires_grad_(False)  # ... with a frozen first layer, which must stay frozen
     return [
         ("a conv stack for 8 × 8 digits, sample_shape (1, 8, 8)", digits, (1, 8, 8), True),
         ("a stack with BatchNorm2d, sample_shape torch.Size([3, 17, 13])", normed,
@@ -70,7 +71,8 @@ def _flat_cases():
         ("a stack with Dropout, sample_shape (2, 24, 30)", wide, (2, 24, 30), True),
         ("another stack for the same sample_shape (1, 8, 8), called after the first",
          narrow, (1, 8, 8), True),
-        ("the BatchNorm2d stack in eval mode, sample_shape (3, 17, 13)", frozen, (3, 17, 13), False),
+        ("the BatchNorm2d stack in eval mode, its first conv frozen, called inside "
+         "torch.no_grad(), sample_shape (3, 17, 13)", frozen, (3, 17, 13), False),
     ]
 
 
@@ -98,10 +100,22 @@ def _probe_flat_features(answer, run):
         reference = copy.deepcopy(features).eval()
         with torch.no_grad():
             out = reference(torch.zeros(1, *sample_shape))
-        torch.set_grad_enabled(True)
-        got = run(answer, features, sample_shape, on=on)
-        grad_enabled = torch.is_grad_enabled()
-        torch.set_grad_enabled(True)
+        # The eval-mode stack is measured by a caller that has autograd off (inside no_grad).
+        grad_before = training
+        batch_sizes = []  # the batch sizes of the dry runs (copies of the stack share the hook)
+
+        def record_batch(module, args, sizes=batch_sizes):
+            if args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
+                sizes.append(int(args[0].shape[0]))
+
+        handle = features.register_forward_pre_hook(record_batch)
+        torch.set_grad_enabled(grad_before)
+        try:
+            got = run(answer, features, sample_shape, on=on)
+        finally:
+            grad_enabled = torch.is_grad_enabled()
+            torch.set_grad_enabled(True)
+            handle.remove()
         after = _module_state(features)
         case = {
             "on": on,
@@ -120,9 +134,14 @@ def _probe_flat_features(answer, run):
             "requires_grad_changed": sorted(
                 n for n, flag in before["requires_grad"].items() if after["requires_grad"].get(n) != flag
             ),
+            "unfrozen": sorted(
+                n for n, flag in before["requires_grad"].items() if not flag and after["requires_grad"].get(n)
+            ),
+            "batch_sizes": sorted(set(batch_sizes)),
             "grads_made": sorted(set(after["grads"]) - set(before["grads"])),
             "was_training": training,
             "mode_changed": before["training"] != after["training"],
+            "grad_enabled_before": grad_before,
             "grad_enabled_after": grad_enabled,
         }
         if isinstance(got, bool):
@@ -149,6 +168,13 @@ def _judge_flat_features(cases):
                 f"Your function changed the stack's parameters ({', '.join(case['parameters_changed'])}, "
                 f"on {on}): a dry run only looks; it never steps an optimizer or moves the stack."
             )
+        if case["unfrozen"]:
+            return (
+                f"Your function switched requires_grad on for parameters the caller had frozen "
+                f"({', '.join(case['unfrozen'][:3])}, on {on}): they would start learning. A "
+                "dry run needs no change to requires_grad at all: run it under "
+                "`with torch.no_grad():`, which changes nothing on the stack."
+            )
         if case["requires_grad_changed"]:
             return (
                 f"Your function changed requires_grad of the stack's parameters "
@@ -156,7 +182,15 @@ def _judge_flat_features(cases):
                 "back: they would stop learning. Use `with torch.no_grad():` for the dry run "
                 "instead; it changes nothing on the stack."
             )
-        if not case["grad_enabled_after"]:
+        if case["grad_enabled_after"] and not case["grad_enabled_before"]:
+            return (
+                f"After your function returned, autograd was switched on (torch.is_grad_enabled() "
+                f"is True), although the caller had it off (on {on}): code that ran your "
+                "function inside torch.no_grad() now builds graphs it never asked for. Use "
+                "`with torch.no_grad():`, which puts back the state it found, not "
+                "torch.set_grad_enabled(True) at the end."
+            )
+        if case["grad_enabled_before"] and not case["grad_enabled_after"]:
             return (
                 f"After your function returned, autograd was switched off for the whole session "
                 f"(torch.is_grad_enabled() is False, on {on}): training after it would compute "
@@ -200,7 +234,7 @@ def _judge_flat_features(cases):
                     "the dry run on the stack you are given, on every call, and keep nothing "
                     "from an earlier call."
                 )
-            if value > expected and value % expected == 0:
+            if value > expected and value % expected == 0 and value // expected in case["batch_sizes"]:
                 return (
                     f"Your function returned {value} (on {on}), {value // expected} times the "
                     f"{expected} features of one example: you counted the batch dimension too. "
@@ -341,27 +375,52 @@ def _probe_position_weights(answer, run):
             raise
         case["raised"] = _raised_text(raised)
     cases.append(case)
-    # 3. That module (called twice already) and its input moved to the meta device, as to a GPU.
-    on = "PositionWeights(16).to('meta') on a batch of shape (2, 7, 4) on the meta device"
+    # 3. That module (called twice already) and its input moved to the meta device, as to a GPU,
+    # with the first call's length: weights kept from the CPU calls (a cache) show here.
+    on = ("PositionWeights(16), called twice on the CPU, then .to('meta'), on a batch of shape "
+          "(2, 5, 4) on the meta device")
     module = run(lambda: module.to("meta"), on=f"{made}.to('meta')")
     case = {"on": on, "plain_tensors": _plain_tensor_attributes(module)}
     try:
-        got = run(module, torch.empty(2, 7, 4, device="meta"), on=on)
+        got = run(module, torch.empty(2, 5, 4, device="meta"), on=on)
         case["got"] = value_facts(got)
     except LearnerRaised as raised:
         if isinstance(raised.error, NotImplementedError) and not str(raised.error):
             raise
         case["raised"] = _raised_text(raised)
+        # Does a new module, never called on the CPU, work on meta? Then the moved one kept
+        # something from its earlier calls.
+        try:
+            fresh = run(answer, max_length, on=made)
+            fresh = run(lambda: fresh.to("meta"), on=f"{made}.to('meta')")
+            fresh_got = run(fresh, torch.empty(2, 5, 4, device="meta"), on=f"a new {made}.to('meta')")
+            case["fresh_works"] = isinstance(fresh_got, torch.Tensor) and fresh_got.device.type == "meta"
+        except LearnerRaised:
+            case["fresh_works"] = False
     cases.append(case)
-    # 4. A new module and its input in bfloat16, as in mixed precision.
-    on = "PositionWeights(16).to(torch.bfloat16) on a bfloat16 batch of shape (3, 6, 2)"
+    # 4. A new module, called once in float32, then it and its input in bfloat16, as in mixed
+    # precision: weights kept from the float32 call (a cache) show here.
+    on = ("PositionWeights(16), called once on a float32 batch, then .to(torch.bfloat16), on a "
+          "bfloat16 batch of shape (3, 6, 2)")
     module = run(answer, max_length, on=made)
+    x = torch.randn(3, 6, 2, generator=_generator(1))
+    run(module, x.clone(), on="PositionWeights(16) on a float32 batch of shape (3, 6, 2) on the CPU")
     module = run(lambda: module.to(torch.bfloat16), on=f"{made}.to(torch.bfloat16)")
-    x = torch.randn(3, 6, 2, generator=_generator(1)).to(torch.bfloat16)
+    x = x.to(torch.bfloat16)
     got = run(module, x.clone(), on=on)
     expected = x.double() * _position_weights(6)[:, None]
-    cases.append({"on": on, "got": value_facts(got), "expected_values": expected.numpy(),
-                  "expected_dtype": "torch.bfloat16"})
+    case = {"on": on, "got": value_facts(got), "expected_values": expected.numpy(),
+            "expected_dtype": "torch.bfloat16"}
+    if isinstance(got, torch.Tensor) and got.dtype != torch.bfloat16:
+        # Does a new module, never called in float32, give bfloat16? Then this one kept weights.
+        try:
+            fresh = run(answer, max_length, on=made)
+            fresh = run(lambda: fresh.to(torch.bfloat16), on=f"{made}.to(torch.bfloat16)")
+            fresh_got = run(fresh, x.clone(), on=f"a new {made}.to(torch.bfloat16)")
+            case["fresh_works"] = isinstance(fresh_got, torch.Tensor) and fresh_got.dtype == torch.bfloat16
+        except LearnerRaised:
+            case["fresh_works"] = False
+    cases.append(case)
     # 5. A new module in float64, on a batch of one.
     on = "PositionWeights(16).to(torch.float64) on a float64 batch of one, shape (1, 9, 1)"
     module = run(answer, max_length, on=made)
@@ -466,6 +525,13 @@ def _judge_position_weights(cases):
                 "it with self.register_buffer(name, tensor), or create the tensor in forward "
                 "with device=x.device."
             )
+        if meta.get("fresh_works"):
+            return (
+                f"{meta['raised']} (on {on}). A new module moved to meta works on the same input: "
+                "this one kept tensors from its earlier calls on the CPU (a cache of weights), "
+                "and .to() moves parameters and buffers only. Make the weights in every call from "
+                "x (device=x.device, dtype=x.dtype), or keep them in a registered buffer."
+            )
         return f"{meta['raised']} (on {on}). {_DEVICE_FIX}"
     got = meta["got"]
     if got["kind"] != "tensor":
@@ -476,10 +542,10 @@ def _judge_position_weights(cases):
             f"meta (on {on}): never move the input to fit a tensor you made; make the tensor "
             "on x.device."
         )
-    if got["shape"] != [2, 7, 4] or got["dtype"] != "torch.float32":
+    if got["shape"] != [2, 5, 4] or got["dtype"] != "torch.float32":
         return (
             f"forward's output has shape {shape_text(got['shape'])} and dtype "
-            f"{got['dtype'].removeprefix('torch.')} (on {on}); expected (2, 7, 4) and float32, "
+            f"{got['dtype'].removeprefix('torch.')} (on {on}); expected (2, 5, 4) and float32, "
             "the input's."
         )
     for case in cases[3:]:
@@ -487,6 +553,14 @@ def _judge_position_weights(cases):
         if got["kind"] != "tensor":
             return _not_a_tensor(got, on)
         want = case["expected_dtype"].removeprefix("torch.")
+        if got["dtype"] != case["expected_dtype"] and case.get("fresh_works"):
+            return (
+                f"forward's output is {got['dtype'].removeprefix('torch.')} for a {want} input (on "
+                f"{on}), although a new module moved to {want} gives {want}: this one kept "
+                "tensors from its earlier call in float32 (a cache of weights), and .to() converts "
+                "parameters and buffers only. Make the weights in every call from x "
+                "(device=x.device, dtype=x.dtype), or keep them in a registered buffer."
+            )
         if got["dtype"] != case["expected_dtype"]:
             return (
                 f"forward's output is {got['dtype'].removeprefix('torch.')} for a {want} input "
@@ -561,6 +635,12 @@ def _non_finite_cases():
     # float16 features: row 0's values are finite, but their sum overflows to inf.
     half = torch.tensor([[40000.0, 40000.0], [float("nan"), 1.0], [1.0, 2.0], [-60000.0, -9000.0]],
                         dtype=torch.float16)
+    # float64 features: row 1's values are finite, but their sum overflows float64 as well.
+    huge = torch.tensor([[1.0, -2.0], [1.5e308, 1.5e308], [float("-inf"), 3.0]], dtype=torch.float64)
+    # Exactly one example kept: an index that is a single number would drop the batch dimension.
+    single = torch.rand(3, 2, 2, generator=g)
+    single[0, 1, 1] = float("-inf")
+    single[2, 0, 0] = float("nan")
     all_bad = torch.tensor([[1.0, float("nan"), 2.0], [float("inf"), 0.0, 1.0]])
     counts = torch.tensor([[3, 0, 7], [1, 2, 2], [5, 5, 0]])
     return [
@@ -571,6 +651,10 @@ def _non_finite_cases():
         ("4 float64 examples, all finite", clean, torch.arange(4) * 10),
         ("4 float16 examples, one with a nan; the others are finite (40000 + 40000 overflows "
          "float16, but no value does)", half, torch.tensor([1.5, 2.5, 3.5, 4.5])),
+        ("3 float64 examples, one with a -inf; the others are finite (1.5e308 + 1.5e308 "
+         "overflows float64, but no value does)", huge, torch.tensor([7, 8, 9])),
+        ("3 images of shape (2, 2), one with a -inf and one with a nan: exactly one is kept",
+         single, torch.tensor([0, 1, 2])),
         ("2 examples that both hold a nan or an inf: nothing is kept", all_bad, torch.tensor([4, 2])),
         ("3 examples of int64 counts (integers are always finite)", counts, torch.tensor([0, 1, 0])),
     ]
@@ -597,6 +681,7 @@ def _probe_drop_non_finite(answer, run):
         case = {
             "on": on,
             "n": len(x),
+            "dtype": str(x.dtype).removeprefix("torch."),
             "kind": _kind(got),
             "changed_input": not (_same(x_in, x) and _same(y_in, y)),
             "expected_x": value_facts(x[keep]),
@@ -607,6 +692,9 @@ def _probe_drop_non_finite(answer, run):
         if isinstance(got, (tuple, list)) and len(got) == 2:
             case["x"] = value_facts(got[0])
             case["y"] = value_facts(got[1])
+            # Every example back, untouched: nothing was dropped (rather than values replaced).
+            case["x_is_input"] = isinstance(got[0], torch.Tensor) and got[0].device.type == "cpu" and _same(
+                torch.Tensor.detach(got[0]), x)
         cases.append(case)
     return cases
 
@@ -632,6 +720,15 @@ def _judge_drop_non_finite(cases):
                 f"Your tensors are on {x['device']} and {y['device']}; the x and y you were given "
                 f"are on the CPU (on {on}). Return them where they were: x[keep], y[keep]."
             )
+        if (expected_x["shape"][0] == 1 and x["shape"] == expected_x["shape"][1:]
+                and y["shape"] == case["expected_y"]["shape"][1:]):
+            return (
+                f"Exactly one example is finite here, and your x has shape "
+                f"{shape_text(x['shape'])}, without the batch dimension; expected "
+                f"{shape_text(expected_x['shape'])} (on {on}). Indexing with a single number "
+                "(what .nonzero().squeeze() gives for one match) drops dimension 0; index with "
+                "the boolean mask itself, x[keep], which keeps it however many examples remain."
+            )
         if x["shape"][1:] != expected_x["shape"][1:]:
             return (
                 f"Your x has shape {shape_text(x['shape'])}; expected "
@@ -640,6 +737,13 @@ def _judge_drop_non_finite(cases):
                 "example, x[keep]."
             )
         kept, want = x["shape"][0], expected_x["shape"][0]
+        if kept == case["n"] and want != case["n"] and case.get("x_is_input"):
+            return (
+                f"Your x still has all {case['n']} examples, unchanged (on {on}), though "
+                f"{case['n'] - want} of them hold a nan or an inf: nothing was dropped. Keep an "
+                "example only when every one of its values is finite: torch.isfinite, reduced "
+                "with .all() over each example's values."
+            )
         if kept == case["n"] and want != case["n"]:
             return (
                 f"Your x still has all {case['n']} examples (on {on}): replacing the bad values "
@@ -650,8 +754,8 @@ def _judge_drop_non_finite(cases):
         if by_sum is not None and x["shape"] == by_sum["shape"] and same_values(x["values"], by_sum["values"]):
             return (
                 f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on {on}): it dropped an "
-                "example whose values are all finite but whose sum is not (40000 + 40000 "
-                "overflows float16 to inf). Test every value with torch.isfinite, then reduce "
+                "example whose values are all finite but whose sum is not (a sum of large "
+                f"values overflows {case['dtype']} to inf). Test every value with torch.isfinite, then reduce "
                 "the True/False per example with .all(), not the values with a sum or mean."
             )
         if kept != want:
@@ -713,6 +817,12 @@ drop_non_finite = Exercise(
             "but the first, e.g. torch.isfinite(x).flatten(start_dim=1).all(dim=1).",
         ),
         ("view size is not compatible", _VIEW_NOTE),
+        (
+            "tensors used as indices must be long",
+            "when no example is kept, torch.tensor([]) of an empty list of indices is a float "
+            "tensor, which cannot index; give it dtype=torch.long, or index with the boolean "
+            "mask itself, x[keep].",
+        ),
         (
             "stack expects a non-empty TensorList",
             "when no example is kept, the list you stack is empty; a boolean mask, x[keep], "
@@ -820,6 +930,16 @@ def _probe_clipped_step(answer, run):
             # Scaled to norm max_norm even when it was smaller: clipping that also scales up.
             "scaled_up": _delta_with(pristine, x, y, lambda m: [
                 p.grad.mul_(max_norm / total) for p in m.parameters() if p.grad is not None
+            ]),
+            # Other norms, and each parameter clipped on its own: steps that point elsewhere.
+            "other_norms": {
+                name: _delta_with(
+                    pristine, x, y, lambda m, t=norm_type: nn.utils.clip_grad_norm_(m.parameters(), max_norm, norm_type=t))
+                for name, norm_type in (("L1 norm (norm_type=1)", 1.0),
+                                        ("largest-value norm (norm_type=inf)", float("inf")))
+            },
+            "per_parameter": _delta_with(pristine, x, y, lambda m: [
+                nn.utils.clip_grad_norm_(p, max_norm) for p in m.parameters() if p.grad is not None
             ]),
             "kind": _kind(got),
         }
@@ -929,10 +1049,25 @@ def _judge_clipped_step(cases):
                     "direction. clip_grad_norm_ scales the whole gradient down together, keeping "
                     "its direction."
                 )
+            for norm_type, other in case["other_norms"].items():
+                if same_values(delta, other, rtol=1e-4, atol=1e-7):
+                    return (
+                        f"Your step clipped the gradient's {norm_type} (on {on}); the task's "
+                        "clipping uses the usual Euclidean norm, clip_grad_norm_'s default "
+                        "(norm_type=2): clip_grad_norm_(model.parameters(), max_norm)."
+                    )
+            if same_values(delta, case["per_parameter"], rtol=1e-4, atol=1e-7):
+                return (
+                    f"Your step clipped each parameter's gradient to norm {max_norm:g} on its own "
+                    f"(on {on}): the total can then be far above max_norm, and the gradient's "
+                    "direction changes. Clip all of them together, with one call: "
+                    "clip_grad_norm_(model.parameters(), max_norm)."
+                )
             return (
                 f"The parameters did not move as one SGD step with the gradient clipped to norm "
-                f"{max_norm:g} would move them (on {on}). Order: zero_grad, backward, "
-                "clip_grad_norm_(model.parameters(), max_norm), step."
+                f"{max_norm:g} would move them (on {on}). One clipped step is: zero_grad, "
+                "backward, clip_grad_norm_(model.parameters(), max_norm) over all the "
+                "parameters together, then one optimizer.step()."
             )
         if "returned" not in case:
             return (
@@ -1021,7 +1156,9 @@ _LOADERS = [  # key, seed, batch_size, the global draws made before its first ep
     ("b", 7, 4, 999),
     ("c", 8, 4, 123),
     ("d", 7, 3, 555),
+    ("e", 7, 4, 123),  # made while the global stream was seeded otherwise (_MADE_UNDER)
 ]
+_MADE_UNDER = {"e": 31}  # the global seed when a loader is made; 2024 for the others
 
 
 def _probe_seeded_loader(answer, run):
@@ -1031,7 +1168,7 @@ def _probe_seeded_loader(answer, run):
     # Every loader is made first, then iterated: loaders that share one generator show.
     for key, seed, batch_size, _ in _LOADERS:
         on = f"seeded_loader(a data set of 20 items, batch_size={batch_size}, seed={seed})"
-        torch.manual_seed(2024)
+        torch.manual_seed(_MADE_UNDER.get(key, 2024))
         before = torch.get_rng_state()
         loader = run(answer, dataset, batch_size, seed, on=on)
         if not torch.equal(torch.get_rng_state(), before):
@@ -1108,6 +1245,15 @@ def _judge_seeded_loader(record):
             "iterating over it. Without its own generator, a DataLoader draws its shuffle from "
             "the global stream when an epoch starts, so torch.manual_seed(seed) before creating "
             "it is not enough. Give it its own: generator=torch.Generator().manual_seed(seed)."
+        )
+    if a != record["e"]:
+        return (
+            "Two loaders with seed=7, made while the global random stream was seeded "
+            "differently (torch.manual_seed(2024), then torch.manual_seed(31)), gave different "
+            "orders although everything else was the same: your loader's order depends on the "
+            "global state when it is made (torch.initial_seed(), a number drawn from the global "
+            "stream), not on seed alone. Seed its generator with seed itself: "
+            "torch.Generator().manual_seed(seed)."
         )
     if record["global_changed"]:
         return (

@@ -137,6 +137,13 @@ def _file_record(path: str, expected: dict) -> dict:
         k for k, v in tensors.items()
         if k in expected and (v.dtype != expected[k].dtype or not np.array_equal(_readable(v), _readable(expected[k])))
     )
+    # Stored in another dtype, yet every value survived (a wider dtype): the values are not the
+    # problem, the dtype is.
+    record["exact_values"] = all(
+        (r := _readable(tensors[k])) is not None and r.shape == _readable(expected[k]).shape
+        and np.array_equal(r.astype(np.float64), _readable(expected[k]).astype(np.float64))
+        for k in record["differ"]
+    )
     record["dtypes"] = {k: str(v.dtype).removeprefix("torch.") for k, v in tensors.items()}
     fresh = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
     try:
@@ -164,22 +171,28 @@ def _probe_save_weights(answer, run):
         record.update(_file_record(path, state))
         if "strict_error" not in record or record["strict_error"] or record["differ"]:
             return record
-        # A second save to the same path, after the model trained on: the file must follow.
+        # A second save to the same path, after the model trained on and was put in eval mode
+        # (saved after an evaluation): the file must follow, and the mode must stay.
         with torch.no_grad():
             for parameter in model.parameters():
                 parameter.add_(0.25)
             model[1].running_mean.add_(0.5)
+        model.eval()
+        modes = [m.training for m in model.modules()]
         state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
         run(answer, model, path, on=f"a second call, {_SECOND_SAVE}")
         second = _file_record(path, state) if os.path.isfile(path) else {"load_error": "the file is gone"}
         record["second"] = {
             "differ": second.get("differ"),
             "problem": second.get("load_error") or second.get("strict_error"),
+            "changed": _state_changes(state, model),
+            "mode_changed": [m.training for m in model.modules()] != modes,
         }
     return record
 
 
-_SECOND_SAVE = "after the model trained on, with the same path (the file exists already)"
+_SECOND_SAVE = ("after the model trained on and was put in eval mode, with the same path (the file "
+                "exists already)")
 
 
 def _judge_save_weights(record):
@@ -236,6 +249,14 @@ def _judge_save_weights(record):
             f"{', '.join(record['not_tensors'][:3])} (keys {keys[:4]}). Save the state_dict itself: "
             "torch.save(model.state_dict(), path)."
         )
+    if record["differ"] and record["exact_values"]:
+        first = record["differ"][0]
+        return (
+            f"Your file stores {first} as {record['dtypes'].get(first, '?')}, not in the model's "
+            "own dtype. The values survived, but the task asks for the weights as they are: a "
+            "wider dtype makes the file larger and hands whoever loads it tensors of another "
+            "dtype than the model's. Save model.state_dict() without converting it."
+        )
     if record["differ"]:
         first = record["differ"][0]
         dtype = record["dtypes"].get(first, "?")
@@ -250,6 +271,18 @@ def _judge_save_weights(record):
             f"load_state_dict(strict=True): {record['strict_error']}"
         )
     second = record["second"]
+    if second["changed"]:
+        return (
+            f"The first save was right, but on a second call, {_SECOND_SAVE}, your function "
+            f"changed the model ({', '.join(second['changed'][:4])}); saving must only read it."
+        )
+    if second["mode_changed"]:
+        return (
+            f"The first save was right, but on a second call, {_SECOND_SAVE}, your function "
+            "switched the model back to train mode: the evaluation that follows would use "
+            "dropout and batch statistics. Saving needs no mode; leave model.training as it was "
+            "(no model.train() or model.eval() in a save function)."
+        )
     if second["problem"] or second["differ"]:
         what = (f"its {', '.join(second['differ'][:3])} still hold the first call's values"
                 if second["differ"] else second["problem"])
@@ -600,6 +633,27 @@ class _NewNet(nn.Module):
         self.head = nn.Linear(4, 3)
 
 
+class _LegacyNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(6, 6), nn.Linear(6, 4))
+        self.norm = nn.BatchNorm1d(4)
+        self.hidden = nn.Linear(4, 4)
+        self.hidden2 = nn.Linear(4, 3)
+
+
+class _ModernNet(nn.Module):
+    """_LegacyNet with layers.0 taken out as stem, norm renamed bn, hidden renamed encoder."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(6, 6)
+        self.layers = nn.Sequential(nn.Identity(), nn.Linear(6, 4))
+        self.bn = nn.BatchNorm1d(4)
+        self.encoder = nn.Linear(4, 4)
+        self.hidden2 = nn.Linear(4, 3)
+
+
 def _remap_cases():
     torch.manual_seed(21)
     return [
@@ -614,6 +668,16 @@ def _remap_cases():
         ("a Sequential whose two Linear(4, 4) layers swapped places",
          nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)),
          lambda: nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), {"0.": "1.", "1.": "0."}),
+        # A prefix of two levels; a remainder that starts with letters of the prefix
+        # (norm.running_mean); a layer whose name merely begins like a renamed one (hidden2).
+        ("a model whose layers.0 became stem, norm became bn and hidden became encoder (hidden2 "
+         "and layers.1 keep their names)", _LegacyNet(), _ModernNet,
+         {"layers.0.": "stem.", "norm.": "bn.", "hidden.": "encoder."}),
+        # Nested Sequentials: the old prefix "0." appears again inside the keys (0.0.weight).
+        ("a Sequential of (a Sequential of two Linear layers, a Linear) that gained a Dropout at "
+         "the front", nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), nn.Linear(4, 2)),
+         lambda: nn.Sequential(nn.Dropout(0.1), nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), nn.Linear(4, 2)),
+         {"0.": "1.", "1.": "2."}),
         # Nothing renamed: still a new dict, with the same tensors.
         ("a model whose layers kept their names", _OldNet(), _OldNet, {}),
     ]
@@ -733,10 +797,28 @@ def _judge_remap_keys(cases):
                 "prefix. Each key gets at most one rename, the one its ORIGINAL name starts with: "
                 "stop at the first match (break), and test the original key, not the renamed one."
             )
+        aligned = _aligned(case)
+        stripped = _same_slip(case, _lstripped)
+        if stripped:
+            before, after, want = stripped
+            return (
+                f"{before} became {after}, not {want} (on {on}, renames={renames}): "
+                "str.lstrip(old) removes every leading character that occurs anywhere in old, "
+                "not the prefix old. Cut the prefix off by its length: new + key[len(old):] (or "
+                "key.removeprefix(old))."
+            )
         wrong_inside = [
-            (before, after) for before, after, want in zip(case["keys_before"], _aligned(case), expected)
+            (before, after) for before, after, want in zip(case["keys_before"], aligned, expected)
             if after is not None and after != want and before == want
         ]
+        if wrong_inside and not any(old in wrong_inside[0][0] for old in renames):
+            before, after = wrong_inside[0]
+            return (
+                f"{before} became {after} (on {on}, renames={renames}), though it does not "
+                "contain any old prefix: your test matches more than the exact prefix (in a "
+                "regular expression, '.' matches any character, so 'hidden.' matches "
+                "'hidden2'). Test key.startswith(old), or escape it with re.escape(old)."
+            )
         if wrong_inside:
             before, after = wrong_inside[0]
             return (
@@ -745,6 +827,26 @@ def _judge_remap_keys(cases):
                 "renamed layer; the nested layer kept its name. Test key.startswith(old) and "
                 "replace only that prefix: new + key[len(old):]. (str.replace(old, new, 1) also "
                 "changes the first match, which may be inside the key.)"
+            )
+        again = _same_slip(case, _replaced_everywhere)
+        if again:
+            before, after, want = again
+            return (
+                f"{before} became {after}, not {want} (on {on}, renames={renames}): your rename "
+                "also replaced the old prefix where it appears again further inside the key. "
+                "Replace only the prefix at the start: new + key[len(old):] (str.replace(old, new) "
+                "changes every occurrence)."
+            )
+        kept = [(before, want) for before, after, want in zip(case["keys_before"], aligned, expected)
+                if after is not None and after == before and want != before]
+        if kept:
+            before, want = kept[0]
+            old = next(o for o in renames if before.startswith(o))
+            return (
+                f"{before} kept its name (on {on}, renames={renames}), though it starts with the "
+                f"old prefix {old!r} and should become {want}. A prefix can be longer than the "
+                "first part of the name (several levels, such as 'layers.0.'): test "
+                "key.startswith(old) for every old prefix."
             )
         missing = [k for k in expected if k not in keys]
         unchanged = [k for k in missing if k in case["keys_before"]]
@@ -760,6 +862,33 @@ def _judge_remap_keys(cases):
             f"{case['strict_error']}"
         )
     return None
+
+
+def _same_slip(case, slip):
+    """(key, what ``slip`` makes of it, the right key) for the first key ``slip`` gets wrong,
+    when the learner's keys are exactly what ``slip`` makes of every key; else None."""
+    renames, expected = case["renames"], case["expected_keys"]
+    slipped = [slip(key, renames) for key in case["keys_before"]]
+    if set(case["keys"]) != set(slipped) or set(slipped) == set(expected):
+        return None
+    return next((key, after, want) for key, after, want in zip(case["keys_before"], slipped, expected)
+                if after != want)
+
+
+def _lstripped(key, renames):
+    """The key after the first matching rename done with str.lstrip instead of a cut."""
+    for old, new in renames.items():
+        if key.startswith(old):
+            return new + key.lstrip(old)
+    return key
+
+
+def _replaced_everywhere(key, renames):
+    """The key after the first matching rename done with str.replace (every occurrence)."""
+    for old, new in renames.items():
+        if key.startswith(old):
+            return key.replace(old, new)
+    return key
 
 
 def _aligned(case):
