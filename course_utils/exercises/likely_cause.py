@@ -85,6 +85,18 @@ _RULES: list[tuple[str | None, str, Rule]] = [
     (None, r"Boolean value of Tensor with more than one (?:value|element) is ambiguous",
      lambda m: "an `if`, `and`, `or` or `not` on a tensor holding several values. Say which "
                "you mean: .any(), .all(), or compare one value."),
+    (None, r"Attempted to call `?variable\.set_data\(tensor\)`?, but `?variable`? and `?tensor`? "
+           r"have incompatible tensor type",
+     lambda m: "an assignment to .data with a tensor of another device or kind. .data cannot "
+               "move a tensor, and assigning it changes the caller's tensor too: return a new "
+               "tensor made with .to(...) instead."),
+    (None, r"tensors used as indices must be long, int, byte or bool tensors",
+     lambda m: "a tensor of another dtype used as an index (torch.tensor([]) is float32, for "
+               "instance). Index with a bool mask, or make the index with dtype=torch.long."),
+    ("TypeError", r'missing \d+ required positional arguments?: "(shape|size|dims)"',
+     lambda m: f"a call on the line shown got no {m[1]} at all. If it unpacks a shape with * "
+               f"(x.reshape(*x.shape[1:])), an empty shape unpacks to nothing: pass the shape as "
+               f"one tuple instead (x.reshape(x.shape[1:]))."),
     ("NameError", r"name '([^']+)' is not defined",
      lambda m: f"your function uses the name `{m[1]}`, which is neither defined inside it nor "
                "among the notebook's names when the check ran. Define it inside the function "
