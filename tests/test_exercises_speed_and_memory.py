@@ -416,6 +416,182 @@ def steps_on_the_loader(loader, step_fn):
     return data, compute
 
 
+
+# -- round 2: answers outside testers wrote ------------------------------------------------------
+def one_element_size_for_all(model, optimizer_name):
+    params = list(model.parameters())
+    size = params[0].element_size()  # "they all have the model's dtype"
+    states = STATES[optimizer_name]
+    elements = sum(p.numel() for p in params)
+    trainable = sum(p.numel() for p in params if p.requires_grad)
+    return (elements + trainable * (1 + states)) * size
+
+
+def in_numpy(model, optimizer_name):
+    import numpy as np
+
+    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer_name]
+    sizes = np.array([p.numel() * p.element_size() for p in model.parameters()], dtype=np.int64)
+    trainable = np.array([p.requires_grad for p in model.parameters()])
+    return sizes.sum() + (sizes * trainable).sum() * (1 + states)
+
+
+def with_if_branches_and_a_float(model, optimizer_name):
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    grads = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    if optimizer_name == "sgd":
+        state = 0
+    elif optimizer_name == "momentum":
+        state = grads
+    elif optimizer_name == "adam":
+        state = 2 * grads
+    else:
+        raise ValueError(optimizer_name)
+    return float(params + grads + state)
+
+
+_FIRST_OPTIMIZER = {}
+
+
+def keeps_the_first_optimizer(model, optimizer, loss_fn, batches):
+    optimizer = _FIRST_OPTIMIZER.setdefault("optimizer", optimizer)  # right until a new one comes
+    optimizer.zero_grad()
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(batches)).backward()
+    optimizer.step()
+
+
+def capitalised_names(model, optimizer_name):
+    states = {"SGD": 0, "Momentum": 1, "Adam": 2}[optimizer_name]
+    return sum(p.numel() * p.element_size() * (1 + (1 + states) * p.requires_grad)
+               for p in model.parameters())
+
+
+def accumulates_in_eval_mode(model, optimizer, loss_fn, batches):
+    model.eval()  # "no dropout noise across micro-batches"
+    optimizer.zero_grad()
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(batches)).backward()
+    optimizer.step()
+
+
+def divides_by_the_micro_batch_size(model, optimizer, loss_fn, batches):
+    optimizer.zero_grad()
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(x)).backward()
+    optimizer.step()
+
+
+def divides_by_len_of_a_pair(model, optimizer, loss_fn, batches):
+    optimizer.zero_grad()
+    k = len(batches[0])  # the length of one (x, y) pair: always 2
+    for x, y in batches:
+        (loss_fn(model(x), y) / k).backward()
+    optimizer.step()
+
+
+def backward_with_a_gradient_of_1_over_k(model, optimizer, loss_fn, batches):
+    for p in model.parameters():
+        p.grad = None
+    for x, y in batches:
+        loss = loss_fn(model(x), y)
+        loss.backward(gradient=torch.tensor(1.0 / len(batches), dtype=loss.dtype))
+    optimizer.step()
+
+
+def sums_autograd_grads(model, optimizer, loss_fn, batches):
+    params = [p for p in model.parameters() if p.requires_grad]
+    total = [torch.zeros_like(p) for p in params]
+    for x, y in batches:
+        for t, g in zip(total, torch.autograd.grad(loss_fn(model(x), y) / len(batches), params)):
+            t += g
+    for p, t in zip(params, total):
+        p.grad = t
+    optimizer.step()
+
+
+def iterator_made_before_the_clock(loader, step_fn):
+    data = compute = 0.0
+    batches = iter(loader)  # outside the clock: a DataLoader starts its workers here
+    while True:
+        t0 = perf_counter()
+        try:
+            batch = next(batches)
+        except StopIteration:
+            break
+        t1 = perf_counter()
+        step_fn(batch)
+        compute += perf_counter() - t1
+        data += t1 - t0
+    return data, compute
+
+
+def iterator_made_on_the_clock(loader, step_fn):
+    data = compute = 0.0
+    t0 = perf_counter()
+    batches = iter(loader)
+    for batch in batches:
+        t1 = perf_counter()
+        step_fn(batch)
+        t2 = perf_counter()
+        data, compute = data + (t1 - t0), compute + (t2 - t1)
+        t0 = t2
+    return data, compute
+
+
+def fetches_everything_first(loader, step_fn):
+    start = time.perf_counter()
+    batches = list(loader)
+    data = time.perf_counter() - start
+    compute = 0.0
+    for batch in batches:
+        t = time.perf_counter()
+        step_fn(batch)
+        compute += time.perf_counter() - t
+    return data, compute
+
+
+def as_a_numpy_array(loader, step_fn):
+    import numpy as np
+
+    times = np.zeros(2)
+    start = time.perf_counter()
+    for batch in loader:
+        fetched = time.perf_counter()
+        times[0] += fetched - start
+        step_fn(batch)
+        start = time.perf_counter()
+        times[1] += start - fetched
+    return times
+
+
+def keeps_the_last_times(loader, step_fn):
+    data = compute = 0.0
+    start = time.perf_counter()
+    for batch in loader:
+        fetched = time.perf_counter()
+        data = fetched - start
+        step_fn(batch)
+        start = time.perf_counter()
+        compute = start - fetched
+    return data, compute
+
+
+def with_time_monotonic_ns_numpy(loader, step_fn):
+    import numpy as np
+
+    waits, steps = [], []
+    mark = time.monotonic_ns()
+    for batch in loader:
+        got = time.monotonic_ns()
+        step_fn(batch)
+        done = time.monotonic_ns()
+        waits.append(got - mark)
+        steps.append(done - got)
+        mark = done
+    return np.float64(sum(waits) / 1e9), np.float64(sum(steps) / 1e9)
+
+
 CATALOGUE = Catalogue({
     ex.training_memory_bytes: [
         right("nbytes", with_nbytes),
@@ -440,6 +616,12 @@ CATALOGUE = Catalogue({
               "changed the values of its parameters", "copy.deepcopy", kind=STATEFUL),
         wrong("model.float() to count", converts_to_float32,
               "changed the dtype of its parameters", kind=STATEFUL),
+        right("NumPy arrays of sizes, a NumPy integer", in_numpy),
+        wrong("capitalised optimizer names", capitalised_names, "KeyError: 'sgd'",
+              "Likely cause: a lookup of the key 'sgd'", kind=EDGE, outcome=Outcome.RAISED),
+        right("if/elif branches, a float", with_if_branches_and_a_float),
+        wrong("one element size for every parameter", one_element_size_for_all,
+              "one element size, 4 bytes", "2 or 4 bytes per element", "p.element_size()", kind=EDGE),
     ],
     ex.accumulation_step: [
         right("zero at both ends, multiply by 1/k", zero_both_ends),
@@ -469,10 +651,22 @@ CATALOGUE = Catalogue({
               kind=STATEFUL),
         wrong("divides by the notebook's k=4", divides_by_the_notebooks_k,
               "3 micro-batches", "It should equal the gradient of one big batch", kind=EDGE),
+        right("backward(gradient=1/k)", backward_with_a_gradient_of_1_over_k),
+        right("torch.autograd.grad summed by hand", sums_autograd_grads),
+        wrong("keeps the optimizer of its first call", keeps_the_first_optimizer,
+              "the optimizer you were given never ran", kind=STATEFUL),
+        wrong("accumulates in eval mode", accumulates_in_eval_mode, "ran with the model in eval mode",
+              kind=EDGE),
+        wrong("divides by the micro-batch size", divides_by_the_micro_batch_size,
+              "It should equal the gradient of one big batch"),
+        wrong("divides by len() of an (x, y) pair", divides_by_len_of_a_pair,
+              "It should equal the gradient of one big batch", kind=EDGE),
     ],
     ex.split_step_time: [
         right("total minus compute, time.monotonic, a list", total_minus_compute),
-        right("an explicit iterator and next()", with_an_explicit_iterator),
+        right("iter() on the clock, then a for loop", iterator_made_on_the_clock),
+        right("time.monotonic_ns, NumPy floats", with_time_monotonic_ns_numpy),
+        right("a NumPy array of the two totals", as_a_numpy_array),
         right("lists of durations in nanoseconds", lists_of_durations_in_ns),
         wrong("data time restarts at the fetch", _split("restart_at_fetch"), "data time includes the steps"),
         wrong("the first wait is missed", start_inside, "first batch's wait is missing"),
@@ -492,6 +686,13 @@ CATALOGUE = Catalogue({
               outcome=Outcome.RAISED),
         wrong("totals kept in a global", totals_in_a_global, "carried over from",
               kind=STATEFUL),
+        wrong("iter(loader) before the clock starts", iterator_made_before_the_clock,
+              "wait in iter(loader) is missing", kind=EDGE),
+        wrong("an explicit iterator made before the clock", with_an_explicit_iterator,
+              "wait in iter(loader) is missing", kind=EDGE),
+        wrong("fetches every batch first", fetches_everything_first,
+              "before stepping on the ones it already had", "as it arrives"),
+        wrong("keeps the last batch's times", keeps_the_last_times, "(data_seconds += ...)"),
     ],
 })
 

@@ -1,7 +1,11 @@
 """Chapter 04's exercises: the reference passes, other right answers pass, classic mistakes
 fail with the message that names them (the catalogue below)."""
 
+import copy
+import dataclasses
+import functools
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -529,6 +533,310 @@ class FalsyBest:
         return self.bad >= self.patience
 
 
+
+# -- round 2: answers outside testers wrote ------------------------------------------------------
+def step_in_eval_mode(model, optimizer, loss_fn, x, y):
+    model.eval()  # "no dropout noise in my step"
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def step_then_eval_mode(model, optimizer, loss_fn, x, y):
+    model.train()
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    model.eval()  # "ready for validation"
+    return loss.item()
+
+
+def logs_a_second_forward(model, optimizer, loss_fn, x, y):
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    with torch.no_grad():
+        logged = loss_fn(model(x), y).item()
+    optimizer.step()
+    return logged
+
+
+def marks_x_as_requiring_grad(model, optimizer, loss_fn, x, y):
+    x.requires_grad_(True)
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def clips_the_gradient(model, optimizer, loss_fn, x, y):
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+    optimizer.step()
+    return loss.item()
+
+
+def returns_the_loss_after_the_step(model, optimizer, loss_fn, x, y):
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        return loss_fn(model(x), y).item()
+
+
+def step_with_autograd_grad(model, optimizer, loss_fn, x, y):
+    params = [p for p in model.parameters() if p.requires_grad]
+    loss = loss_fn(model(x), y)
+    for p, g in zip(params, torch.autograd.grad(loss, params)):
+        p.grad = g
+    optimizer.step()
+    return np.float64(loss.item())
+
+
+def step_in_train_mode_explicitly(model, optimizer, loss_fn, x, y):
+    model.train()
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach().cpu().item()
+
+
+def eval_on_a_copy(model, x, y, loss_fn):
+    frozen = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        return loss_fn(frozen(x), y).item()
+
+
+def eval_in_weighted_chunks(model, x, y, loss_fn):
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for start in range(0, len(x), 16):
+            xb, yb = x[start:start + 16], y[start:start + 16]
+            total += loss_fn(model(xb), yb).item() * len(xb)
+    model.train(was_training)
+    return total / len(x)
+
+
+def eval_in_chunks_mean_of_means(model, x, y, loss_fn):
+    was_training = model.training
+    model.eval()
+    means = []
+    with torch.no_grad():
+        for start in range(0, len(x), 16):
+            means.append(loss_fn(model(x[start:start + 16]), y[start:start + 16]).item())
+    model.train(was_training)
+    return sum(means) / len(means)
+
+
+def eval_with_set_grad_enabled_block(model, x, y, loss_fn):
+    was_training = model.training
+    model.eval()
+    with torch.set_grad_enabled(False):
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.item()
+
+
+def eval_child_by_child(model, x, y, loss_fn):
+    modes = [child.training for child in model.children()]
+    for child in model.children():
+        child.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    for child, mode in zip(model.children(), modes):
+        child.train(mode)
+    return loss.item()
+
+
+def freezes_then_unfreezes_all(model, x, y, loss_fn):
+    was_training = model.training
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    loss = loss_fn(model(x), y)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    model.train(was_training)
+    return loss.item()
+
+
+def forward_before_eval(model, x, y, loss_fn):
+    was_training = model.training
+    with torch.no_grad():
+        model(x)  # "warm up"
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.item()
+
+
+_FIRST_OPTIMIZER = {}
+
+
+def keeps_the_first_optimizer(model, optimizer, loss_fn, x, y):
+    """Keeps the optimizer of its first call: right until a new model and optimizer come."""
+    optimizer = _FIRST_OPTIMIZER.setdefault("optimizer", optimizer)
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+_MODES = weakref.WeakKeyDictionary()
+
+
+def remembers_the_mode_per_model(model, x, y, loss_fn):
+    was_training = _MODES.setdefault(model, model.training)  # the mode of the first call
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.item()
+
+
+@functools.lru_cache(maxsize=None)
+def cached_evaluation(model, x, y, loss_fn):
+    """Keyed on the objects: the same model, batch and loss_fn give back the first number."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.item()
+
+
+def restores_the_mode_by_name(model, x, y, loss_fn):
+    mode = "train" if model.training else "eval"
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(mode)  # a string, not a bool
+    return loss.item()
+
+
+class BestStartsAsNone:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, None, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:  # None on the first call
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class SaysStopOnlyOnce:
+    """`==` patience: True at the patience-th bad epoch, False again after it."""
+
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad == self.patience
+
+
+class ResetsWhenItStops:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        if self.bad >= self.patience:
+            self.bad = 0  # "start counting again"
+            return True
+        return False
+
+
+class WithMinDelta:
+    def __init__(self, patience, min_delta=1e-4):
+        self.patience, self.min_delta, self.best_loss, self.best_epoch = patience, min_delta, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss - self.min_delta:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class RoundsTheLoss:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        val_loss = round(val_loss, 4)
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class StaysStopped:
+    """Once it has said stop it says stop for good: also right for a loop that stops."""
+
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, float("inf"), None
+        self.calls = self.waited = 0
+        self.stopped = False
+
+    def step(self, val_loss):
+        self.calls += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.waited = val_loss, self.calls, 0
+        else:
+            self.waited += 1
+        self.stopped = self.stopped or self.waited >= self.patience
+        return self.stopped
+
+
+@dataclasses.dataclass
+class AsADataclass:
+    patience: int
+    best_loss: float = math.inf
+    best_epoch: "int | None" = None
+    _calls: int = 0
+    _bad: int = 0
+
+    def step(self, val_loss):
+        self._calls += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self._bad = val_loss, self._calls, 0
+        else:
+            self._bad += 1
+        return np.bool_(self._bad >= self.patience)
+
+
 CATALOGUE = Catalogue({
     ex.train_step: [
         right("zero_grad() after step()", clear_after_step),
@@ -563,6 +871,20 @@ CATALOGUE = Catalogue({
               outcome=Outcome.RAISED),
         wrong("standardises the batch in place", standardises_in_place,
               "changed its input x in place", kind=EDGE),
+        right("model.train() first, .detach().cpu().item()", step_in_train_mode_explicitly),
+        right("torch.autograd.grad into .grad, a NumPy float", step_with_autograd_grad),
+        wrong("trains in eval mode", step_in_eval_mode, "ran with the model in eval mode", kind=EDGE),
+        wrong("hands the model back in eval mode", step_then_eval_mode,
+              "gave the model back in eval mode", kind=STATEFUL),
+        wrong("logs the loss of a second forward pass", logs_a_second_forward,
+              "2 forward passes", "one training step is one forward pass", kind=EDGE),
+        wrong("marks x as requiring grad", marks_x_as_requiring_grad, "changed its input x in place",
+              kind=EDGE),
+        wrong("keeps the optimizer of its first call", keeps_the_first_optimizer,
+              "the optimizer you were given never ran", kind=STATEFUL),
+        wrong("clips the gradient", clips_the_gradient, "not what one optimizer step on this batch gives"),
+        wrong("returns the loss after the step", returns_the_loss_after_the_step,
+              "the loss of this batch is", "this call's forward pass"),
     ],
     ex.evaluate: [
         right("try/finally with inference_mode", eval_with_try_finally_and_inference_mode),
@@ -573,7 +895,7 @@ CATALOGUE = Catalogue({
               "ran in train mode", "model.eval()", "Dropout", "num_batches_tracked went from 3 to 4"),
         wrong("forgets no_grad", forgets_no_grad, "recorded a graph", "torch.no_grad()"),
         wrong("sets only model.training = False", eval_by_the_flag,
-              "some of its layers were in train mode"),
+              "model.training was False, but its layers were in train mode"),
         wrong("returns the loss tensor", eval_returns_tensor, "as a tensor", "loss.item()"),
         wrong("reads the mode after eval()", reads_the_mode_after_eval, "left the model in eval mode"),
         wrong("always model.train() at the end", always_train_at_the_end,
@@ -592,6 +914,22 @@ CATALOGUE = Catalogue({
         wrong("casts x to float32", eval_casts_to_float32,
               "must have the same dtype", "Likely cause: the model and the batch you were given have the same dtype", kind=EDGE,
               outcome=Outcome.RAISED),
+        right("on a deep copy in eval mode", eval_on_a_copy),
+        right("chunks weighted by their size", eval_in_weighted_chunks),
+        right("torch.set_grad_enabled(False) as a block", eval_with_set_grad_enabled_block),
+        right("eval() and train(mode) on each child", eval_child_by_child),
+        wrong("unfreezes every parameter at the end", freezes_then_unfreezes_all,
+              "the caller had frozen it", kind=STATEFUL),
+        wrong("mean of unequal chunks' means", eval_in_chunks_mean_of_means,
+              "running the model 4 times", "weight each part's mean loss", kind=EDGE),
+        wrong("remembers the mode of the first call per model", remembers_the_mode_per_model,
+              "now back in train mode", "left the model in eval mode", kind=STATEFUL),
+        wrong("functools.lru_cache on evaluate", cached_evaluation,
+              "again without running the model", "the weights changed since", kind=STATEFUL),
+        wrong("model.train('train')", restores_the_mode_by_name, "expected to be boolean",
+              "Likely cause: model.train(mode) takes True or False", outcome=Outcome.RAISED),
+        wrong("a forward pass before model.eval()", forward_before_eval, "ran in train mode",
+              "num_batches_tracked went from 3 to 4"),
     ],
     ex.EarlyStopping: [
         right("a history and properties", WithHistory),
@@ -622,6 +960,16 @@ CATALOGUE = Catalogue({
               "carries over from one object to the next", "class attribute", kind=STATEFUL),
         wrong("`if not self.best_loss` takes 0.0 for no best", FalsyBest,
               "0.0 counts as false", "if not self.best_loss", kind=EDGE),
+        right("stays stopped once it said stop", StaysStopped),
+        right("a dataclass returning NumPy booleans", AsADataclass),
+        wrong("says stop only when the count equals patience", SaysStopOnlyOnce,
+              "then go on (False)", "keeps returning True", kind=STATEFUL),
+        wrong("resets the count when it says stop", ResetsWhenItStops,
+              "then go on (False)", "don't reset it", kind=STATEFUL),
+        wrong("a min_delta margin", WithMinDelta, "tiny steps", "however small the difference", kind=EDGE),
+        wrong("rounds the loss", RoundsTheLoss, "tiny steps", "no rounding", kind=EDGE),
+        wrong("compares with a best of None", BestStartsAsNone, "'NoneType'",
+              "Likely cause: a loss compared (<, >) with None", outcome=Outcome.RAISED),
     ],
 })
 

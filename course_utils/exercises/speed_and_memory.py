@@ -64,10 +64,12 @@ def training_memory_bytes(model, optimizer_name):
 _STATES = {"sgd": 0, "momentum": 1, "adam": 2}
 
 
-def _mlp(dtype=torch.float32, frozen_first=False):
+def _mlp(dtype=torch.float32, frozen_first=False, last_dtype=None):
     model = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5)).to(dtype)
     if frozen_first:
         model[0].requires_grad_(False)
+    if last_dtype is not None:  # layers of different dtypes: one element size will not do
+        model[2].to(last_dtype)
     return model
 
 
@@ -86,6 +88,8 @@ _MEMORY_CASES = [
     ("an MLP whose first layer is frozen (requires_grad=False), with Adam", "adam", {"frozen_first": True}),
     ("a bfloat16 MLP with SGD and momentum", "momentum", {"dtype": torch.bfloat16}),
     ("a float64 MLP with plain SGD", "sgd", {"dtype": torch.float64}),
+    ("an MLP whose first layer is float32 and last layer bfloat16, with SGD and momentum",
+     "momentum", {"last_dtype": torch.bfloat16}),
 ]
 _MEMORY_CASES.insert(3, (
     "a model with batch norm (running statistics are buffers) and one weight shared by two "
@@ -128,6 +132,7 @@ def _probe_training_memory_bytes(answer, run):
             "trainable_elements": sum(p.numel() for p in trainable),
             "trainable_tensors": len(trainable),
             "element_size": params[0].element_size(),
+            "element_sizes": sorted({p.element_size() for p in params}),
             "listed_bytes": sum(p.numel() * p.element_size() for p in listed),
             "stored_bytes": sum(t.numel() * t.element_size() for t in stored),
             "changed": ([] if same_values(before["values"], after["values"], rtol=0, atol=0) else ["values"])
@@ -171,7 +176,16 @@ def _judge_training_memory_bytes(cases):
         where = f" (on {on}: expected {expected:,} bytes, got {got:,.0f})"
         size = case["element_size"]
         listed, stored = case["listed_bytes"], case["stored_bytes"]
+        elements = case["param_elements"] + case["trainable_elements"] * (1 + s)
+        sizes = case.get("element_sizes", [size])
         named = [
+            *(
+                (elements * one if len(sizes) > 1 else None,
+                 f"You used one element size, {one} bytes, for every parameter, but this model's "
+                 f"parameters take {' or '.join(map(str, sizes))} bytes per element: multiply "
+                 "each tensor's numel() by its own p.element_size().")
+                for one in sizes
+            ),
             (listed * (2 + s) if listed != params else None,
              "You counted the shared weight twice, once for each layer that uses it: it is one "
              "tensor, with one gradient and one optimizer state. Loop over model.parameters(), "
@@ -246,9 +260,8 @@ training_memory_bytes = Exercise(
         "size = p.numel() * p.element_size(); total += size; if p.requires_grad: "
         "total += size * (1 + states).",
     ],
-    error_notes=[
-        ("KeyError", "optimizer_name is one of 'sgd', 'momentum', 'adam' (lower case)."),
-    ],
+    # No notes: a KeyError's message is the key alone ('sgd'), and the generic likely cause
+    # already says that the dictionary lacks it.
 )
 
 
@@ -333,9 +346,14 @@ def _probe_accumulation_step(answer, run):
         for p in model.parameters():
             p.grad = torch.full_like(p, _STALE)
         optimizer = torch.optim.SGD(model.parameters(), lr=_LR, momentum=momentum)
-        steps, backwards = [], []
-        optimizer.register_step_post_hook(lambda *args: steps.append(1))
-        next(model.parameters()).register_hook(lambda grad: backwards.append(1))
+        steps, backwards, eval_forwards = [], [], []
+        # Each hook is bound to this case's lists: a model or optimizer of an earlier case, kept
+        # by the learner's code, must not count as the one given now.
+        optimizer.register_step_post_hook(lambda *args, steps=steps: steps.append(1))
+        model[0].register_forward_hook(  # the model arrives in train mode: a step trains in it
+            lambda module, inputs, output, seen=eval_forwards: None if module.training else seen.append(1)
+        )
+        next(model.parameters()).register_hook(lambda grad, backwards=backwards: backwards.append(1))
         for call in range(calls):
             if call:  # the next step, on new micro-batches, with the same model and optimizer
                 _, batches, _ = _accumulation_case(seed + 10, k, micro, sizes, loss_name)
@@ -359,12 +377,15 @@ def _probe_accumulation_step(answer, run):
             }
             steps.clear()
             backwards.clear()
+            eval_forwards.clear()
             before = _flat(model.parameters())
             learner_batches = [(x.clone(), y.clone()) for x, y in batches]
             given = list(learner_batches)
             run(answer, model, optimizer, loss_fn, given, on=on)
             case["steps"] = len(steps)
             case["backwards"] = len(backwards)
+            case["eval_forwards"] = len(eval_forwards)
+            case["training_after"] = all(m.training for m in model.modules())
             case["update"] = (before - _flat(model.parameters())) / _LR
             case["lr_after"] = [float(group["lr"]) for group in optimizer.param_groups]
             case["grads_after"] = _gradient_state(model)
@@ -397,14 +418,28 @@ def _judge_accumulation_step(cases):
             )
         if case["steps"] == 0:
             return (
-                f"optimizer.step() never ran (on {on}), so the weights did not move. Call it once, "
-                "after the loop over the micro-batches."
+                f"optimizer.step() of the optimizer you were given never ran (on {on}), so the "
+                "weights did not move. Call it on the `optimizer` argument, once, after the loop "
+                "over the micro-batches."
             )
         if case["steps"] > 1:
             return (
                 f"optimizer.step() ran {case['steps']} times for {k} micro-batches (on {on}): "
                 "stepping every micro-batch is ordinary small-batch training, not accumulation. "
                 f"Step once, after all {k} backward() calls."
+            )
+        if case.get("eval_forwards"):
+            return (
+                f"The micro-batches' forward passes ran with the model in eval mode (on {on}), "
+                "although it was given in train mode: an accumulation step trains in the mode "
+                "it is given (with dropout and batch norm, eval mode gives other gradients). "
+                "Leave the mode alone (no model.eval())."
+            )
+        if not case.get("training_after", True):
+            return (
+                f"Your function gave the model back in eval mode (on {on}), although it was "
+                "given in train mode: every later step would then train without dropout and "
+                "without batch norm learning. Leave the mode as it was given."
             )
         if any(lr != _LR for lr in case["lr_after"]):
             return (
@@ -531,18 +566,31 @@ class _UnsizedLoader:
     """Batches that take known times to arrive, each wait measured by the loader itself. No
     len(), like a DataLoader over an IterableDataset or a generator."""
 
-    def __init__(self, delays):
+    def __init__(self, delays, start_delay=0.0):
         self.delays = delays
+        self.start_delay = start_delay  # spent in iter(loader) itself, before any batch
         self.waited = 0.0
         self.fetched = 0
         self.first = 0.0
+        self.started = 0.0
+        self.last = 0.0  # the last batch's wait alone
 
     def __iter__(self):
+        if self.start_delay:  # like a DataLoader with workers: iter() starts them
+            start = time.perf_counter()
+            time.sleep(self.start_delay)
+            self.started = time.perf_counter() - start
+            self.waited += self.started
+            self.first += self.started
+        return self._batches()
+
+    def _batches(self):
         for index, delay in enumerate(self.delays):
             start = time.perf_counter()
             time.sleep(delay)
             waited = time.perf_counter() - start
             self.waited += waited
+            self.last = waited
             if index == 0:
                 self.first += waited
             self.fetched += 1
@@ -557,31 +605,40 @@ class _FakeLoader(_UnsizedLoader):
 
 
 class _FakeStep:
-    def __init__(self, seconds):
+    def __init__(self, seconds, loader=None):
         self.seconds = seconds
+        self.loader = loader
         self.spent = 0.0
+        self.last = 0.0  # the last step's time alone
         self.calls = 0
         self.seen = []
+        self.fetched_before = []  # how many batches the loader had given at each call
 
     def __call__(self, batch):
         start = time.perf_counter()
+        self.fetched_before.append(self.loader.fetched if self.loader is not None else None)
         self.seen.append(
             float(batch[0, 0]) if isinstance(batch, torch.Tensor) and batch.shape == (2, 3) else None
         )
         time.sleep(self.seconds)
-        self.spent += time.perf_counter() - start
+        self.last = time.perf_counter() - start
+        self.spent += self.last
         self.calls += 1
 
 
-# (input, loader class, delay of each batch, seconds per step). The sleeps only need to tell
-# the two kinds of time apart: the judge checks inclusions that hold on any machine (the loader's
-# own waits lie inside your data time, the steps inside your compute time, both inside the call).
+# (input, loader class, delay of each batch, seconds per step, seconds iter(loader) takes). The
+# sleeps only need to tell the two kinds of time apart: the judge checks inclusions that hold on
+# any machine (the loader's own waits lie inside your data time, the steps inside your compute
+# time, both inside the call).
+_STARTS_WORKERS = "a loader that starts its workers in iter(loader)"
 _TIMING_CASES = [
     ("a slow loader (8 ms a batch, 20 ms for the first) and a 1 ms step",
-     _FakeLoader, [0.02] + [0.008] * 4, 0.001),
+     _FakeLoader, [0.02] + [0.008] * 4, 0.001, 0.0),
     ("a loader with no len(), like a DataLoader over an IterableDataset (1 ms a batch, 20 ms for "
-     "the first), and an 8 ms step", _UnsizedLoader, [0.02] + [0.001] * 4, 0.008),
-    ("an empty loader (no batches at all)", _FakeLoader, [], 0.001),
+     "the first), and an 8 ms step", _UnsizedLoader, [0.02] + [0.001] * 4, 0.008, 0.0),
+    (f"{_STARTS_WORKERS}, as a DataLoader with num_workers > 0 does (20 ms), then 3 ms a batch, "
+     "and a 3 ms step", _FakeLoader, [0.003] * 3, 0.003, 0.02),
+    ("an empty loader (no batches at all)", _FakeLoader, [], 0.001, 0.0),
 ]
 
 
@@ -598,8 +655,9 @@ def _code_names(fn) -> list:
 
 def _probe_split_step_time(answer, run):
     cases = []
-    for on, make, delays, step_s in _TIMING_CASES:
-        loader, step = make(delays), _FakeStep(step_s)
+    for on, make, delays, step_s, start_s in _TIMING_CASES:
+        loader = make(delays, start_s)
+        step = _FakeStep(step_s, loader)
         start = time.perf_counter()
         got = run(answer, loader, step, on=on)
         wall = time.perf_counter() - start
@@ -612,9 +670,15 @@ def _probe_split_step_time(answer, run):
             "data": loader.waited,
             "compute": step.spent,
             "first": loader.first,
+            "started": loader.started,
+            "last_wait": loader.last,
+            "last_step": step.last,
+            "interleaved": step.fetched_before == list(range(1, step.calls + 1)),
             "wall": wall,
             "got_kind": _kind(got),
         }
+        if isinstance(got, (np.ndarray, torch.Tensor)) and tuple(got.shape) == (2,):
+            got = list(got)  # two numbers all the same: `data, compute = ...` unpacks them
         if isinstance(got, (tuple, list)) and len(got) == 2:
             case["got"] = [_number(got[0]), _number(got[1])]
         cases.append(case)
@@ -664,6 +728,13 @@ def _judge_split_step_time(record):
                 f"step_fn was not given the loader's batches, one by one in order (on {on}): "
                 "call step_fn(batch) with the batch the loop just received."
             )
+        if not case.get("interleaved", True):
+            return (
+                f"Your function drew batches from the loader before stepping on the ones it "
+                f"already had (on {on}): with a real loader that keeps them all in memory, and "
+                "it is not the loop you are timing. Call step_fn(batch) on each batch as it "
+                "arrives, inside `for batch in loader:`."
+            )
     previous = None
     for case in cases:
         on, n = case["on"], case["batches"]
@@ -707,11 +778,29 @@ def _judge_split_step_time(record):
             )
         if covers(got_compute, data) and covers(got_data, compute) and fits(got_data + got_compute):
             return "The two numbers are swapped: return (data_seconds, compute_seconds)." + shown
-        if (
+        averages = (
             n > 0 and covers(got_data * n, data) and covers(got_compute * n, compute)
             and fits((got_data + got_compute) * n)
-        ):
+        )
+        last_only = (
+            n > 1 and "last_wait" in case
+            and abs(got_data - case["last_wait"]) <= _tol(case["last_wait"])
+            and abs(got_compute - case["last_step"]) <= _tol(case["last_step"])
+        )
+        if averages and last_only:  # on this machine's timings the two cannot be told apart
+            return (
+                "You returned the times of one batch (an average, or the last batch's alone); "
+                "return the totals over the whole loop, adding each wait and each step into "
+                "them (data_seconds += ...)." + shown
+            )
+        if averages:
             return "You returned averages per batch; return the totals over the whole loop." + shown
+        if last_only:
+            return (
+                "You returned the last batch's times only: each batch replaced the totals "
+                "instead of adding to them. Add each wait and each step into the totals "
+                "(data_seconds += ...)." + shown
+            )
         if n > 0 and got_data < 0.2 * data and got_compute < 0.2 * compute:
             if "process_time" in record["names"]:
                 return (
@@ -732,6 +821,16 @@ def _judge_split_step_time(record):
             return (
                 "Your compute time includes waiting for the next batch: stop the step's clock "
                 "as soon as step_fn returns." + shown
+            )
+        if (
+            case.get("started", 0) > 0 and covers(got_data, data - case["started"])
+            and not covers(got_data, data)
+        ):
+            return (
+                "The wait in iter(loader) is missing: a DataLoader with workers starts them "
+                "when it is asked for an iterator, before the first batch. Start the clock "
+                "before the `for` statement (or before iter(loader)), so that this wait counts "
+                "as data time." + shown
             )
         if n > 0 and covers(got_data, data - first) and not covers(got_data, data):
             return (

@@ -149,15 +149,22 @@ def _probe_train_step(answer, run):
         if smoothing:  # the same steps with a loss of the learner's own instead of loss_fn
             own_loss_model = copy.deepcopy(model)
             own_loss_optimizer = _make_optimizer(kind, own_loss_model.parameters())
-        counts = {"forwards": 0, "backwards": 0, "steps": 0}
+        counts = {"forwards": 0, "eval_forwards": 0, "backwards": 0, "steps": 0}
 
         def count(name, counts=counts):
             counts[name] += 1
 
+        # Every hook is bound to this phase's counts: a model or optimizer of an earlier phase,
+        # kept by the learner's code, must not count as the one given now.
+        def count_forward(module, inputs, output, count=count):
+            count("forwards")
+            if not module.training:  # the model arrives in train mode: a step trains in it
+                count("eval_forwards")
+
         # On the first layer: model.forward(x) skips the hooks of model itself, not of its layers.
-        model[0].register_forward_hook(lambda module, inputs, output: count("forwards"))
-        next(model.parameters()).register_hook(lambda grad: count("backwards"))
-        optimizer.register_step_post_hook(lambda *args: count("steps"))
+        model[0].register_forward_hook(count_forward)
+        next(model.parameters()).register_hook(lambda grad, count=count: count("backwards"))
+        optimizer.register_step_post_hook(lambda *args, count=count: count("steps"))
 
         calls = []
         for index, (on, (x, y)) in enumerate(zip(_STEP_CALLS, _step_batches(dtype))):
@@ -173,9 +180,11 @@ def _probe_train_step(answer, run):
                 "parameters": _flat_parameters(model),
                 "gradients": _gradient_state(model),
                 "grad_enabled_after": torch.is_grad_enabled(),
+                "training_after": all(m.training for m in model.modules()),
                 "inputs_changed": [
                     name for name, given, kept in (("x", given_x, x), ("y", given_y, y))
                     if not (given.shape == kept.shape and given.dtype == kept.dtype
+                            and given.requires_grad == kept.requires_grad
                             and bool(torch.equal(given, kept)))
                 ],
                 **counts,
@@ -222,6 +231,19 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient):
             "torch.is_grad_enabled() was False, so the next training step cannot compute "
             "gradients. Use `with torch.no_grad():` blocks, which switch it back on, rather "
             "than torch.set_grad_enabled(False)."
+        )
+    if call.get("eval_forwards"):
+        return (
+            f"The forward pass ran with the model in eval mode (on {on}), although it was given "
+            "in train mode: a training step trains in the mode it is given. In eval mode dropout "
+            "is off and batch norm stops learning its statistics; leave the mode alone in "
+            "train_step (no model.eval())."
+        )
+    if not call.get("training_after", True):
+        return (
+            f"Your function gave the model back in eval mode (on {on}), although it was given in "
+            "train mode: every later training step would then run without dropout and without "
+            "batch norm learning. Leave the mode as it was given."
         )
     unchanged = same_values(params, before, rtol=0, atol=0)
     if call["backwards"] == 0:
@@ -302,7 +324,15 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient):
             "on this batch gives. Do forward, loss (with loss_fn), zero_grad(), backward(), "
             "step(), once each."
         )
-    return _returned_problem(call["returned"], call["expected_loss"], name="train_step", on=on)
+    problem = _returned_problem(call["returned"], call["expected_loss"], name="train_step", on=on)
+    if problem is None and call["forwards"] > 1:
+        return (
+            f"The model ran {call['forwards']} forward passes in one call (on {on}); one training "
+            "step is one forward pass. Compute the loss once, call backward() on it and return "
+            "its .item(): another pass costs time, and with dropout its loss is not the one you "
+            "trained on."
+        )
+    return problem
 
 
 def _judge_train_step(record):
@@ -401,48 +431,74 @@ def _batch_norm_state(model) -> dict:
     }
 
 
-# (input, mode the model arrives in, dtype, label smoothing of loss_fn)
+# (input, mode the model arrives in, dtype, label smoothing of loss_fn, a new model or the last)
 _EVAL_CASES = (
-    ("a float32 model in train mode, as it is during training", True, torch.float32, 0.0),
-    ("the same model in train mode again, called inside the caller's own torch.no_grad()",
-     True, torch.float32, 0.0),
+    ("a float32 model in train mode, as it is during training", True, torch.float32, 0.0, True),
+    ("the same model in train mode again, after a training step changed its weights, called "
+     "inside the caller's own torch.no_grad()", True, torch.float32, 0.0, False),
     (
-        "a float64 model in eval mode, with loss_fn = nn.CrossEntropyLoss(label_smoothing=0.2)",
+        "a float64 model in eval mode whose first layer is frozen (requires_grad=False), with "
+        "loss_fn = nn.CrossEntropyLoss(label_smoothing=0.2)",
         False,
         torch.float64,
         0.2,
+        True,
     ),
+    ("the same float64 model, now back in train mode", True, torch.float64, 0.2, False),
 )
+_EVAL_BATCH = 61  # a prime: a mean of equal chunks' means would not be the batch's mean
 
 
 def _probe_evaluate(answer, run):
     generator = torch.Generator().manual_seed(71)
-    x = torch.randn(64, 5, generator=generator)
-    y = torch.randint(0, 3, (64,), generator=generator)
+    x = torch.randn(_EVAL_BATCH, 5, generator=generator)
+    y = torch.randint(0, 3, (_EVAL_BATCH,), generator=generator)
     cases = []
     model = None
-    for on, training, dtype, smoothing in _EVAL_CASES:
-        if model is None or dtype != torch.float32:  # the second call reuses the first's model
+    for on, training, dtype, smoothing, new in _EVAL_CASES:
+        if new:  # otherwise the call reuses the previous call's model
             model = _eval_model(dtype)
-            seen = []
+            if "frozen" in on:
+                model[0].requires_grad_(False)
+            seen, outer = [], []
 
-            def record_forward(module, inputs, output, seen=seen, model=model):
-                seen.append(
-                    {
-                        "grad_enabled": torch.is_grad_enabled(),
-                        "graph": isinstance(output, torch.Tensor) and bool(output.requires_grad),
-                        "training": [m.training for m in model.modules()],
-                    }
+            def record_forward(module, inputs, output, seen=seen, outer=outer, index=0):
+                # Each module reads its own flag, so a copy of the model (copy.deepcopy copies
+                # these hooks too) reports the mode of the copy that ran.
+                if index == 0:
+                    seen.append(
+                        {
+                            "grad_enabled": torch.is_grad_enabled(),
+                            "graph": isinstance(output, torch.Tensor) and bool(output.requires_grad),
+                            "outer": outer[-1] if outer else None,  # model(x): its own flag
+                            "training": [],  # each layer's flag, as the layer ran
+                        }
+                    )
+                    outer.clear()
+                if seen:
+                    seen[-1]["training"].append(bool(module.training))
+
+            # The outer module's flag, when it is called as model(x) (model.forward(x) skips it).
+            model.register_forward_pre_hook(
+                lambda module, inputs, outer=outer: outer.append(bool(module.training))
+            )
+            for index, layer in enumerate(model):
+                layer.register_forward_hook(  # bound to this model's record, not a later one's
+                    lambda m, i, o, index=index, record=record_forward: record(m, i, o, index=index)
                 )
-
-            # On the first layer: model.forward(x) skips the hooks of model itself.
-            model[0].register_forward_hook(record_forward)
+        if "changed its weights" in on:  # as a training step between two validations does
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.mul_(0.8)
         model.train(training)
-        loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing)
+        frozen_before = [n for n, p in model.named_parameters() if not p.requires_grad]
+        if new:  # a later call on the same model gets the same batch and loss_fn objects, as
+            # validation does epoch after epoch: a cache keyed on them would answer from memory
+            loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing)
+            given_x, given_y = x.to(dtype).clone(), y.clone()
         reference_model = copy.deepcopy(model)
         seen.clear()
         stats_before = _batch_norm_state(model)
-        given_x, given_y = x.to(dtype), y.clone()
         torch.manual_seed(72)  # dropout in train mode draws from here
         grad_before = "no_grad" not in on
         torch.set_grad_enabled(grad_before)
@@ -458,6 +514,7 @@ def _probe_evaluate(answer, run):
             "forwards": forwards,
             "grad_enabled_before": grad_before,
             "grad_enabled_after": grad_enabled_after,
+            "frozen_before": frozen_before,
             "frozen_after": [n for n, p in model.named_parameters() if not p.requires_grad],
             "inputs_changed": [
                 name for name, given, kept in (("x", given_x, x.to(dtype)), ("y", given_y, y))
@@ -477,9 +534,31 @@ def _probe_evaluate(answer, run):
     return cases
 
 
+def _stale_answer(case, previous):
+    """The previous call's number again, on the same model whose weights changed since."""
+    returned = case["returned"]
+    if (
+        previous is None or "changed its weights" not in case["on"]
+        or returned.get("kind") != "float" or previous["returned"].get("kind") != "float"
+        or returned["value"] != previous["returned"]["value"]
+        or same_values(returned["value"], case["expected_loss"], rtol=1e-4, atol=1e-6)
+    ):
+        return None
+    ran = "" if case["forwards"] else " without running the model"
+    return (
+        f"evaluate returned {returned['value']:.6g} again{ran} (on {case['on']}): the number of "
+        f"the previous call, although the weights changed since; the loss now is "
+        f"{case['expected_loss']:.6g}. Compute the loss on every call (no cache): validation "
+        "runs after each epoch precisely because the model keeps changing."
+    )
+
+
 def _judge_evaluate(cases):
-    for case in cases:
+    for index, case in enumerate(cases):
         on, forwards = case["on"], case["forwards"]
+        stale = _stale_answer(case, cases[index - 1] if index else None)
+        if stale:
+            return stale
         if not forwards:
             return (
                 f"Your function never ran the model it was given (on {on}). Use its arguments "
@@ -491,7 +570,7 @@ def _judge_evaluate(cases):
                 f"Your function changed its input {name} in place (on {on}); evaluation must "
                 f"leave the batch as it was given."
             )
-        if any(any(f["training"]) for f in forwards):
+        if any(any(f["training"]) for f in forwards):  # what the layers did, whatever the outer flag
             before, after = case["stats_before"], case["stats_after"]
             moved = after["num_batches_tracked"] - before["num_batches_tracked"]
             stats = (
@@ -501,10 +580,15 @@ def _judge_evaluate(cases):
                 if moved
                 else ""
             )
-            layers = (
-                "the model was in train mode" if all(forwards[0]["training"])
-                else "some of its layers were in train mode"
-            )
+            if not all(forwards[0]["training"]):
+                layers = "some of its layers were in train mode"
+            elif forwards[0].get("outer") is False:
+                layers = (
+                    "model.training was False, but its layers were in train mode: setting the "
+                    "flag changes only the outer module"
+                )
+            else:
+                layers = "the model was in train mode"
             return (
                 f"The forward pass ran in train mode (on {on}: {layers}): call model.eval() "
                 "before it. Dropout then zeroes random units, so the loss changes from call to "
@@ -530,14 +614,35 @@ def _judge_evaluate(cases):
                 "gradients. Use `with torch.no_grad():`, which switches it back on at the end "
                 "of the block, rather than torch.set_grad_enabled(False)."
             )
-        if case["frozen_after"]:
+        frozen_before = case.get("frozen_before", [])
+        frozen = [n for n in case["frozen_after"] if n not in frozen_before]
+        if frozen:
             return (
-                f"After your function ran (on {on}), {case['frozen_after'][0]} (and "
-                f"{len(case['frozen_after']) - 1} more parameters) had requires_grad=False: "
+                f"After your function ran (on {on}), {frozen[0]} (and "
+                f"{len(frozen) - 1} more parameters) had requires_grad=False: "
                 "training could no longer update them. Don't freeze the parameters to avoid a "
                 "graph; use `with torch.no_grad():`, which changes nothing in the model."
             )
+        unfrozen = [n for n in frozen_before if n not in case["frozen_after"]]
+        if unfrozen:
+            return (
+                f"After your function ran (on {on}), {unfrozen[0]} had requires_grad=True, but "
+                "the caller had frozen it (requires_grad=False): training would now update a "
+                "layer meant to stay fixed. Leave requires_grad as you found it; `with "
+                "torch.no_grad():` avoids the graph without changing anything in the model."
+            )
         returned = case["returned"]
+        if (
+            len(forwards) > 1 and returned.get("kind") == "float"
+            and not same_values(returned["value"], case["expected_loss"], rtol=1e-4, atol=1e-6)
+        ):
+            return (
+                f"evaluate returned {returned['value']:.6g} (on {on}), after running the model "
+                f"{len(forwards)} times; the loss of the whole batch is "
+                f"{case['expected_loss']:.6g}. If you split the batch, weight each part's "
+                "mean loss by its number of examples: parts of unequal size do not average to the "
+                "batch's mean."
+            )
         if (
             "plain_loss" in case and returned.get("kind") == "float"
             and not same_values(returned["value"], case["expected_loss"], rtol=1e-4, atol=1e-6)
@@ -600,6 +705,11 @@ evaluate = Exercise(
     ],
     error_notes=[
         (
+            "training mode is expected to be boolean",
+            "model.train(mode) takes True or False: read was_training = model.training before "
+            "model.eval(), and give it back with model.train(was_training).",
+        ),
+        (
             "Expected more than 1 value per channel",
             "batch norm in train mode on a batch of one example; evaluate in eval mode.",
         ),
@@ -639,6 +749,7 @@ _EarlyStopping = EarlyStopping
 
 _ALL_INF = "losses that are all inf (a run that diverged from the start)"
 _REACHES_ZERO = "a loss that reaches exactly 0.0"
+_TINY_STEPS = "a loss that improves by tiny steps"
 
 # (name, patience, validation losses): each separates the right rule from one classic mistake.
 _STOPPING_CASES = (
@@ -649,6 +760,8 @@ _STOPPING_CASES = (
     ("patience=1", 1, [0.9, 0.6, 0.61, 0.3]),
     # A best of exactly 0.0 is falsy: `if not self.best_loss` would take it for "no best yet".
     (_REACHES_ZERO, 2, [0.5, 0.0, 0.1, 0.2, 0.3]),
+    # Strictly lower is an improvement however small: no margin (min_delta), no rounding.
+    (_TINY_STEPS, 2, [0.5, 0.499999, 0.499998, 0.499998, 0.499998, 0.499998]),
     # A diverged run: no loss ever beats math.inf, so the count's starting value decides.
     (_ALL_INF, 2, [math.inf] * 5),
 )
@@ -657,22 +770,26 @@ _STOPPING_CASES = (
 def _run_stopper(make, patience, losses, run, on):
     stopper = run(make, patience, on=f"EarlyStopping({patience})")
     missing_after_init = [n for n in ("best_loss", "best_epoch") if not hasattr(stopper, n)]
-    answers = []
+    answers, stop = [], None
     for loss in losses:
+        if stop is not None and loss < min(losses[: len(answers)]):
+            break  # after a stop, only the calls that bring no improvement either
         answer = run(stopper.step, loss, on=f"{on}, after losses {losses[: len(answers) + 1]}")
         if type(answer) is np.bool_:  # a comparison of NumPy numbers: True/False all the same
             answer = bool(answer)
         answers.append(answer)
-        if answer is True:
-            break
+        if stop is None and answer is True:
+            stop = len(answers)
     kinds = [type(a).__name__ for a in answers]
-    stop = len(answers) if answers and answers[-1] is True else None
+    # What step() said on the later calls, none of which improved on the best either.
+    after_stop = [bool(a) if type(a) is bool else repr(a) for a in answers[stop:]] if stop else []
     best_epoch = getattr(stopper, "best_epoch", "missing")
     best_loss = getattr(stopper, "best_loss", "missing")
     return {
         "missing_after_init": missing_after_init,
         "kinds": kinds,
         "stop": stop,
+        "after_stop": after_stop,
         "best_epoch": best_epoch if type(best_epoch) is int else repr(best_epoch),
         "best_loss": float(best_loss) if isinstance(best_loss, (int, float)) and type(best_loss) is not bool else repr(best_loss),
     }
@@ -788,7 +905,7 @@ def _judge_early_stopping(record):
                 "to go on, e.g. `return self.bad_epochs >= self.patience`."
             )
         if on.startswith(_ALL_INF):
-            problem = _judge_all_inf(on, got, expected, case["patience"])
+            problem = _judge_all_inf(on, got, expected, case["patience"]) or _after_stop_problem(on, got)
             if problem:
                 return problem
             continue
@@ -818,6 +935,13 @@ def _judge_early_stopping(record):
                     base + " From epoch 3 on, each epoch is better than the one before it, yet "
                     "none beats the best (0.5 at epoch 2). Compare with the best loss so far, not with the "
                     "previous epoch."
+                )
+            if on.startswith(_TINY_STEPS) and stop is not None and right is not None and stop < right:
+                return (
+                    base + " 0.499999 is lower than 0.5, and 0.499998 lower than 0.499999: each "
+                    "is a new best, however small the difference. Any loss strictly lower than "
+                    "the best counts: compare val_loss < self.best_loss, with no margin and no "
+                    "rounding."
                 )
             if on.startswith("a loss that stays flat") and (stop is None or stop > right):
                 return (
@@ -851,7 +975,25 @@ def _judge_early_stopping(record):
                 f"After {on}, best_loss is {got['best_loss']}; expected {expected['best_loss']}, "
                 "the lowest loss seen so far."
             )
+        problem = _after_stop_problem(on, got)
+        if problem:
+            return problem
     return None
+
+
+def _after_stop_problem(on, got):
+    """After saying stop, step() goes on saying stop while no loss improves on the best."""
+    after_stop = got.get("after_stop", [])
+    if all(answer is True for answer in after_stop):
+        return None
+    later = got["stop"] + 1 + next(i for i, a in enumerate(after_stop) if a is not True)
+    return (
+        f"Your EarlyStopping said stop after epoch {got['stop']} on {on}, then go on (False) "
+        f"after epoch {later}, although no loss had improved on the best since. Training should "
+        "still stop: the number of epochs without improvement only grows, so step() keeps "
+        "returning True until a loss beats the best. Compare that number with `>=` patience, "
+        "and don't reset it when you say stop."
+    )
 
 
 EarlyStopping = Exercise(
@@ -882,6 +1024,12 @@ EarlyStopping = Exercise(
             "has no attribute",
             "an attribute used in step() that __init__ never set. Set every attribute in "
             "__init__ (best_loss = math.inf, best_epoch = None, the counters = 0).",
+        ),
+        (
+            "and 'NoneType'",
+            "a loss compared (<, >) with None: an attribute that starts as None cannot be "
+            "compared with a number. Start best_loss at math.inf, or test `is None` before "
+            "comparing.",
         ),
     ],
 )
