@@ -18,9 +18,13 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.exercises.core import Exercise, Function
 from course_utils.exercises.facts import not_a_module, same_values, shape_text, value_facts
-from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.running import LearnerRaised, set_up_torch_once
 
 CHAPTER = "debugging"
+
+# The checks use meta and optimizers: torch's one-time set-up for them is paid here, in the notebook's
+# import cell, not by the first check.
+set_up_torch_once()
 
 
 def _kind(value) -> str:

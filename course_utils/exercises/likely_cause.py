@@ -97,6 +97,14 @@ _RULES: list[tuple[str | None, str, Rule]] = [
      lambda m: f"a call on the line shown got no {m[1]} at all. If it unpacks a shape with * "
                f"(x.reshape(*x.shape[1:])), an empty shape unpacks to nothing: pass the shape as "
                f"one tuple instead (x.reshape(x.shape[1:]))."),
+    ("ValueError", r"training mode is expected to be boolean",
+     lambda m: "model.train() takes True or False (train(False) is eval()); it got something "
+               "else, often a number or a tensor passed by mistake."),
+    ("TypeError", r"'[<>]=?' not supported between instances of '([^']+)' and 'NoneType'|"
+                  r"'[<>]=?' not supported between instances of 'NoneType' and '([^']+)'",
+     lambda m: "a comparison between a value and None on the line shown: one side is still None "
+               "(a best-so-far that starts as None, or a function that returned nothing). Start "
+               "it as float('inf'), or test `is None` first."),
     ("NameError", r"name '([^']+)' is not defined",
      lambda m: f"your function uses the name `{m[1]}`, which is neither defined inside it nor "
                "among the notebook's names when the check ran. Define it inside the function "

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, a_or_an
-from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.running import LearnerRaised, set_up_torch_once
 from course_utils.exercises.facts import (
     not_a_module,
     same_values,
@@ -26,10 +26,9 @@ from course_utils.exercises.facts import (
 
 CHAPTER = "models"
 
-# The checks run models on the `meta` device, which stands in for a GPU. PyTorch sets up its meta
-# kernels on the first meta operation of a session (about 1.5 s on a laptop CPU); do it here, while
-# the notebook's first cell imports this module, so that no check pays for it.
-(torch.empty(1, device="meta") + 1).relu()
+# The checks run models on `meta`, which stands in for a GPU: torch's one-time set-up for it is
+# paid here, in the notebook's import cell, not by the first check.
+set_up_torch_once()
 
 
 def _input(shape, seed: int) -> torch.Tensor:

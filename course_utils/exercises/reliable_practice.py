@@ -22,8 +22,13 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.checkpoints import _loader_generators, restore_rng_state, save_checkpoint
 from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.running import set_up_torch_once
 
 CHAPTER = "reliable_practice"
+
+# The checks use optimizers: torch's one-time set-up for them is paid here, in the notebook's
+# import cell, not by the first check.
+set_up_torch_once()
 
 
 def _kind(value) -> str:

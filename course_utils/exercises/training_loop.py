@@ -15,9 +15,14 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.running import set_up_torch_once
 from course_utils.exercises.facts import same_values
 
 CHAPTER = "training_loop"
+
+# The checks build optimizers: torch's one-time set-up for them is paid here, in the notebook's
+# import cell, not by the first check.
+set_up_torch_once()
 
 
 def _flat_parameters(model) -> np.ndarray:
