@@ -1,5 +1,6 @@
 """The exercise framework as a learner meets it: four outcomes, clear messages, no tracebacks."""
 
+import os
 import random
 
 import numpy as np
@@ -204,13 +205,29 @@ def test_strict_mode_raises_unless_passed(double, monkeypatch, variable, value):
     assert double.check(reference_double).passed
 
 
-def test_an_answer_cell_cannot_switch_nbgrader_grading_off(double, monkeypatch):
-    from course_utils.exercises import core
+@pytest.mark.parametrize("mode", ["autograde", "validate"])
+def test_an_answer_cell_cannot_switch_nbgrader_grading_off(mode):
+    """As nbgrader runs a notebook: the variable is set when the kernel starts and imports the
+    course; an answer cell then deletes it before a check runs."""
+    import subprocess
+    import sys
 
-    monkeypatch.setattr(core, "_NBGRADER_GRADING_AT_IMPORT", True)  # set when the kernel imported it
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)  # what a hostile answer cell does
-    with pytest.raises(ExerciseNotPassed):
-        double.check(lambda x: x)
+    code = (
+        "import os\n"
+        "from course_utils.exercises import tensors as ex\n"
+        "del os.environ['NBGRADER_EXECUTION']  # what a hostile answer cell does\n"
+        "from course_utils.exercises.core import ExerciseNotPassed\n"
+        "try:\n"
+        "    ex.outer_sum.check(lambda a, b: a + b)\n"
+        "except ExerciseNotPassed:\n"
+        "    print('raised')\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_", "NBGRADER"))}
+    environ.update(NBGRADER_EXECUTION=mode, COURSE_NO_PROGRESS="1")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=environ, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith("raised"), run.stdout + run.stderr
 
 
 def test_the_learner_notebook_run_requires_not_attempted(double, monkeypatch):
