@@ -48,12 +48,17 @@ def test_each_item_waits_at_least_read_s():
     assert time.perf_counter() - start >= 0.04
 
 
-def test_the_cache_returns_a_finished_item_without_reading_again():
+def test_the_cache_returns_a_finished_item_without_reading_again(monkeypatch):
+    import course_utils.data
+
+    waits = []
+    monkeypatch.setattr(course_utils.data.time, "sleep", waits.append)  # every "read", logged
     data = SlowDataset(4, read_s=0.05, setup_s=0, cache=True)
     first = data[2]
-    start = time.perf_counter()
+    reads = len(waits)
+    assert reads >= 1 and 0.05 in waits
     second = data[2]
-    assert time.perf_counter() - start < 0.04
+    assert len(waits) == reads, "the cached item was read again"
     assert second is first
     assert data.setup_calls == 1
 

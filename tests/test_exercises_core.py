@@ -18,6 +18,7 @@ from course_utils.exercises.core import (
     Status,
 )
 from course_utils.exercises.facts import tensor_problem, value_facts
+from slow_machine import scaled
 
 
 def reference_double(x):
@@ -52,7 +53,7 @@ def make_exercise(**overrides):
         hints=["Multiply.", "By two."],
         reference=reference_double,
         error_notes=[("unsupported operand", "you added a string")],
-        time_limit_s=0.5,
+        time_limit_s=scaled(0.5),
     )
     settings.update(overrides)
     return Exercise("double", **settings)

@@ -32,9 +32,10 @@ import pytest
 
 import grading_fixtures as gf
 from grading_fixtures import TENSOR_EXERCISES, TENSORS
+from slow_machine import scaled
 
 PYTHON = str(gf.ROOT / ".venv" / "bin" / "python") if (gf.ROOT / ".venv" / "bin" / "python").exists() else sys.executable
-GRADER_ARGS = ["--workers", "2", "--cell-timeout", "10", "--notebook-timeout", "120", "--memory-mb", "2048"]
+GRADER_ARGS = ["--workers", "2", "--cell-timeout", f"{scaled(10):g}", "--notebook-timeout", "120", "--memory-mb", "2048"]
 RUN_TIMEOUT_S = 900  # the whole batch; far above what it needs
 
 
