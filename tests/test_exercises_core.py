@@ -380,6 +380,8 @@ def test_a_record_without_a_line_from_an_older_grader_still_reads(double):
         (lambda: torch.zeros(3)[torch.tensor([])], "dtype=torch.long"),
         (lambda: torch.nn.Linear(2, 2).train(0.5), "takes True or False"),
         (lambda: 0.5 < None, "one side is still None"),
+        (lambda: setattr(torch.zeros(2, dtype=torch.float64, requires_grad=True), "grad", torch.zeros(2)),
+         "torch.zeros_like(w)"),
         (lambda: torch.zeros(1).reshape(*torch.zeros(1).shape[1:]), "pass the shape as one tuple"),
         (lambda: setattr(torch.zeros(2), "data", torch.zeros(2, device="meta")), "cannot move a tensor"),
     ],

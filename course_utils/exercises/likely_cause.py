@@ -48,8 +48,12 @@ _RULES: list[tuple[str | None, str, Rule]] = [
                ".to(other.dtype); a new tensor takes dtype=x.dtype."),
     (None, r"element 0 of tensors does not require grad and does not have a grad_fn",
      lambda m: "backward() ran on a result autograd did not record: nothing it was computed "
-               "from requires grad, or it was computed under torch.no_grad() or from a "
-               ".detach()ed tensor. Look at how the tensor you call backward() on was made."),
+               "from requires grad, grad mode is off (torch.no_grad(), set_grad_enabled(False)), "
+               "or it came from a .detach()ed tensor. Look at how the tensor you call backward() "
+               "on was made."),
+    (None, r"assign(?:ing)? a gradient (?:with dtype|of )|assigned grad has data of a different",
+     lambda m: ".grad was given a tensor of another dtype, shape or device than its parameter. "
+               "Make it from the parameter (torch.zeros_like(w)), or set .grad = None."),
     (None, r"Trying to backward through the graph a second time",
      lambda m: "backward() ran twice through the same recorded graph. Recompute the forward "
                "pass (the loss) before each backward()."),
