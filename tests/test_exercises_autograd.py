@@ -519,6 +519,189 @@ class _SoftplusSignSlip(_Softplus):
         return grad * torch.sigmoid(-x)
 
 
+# -- round 3 (tester X) ----------------------------------------------------------------------
+def empty_then_normal(shape):
+    return torch.empty(shape).normal_(0, 0.01).requires_grad_()
+
+
+def divided_by_100_then_flag(shape):
+    w = torch.randn(shape) / 100
+    w.requires_grad = True
+    return w
+
+
+def scaled_under_no_grad_after_tracking(shape):
+    w = torch.randn(shape, requires_grad=True)
+    with torch.no_grad():
+        w *= 0.01
+    return w
+
+
+def view_of_the_leaf(shape):
+    w = (torch.randn(shape) * 0.01).requires_grad_()
+    return w.view(w.shape)
+
+
+def clone_of_the_leaf(shape):
+    return (torch.randn(shape) * 0.01).requires_grad_().clone()
+
+
+def only_positive(shape):
+    return (torch.randn(shape).abs() * 0.01).requires_grad_()
+
+
+def shifted_mean(shape):
+    return (torch.randn(shape) * 0.01 + 0.01).requires_grad_()
+
+
+def flattened_shape(shape):
+    return (torch.randn(int(np.prod(shape))) * 0.01).requires_grad_()
+
+
+def einsum_loss(w, x):
+    w.grad = None
+    torch.einsum("...,...->", w, x).backward()
+    return w.grad
+
+
+def backward_with_a_gradient_argument(w, x):
+    w.grad = None
+    product = w * x
+    product.backward(torch.ones_like(product))
+    return w.grad
+
+
+def zeros_like_then_backward(w, x):
+    w.grad = torch.zeros_like(w)
+    (w * x).sum().backward()
+    return w.grad
+
+
+def leaves_grad_mode_off(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    torch.set_grad_enabled(False)
+    return w.grad
+
+
+def doubles_x_afterwards(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    with torch.no_grad():
+        x.mul_(2)
+    return w.grad
+
+
+def on_a_fresh_copy_of_w(w, x):
+    copy = w.detach().clone().requires_grad_()
+    (copy * x).sum().backward()
+    return copy.grad
+
+
+def float32_zeros_as_grad(w, x):
+    w.grad = torch.zeros(w.shape)
+    (w * x).sum().backward()
+    return w.grad
+
+
+def as_numpy(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    return w.grad.numpy()
+
+
+def row_by_row(w, lr):
+    with torch.no_grad():
+        for i in range(len(w)):
+            w[i] -= lr * w.grad[i]
+
+
+def slice_assignment(w, lr):
+    with torch.no_grad():
+        w[...] = w - lr * w.grad
+
+
+def fresh_momentum_sgd(w, lr):
+    torch.optim.SGD([w], lr=lr, momentum=0.9).step()
+
+
+def set_grad_enabled_block_returning_w(w, lr):
+    with torch.set_grad_enabled(False):
+        w.sub_(lr * w.grad)
+    return w
+
+
+def fresh_adam(w, lr):
+    torch.optim.Adam([w], lr=lr).step()
+
+
+def sign_of_the_gradient(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad.sign()
+
+
+def mean_gradient(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad.mean()
+
+
+def rate_decayed_by_call_count(w, lr, _calls=[0]):
+    _calls[0] += 1
+    with torch.no_grad():
+        w -= lr / _calls[0] * w.grad
+
+
+def stepped_twice(w, lr):
+    with torch.no_grad():
+        w -= lr * w.grad
+        w -= lr * w.grad
+
+
+def negated_gradient_in_place(w, lr):
+    w.grad.neg_()
+    with torch.no_grad():
+        w += lr * w.grad
+
+
+def softplus_module(x):
+    return torch.nn.Softplus()(x)
+
+
+def elementwise_loop(x):
+    return torch.stack([torch.log(1 + torch.exp(v)) for v in x.flatten()]).reshape(x.shape)
+
+
+def minus_log_sigmoid(x):
+    return -torch.log(torch.sigmoid(-x))
+
+
+def clamped_stable_form(x):
+    return torch.clamp(x, min=0) + torch.log1p(torch.exp(-torch.abs(x)))
+
+
+def softplus_beta_two(x):
+    return F.softplus(x, beta=2)
+
+
+def one_point_0001(x):
+    return torch.log(torch.exp(x) + 1.0001)
+
+
+def calls_backward_itself(x):
+    y = torch.log(torch.exp(x) + 1)
+    y.sum().backward(retain_graph=True)
+    return y
+
+
+def straight_through(x):
+    return x + (torch.log(torch.exp(x) + 1) - x).detach()
+
+
+def detached_then_tracked(x):
+    return torch.log(torch.exp(x) + 1).detach().requires_grad_()
+
+
+
 CATALOGUE = Catalogue({
     ex.new_parameter: [
         right("an nn.Parameter", as_module_parameter),
@@ -554,6 +737,15 @@ CATALOGUE = Catalogue({
         wrong("half precision", half_precision, "dtype torch.float16; expected torch.float32"),
         wrong("its own torch.Generator", own_generator, "does not draw from torch's random generator",
               kind=EDGE),
+        right("torch.empty().normal_(0, 0.01)", empty_then_normal),
+        right("divided by 100, the requires_grad attribute", divided_by_100_then_flag),
+        right("scaled under no_grad after requires_grad=True", scaled_under_no_grad_after_tracking),
+        wrong("a view of the leaf returned", view_of_the_leaf, "grad_fn=ViewBackward0", "not a leaf",
+              "return that very tensor", kind=EDGE),
+        wrong("a clone of the leaf returned", clone_of_the_leaf, "grad_fn=CloneBackward0", "not a leaf"),
+        wrong("absolute values", only_positive, "All your values are ≥ 0"),
+        wrong("a shifted mean", shifted_mean, "mean 0.0102", "expected mean about 0"),
+        wrong("a flat tensor for a 2-D shape", flattened_shape, "shape (2048,); expected (64, 32)", kind=EDGE),
     ],
     ex.fresh_gradient: [
         right("zero if present, return a copy", zero_if_present_then_copy),
@@ -587,6 +779,17 @@ CATALOGUE = Catalogue({
         wrong("cleared on the first call only", clears_on_the_first_call_only, "sum of both calls' gradients",
               kind=STATEFUL),
         wrong("mean instead of sum", mean_instead_of_sum, "wrong values"),
+        right("an einsum to a scalar", einsum_loss),
+        right("backward() with a gradient argument", backward_with_a_gradient_argument),
+        right("w.grad = zeros_like(w), then backward", zeros_like_then_backward),
+        wrong("grad mode switched off and left off", leaves_grad_mode_off, "switched off for the whole session",
+              "set_grad_enabled(False)", kind=STATEFUL),
+        wrong("doubles the caller's x afterwards", doubles_x_afterwards, "changed its input x", kind=STATEFUL),
+        wrong("backward() on a fresh copy of w", on_a_fresh_copy_of_w, "no backward() stored a gradient in w.grad"),
+        wrong("a float32 zero gradient for a float64 w", float32_zeros_as_grad,
+              "attempting to assign a gradient with dtype", "Likely cause: w.grad set to a tensor of another dtype",
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong("a NumPy array returned", as_numpy, "numpy.ndarray", "expected a torch.Tensor"),
     ],
     ex.sgd_update: [
         right("sub_ with alpha", sub_in_place),
@@ -621,6 +824,17 @@ CATALOGUE = Catalogue({
         wrong("rounded through float32", rounded_through_float32, "only to float32 precision",
               "non-contiguous float64", kind=EDGE),
         wrong("a float32 step into a float64 w", float32_step, "only to float32 precision", kind=EDGE),
+        right("a loop over rows", row_by_row),
+        right("slice assignment", slice_assignment),
+        right("a fresh SGD with momentum (its first step is plain SGD)", fresh_momentum_sgd),
+        right("torch.set_grad_enabled(False) block, w returned", set_grad_enabled_block_returning_w),
+        wrong("a fresh Adam", fresh_adam, "wrong values", "Expected w - lr * w.grad"),
+        wrong("the sign of the gradient", sign_of_the_gradient, "wrong values"),
+        wrong("the mean gradient", mean_gradient, "wrong values"),
+        wrong("the rate decayed by a call counter", rate_decayed_by_call_count, "the same w again", "wrong values",
+              kind=STATEFUL),
+        wrong("two steps", stepped_twice, "wrong values"),
+        wrong("the gradient negated in place", negated_gradient_in_place, "changed w.grad", kind=STATEFUL),
     ],
     ex.softplus: [
         right("F.softplus", F.softplus),
@@ -656,6 +870,17 @@ CATALOGUE = Catalogue({
         wrong("x itself above 5", x_itself_above_five, "got 6, expected 6.00", kind=EDGE),
         wrong("a custom backward with the wrong sign", _SoftplusSignSlip.apply, "the gradient x.grad",
               "sigmoid(x)"),
+        right("nn.Softplus()", softplus_module),
+        right("an element-wise loop, stacked", elementwise_loop),
+        right("-log(sigmoid(-x))", minus_log_sigmoid),
+        right("clamp plus log1p of exp(-|x|)", clamped_stable_form),
+        wrong("softplus with beta=2", softplus_beta_two, "wrong values", "softplus(x) = log(exp(x) + 1)"),
+        wrong("1.0001 instead of 1", one_point_0001, "wrong values"),
+        wrong("calls backward() itself", calls_backward_itself, "calls backward() itself",
+              "leave backward() to the caller", kind=STATEFUL),
+        wrong("straight-through: values detached around x", straight_through, "derivative came out as 1",
+              "recorded no exp()", kind=EDGE),
+        wrong("detached, then requires_grad_()", detached_then_tracked, "x.grad is still None"),
     ],
 })
 

@@ -734,6 +734,281 @@ def by_generators(model, weight_decay):
     return [{"params": params(True), "weight_decay": weight_decay}, {"params": params(False), "weight_decay": 0.0}]
 
 
+# -- round 3 (tester X) ----------------------------------------------------------------------
+class _Pair(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+
+class SkipBranchToCpu(_Pair):
+    def forward(self, x):
+        return x + self.project(torch.relu(self.expand(x))).to("cpu")
+
+
+class SkipWithGelu(_Pair):
+    def forward(self, x):
+        return x + self.project(F.gelu(self.expand(x)))
+
+
+class SkipWithDropout(_Pair):
+    def forward(self, x):
+        return x + self.project(F.dropout(torch.relu(self.expand(x)), 0.1, training=True))
+
+
+class SkipAveraged(_Pair):
+    def forward(self, x):
+        return 0.5 * (x + self.project(torch.relu(self.expand(x))))
+
+
+class SkipLayersMadeInForward(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.width, self.hidden = width, hidden
+
+    def forward(self, x):
+        if not hasattr(self, "expand"):
+            self.expand = nn.Linear(self.width, self.hidden)
+            self.project = nn.Linear(self.hidden, self.width)
+        return x + self.project(torch.relu(self.expand(x)))
+
+
+class SkipWithEinsum(_Pair):
+    def forward(self, x):
+        h = torch.relu(torch.einsum("...i,oi->...o", x, self.expand.weight) + self.expand.bias)
+        return x + h @ self.project.weight.T + self.project.bias
+
+
+class SkipUpDownWithWhere(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.up = nn.Linear(width, hidden)
+        self.down = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        h = self.up(x)
+        return x + self.down(torch.where(h > 0, h, torch.zeros_like(h)))
+
+
+class SkipModuleListTorchAdd(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, hidden), nn.Linear(hidden, width)])
+
+    def forward(self, x):
+        return torch.add(x, self.layers[1](self.layers[0](x).clamp(min=0)))
+
+
+class _Layers(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+
+
+class TowerCopiedIntoCpuBuffer(_Layers):
+    def forward(self, x):
+        out = torch.empty(x.shape)
+        out.copy_(x)
+        for layer in self.layers:
+            out = torch.relu(layer(out))
+        return out
+
+
+class TowerOutputToCpu(_Layers):
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x.cpu()
+
+
+class TowerWithSigmoid(_Layers):
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.sigmoid(layer(x))
+        return x
+
+
+class TowerReluBefore(_Layers):
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(torch.relu(x))
+        return x
+
+
+class TowerWithResiduals(_Layers):
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x)) + x
+        return x
+
+
+class TowerFlattened(_Layers):
+    def forward(self, x):
+        x = x.reshape(-1, x.shape[-1])
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+class TowerWithSetattr(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.depth = depth
+        for i in range(depth):
+            setattr(self, f"fc{i}", nn.Linear(width, width))
+
+    def forward(self, x):
+        for i in range(self.depth):
+            x = F.relu(getattr(self, f"fc{i}")(x))
+        return x
+
+
+class TowerAsSequentialSubclass(nn.Sequential):
+    def __init__(self, width, depth):
+        super().__init__(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())])
+
+
+class TowerFunctionalInPlaceRelu(_Layers):
+    def forward(self, x):
+        for layer in self.layers:
+            x = F.relu(layer(x), inplace=True)
+        return x
+
+
+def every_pair_of_classes(logits, targets):
+    return -torch.log_softmax(logits, 1)[:, targets].mean()
+
+
+def one_hot_mean_over_all(logits, targets):
+    return -(F.one_hot(targets, logits.shape[1]) * torch.log_softmax(logits, 1)).mean()
+
+
+def divided_by_classes(logits, targets):
+    return -torch.log_softmax(logits, 1).gather(1, targets[:, None]).sum() / logits.shape[1]
+
+
+def log_of_softmax_plus_eps(logits, targets):
+    return -torch.log(torch.softmax(logits, 1) + 1e-9).gather(1, targets[:, None]).mean()
+
+
+def shifts_the_callers_logits_through_data(logits, targets):
+    logits.data -= logits.data.max(1, keepdim=True).values
+    return F.nll_loss(torch.log_softmax(logits, 1), targets)
+
+
+def arange_on_the_default_device(logits, targets):
+    # CPU indices are allowed for indexing a GPU tensor, so this is fine on a GPU too
+    return -torch.log_softmax(logits, 1)[torch.arange(len(targets)), targets].mean()
+
+
+def range_indices(logits, targets):
+    return -torch.log_softmax(logits, 1)[range(len(targets)), targets].mean()
+
+
+def log_softmax_and_nll_modules(logits, targets):
+    return nn.NLLLoss()(nn.LogSoftmax(dim=1)(logits), targets)
+
+
+def max_shift_by_hand(logits, targets):
+    z = logits - logits.max(dim=1, keepdim=True).values
+    log_probs = z - torch.log(torch.exp(z).sum(1, keepdim=True))
+    return -log_probs.gather(1, targets.view(-1, 1)).mean()
+
+
+def nll_sum_over_n(logits, targets):
+    return F.nll_loss(F.log_softmax(logits, dim=1), targets, reduction="sum") / targets.shape[0]
+
+
+def log_softmax_in_float64(logits, targets):
+    return F.nll_loss(F.log_softmax(logits, dim=1, dtype=torch.float64), targets)
+
+
+def mean_over_dim_zero(logits, targets):
+    return -torch.log_softmax(logits, 1).gather(1, targets[:, None]).mean(0)
+
+
+def one_hot_by_scatter(logits, targets):
+    mask = torch.zeros_like(logits).scatter_(1, targets[:, None], 1.0)
+    return -(mask * torch.log_softmax(logits, 1)).sum() / logits.shape[0]
+
+
+def loss_moved_to_the_cpu(logits, targets):
+    return F.nll_loss(torch.log_softmax(logits, 1), targets).cpu()
+
+
+def targets_moved_to_the_cpu(logits, targets):
+    return F.nll_loss(torch.log_softmax(logits, 1), targets.cpu())
+
+
+def cpu_targets_as_indices(logits, targets):
+    # indexing a GPU tensor with CPU index tensors is allowed
+    return -torch.log_softmax(logits, 1)[torch.arange(len(targets)), targets.cpu()].mean()
+
+
+def one_level_only(model, weight_decay):
+    decay, rest = [], []
+    for module in model.children():
+        for name, p in module.named_parameters(recurse=False):
+            is_weight = name == "weight" and isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
+            (decay if is_weight else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def by_parameter_names_of_layers(model, weight_decay):
+    names = {f"{m_name}.weight".lstrip(".") for m_name, m in model.named_modules()
+             if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d))}
+    decay, rest = [], []
+    for name, p in model.named_parameters():
+        (decay if name in names else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def layer_weights_then_the_rest_by_id(model, weight_decay):
+    seen, decay = set(), []
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d)) and id(m.weight) not in seen:
+            seen.add(id(m.weight))
+            decay.append(m.weight)
+    rest = [p for p in model.parameters() if id(p) not in seen]
+    return ({"params": rest, "weight_decay": 0}, {"params": decay, "weight_decay": float(weight_decay)})
+
+
+def model_walked_by_hand(model, weight_decay):
+    decay, rest, seen = [], [], set()
+
+    def visit(module):
+        if id(module) in seen:
+            return
+        seen.add(id(module))
+        for name, p in module.named_parameters(recurse=False):
+            is_weight = name == "weight" and isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
+            (decay if is_weight else rest).append(p)
+        for child in module.children():
+            visit(child)
+
+    visit(model)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def walked_by_hand_without_the_model_itself(model, weight_decay):
+    decay, rest, seen = [], [], set()
+
+    def visit(module):
+        for child in module.children():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            for name, p in child.named_parameters(recurse=False):
+                is_weight = name == "weight" and isinstance(child, (nn.Linear, nn.Conv1d, nn.Conv2d))
+                (decay if is_weight else rest).append(p)
+            visit(child)
+
+    visit(model)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+
 CATALOGUE = Catalogue({
     ex.SkipBlock: [
         right("F.relu and the skip added last", WithFunctional),
@@ -757,7 +1032,7 @@ CATALOGUE = Catalogue({
         wrong("caches its output per batch shape", CachesPerShape, "same output as for the first batch",
               "another batch of the first shape", kind=STATEFUL),
         wrong("zeros made on the CPU", ZerosOnTheCpu, "not on the expected device",
-              "Likely cause: a tensor made on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
+              "Likely cause: a tensor on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
         wrong("reshapes to two dimensions", TwoDimOnly, "on SkipBlock(6, 16) called on a batch of shape (2, 3, 6)",
               kind=EDGE, outcome=Outcome.RAISED),
         wrong("forward under no_grad", NoGradForward, "does not require grad"),
@@ -771,6 +1046,16 @@ CATALOGUE = Catalogue({
               kind=EDGE),
         wrong("layers built on meta", SkipOnMeta, "parameters on meta", "build the layers on the CPU",
               kind=EDGE),
+        wrong("the branch moved to the CPU", SkipBranchToCpu, "not on the expected device",
+              "Likely cause: a tensor on the CPU inside your code", ".to('cpu')", kind=EDGE,
+              outcome=Outcome.RAISED),
+        wrong("GELU instead of ReLU", SkipWithGelu, "wrong values", "x + project(relu(expand(x)))"),
+        wrong("dropout in the branch", SkipWithDropout, "wrong values"),
+        wrong("the sum halved", SkipAveraged, "wrong values"),
+        wrong("layers made in the first forward", SkipLayersMadeInForward, "registers 0 parameters"),
+        right("an einsum with the layers' weights", SkipWithEinsum),
+        right("up/down layers and torch.where as ReLU", SkipUpDownWithWhere),
+        right("a ModuleList, clamp and torch.add", SkipModuleListTorchAdd),
     ],
     ex.Tower: [
         right("an nn.Sequential with ReLU modules", TowerWithSequential),
@@ -788,12 +1073,24 @@ CATALOGUE = Catalogue({
         wrong("an output kept per batch shape", CachedPerShape, "same output as for the first batch",
               kind=STATEFUL),
         wrong("a mask made on the CPU", CpuMask, "not on the expected device",
-              "Likely cause: a tensor made on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
+              "Likely cause: a tensor on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
         wrong("always three layers", FixedThree, "Tower(width=4, depth=1) has 3 linear layers", kind=EDGE),
         right("Sequential.append with in-place ReLU modules", TowerAppendInPlaceRelu),
         right("relu_ on each layer's output", TowerRelu_OnOutputs),
         wrong("raw weights in ParameterLists", TowerOfRawParameters, "none of them belongs to an nn.Linear layer"),
         wrong("the layers in reverse order", TowerInReverse, "wrong values", "in the order it was registered"),
+        wrong("a CPU buffer filled with copy_", TowerCopiedIntoCpuBuffer, "not on the expected device",
+              "Likely cause: a tensor on the CPU inside your code", "torch.empty(...)", kind=EDGE,
+              outcome=Outcome.RAISED),
+        wrong("the output moved to the CPU", TowerOutputToCpu, "forward's output is a tensor on cpu",
+              "model and the batch are on meta", kind=EDGE),
+        wrong("sigmoid instead of ReLU", TowerWithSigmoid, "wrong values"),
+        wrong("ReLU before each layer", TowerReluBefore, "wrong values"),
+        wrong("a residual around each layer", TowerWithResiduals, "wrong values"),
+        wrong("flattened to two dimensions", TowerFlattened, "shape (6, 5); expected (2, 3, 5)", kind=EDGE),
+        right("setattr in a loop", TowerWithSetattr),
+        right("an nn.Sequential subclass", TowerAsSequentialSubclass),
+        right("F.relu(inplace=True)", TowerFunctionalInPlaceRelu),
     ],
     ex.cross_entropy_from_logits: [
         right("indexing the log-probabilities", by_indexing),
@@ -819,7 +1116,7 @@ CATALOGUE = Catalogue({
               kind=EDGE),
         wrong("a detached loss", detached_loss, "does not require grad", "detach()"),
         wrong("a one-hot mask made on the CPU", one_hot_on_cpu, "not on the expected device",
-              "Likely cause: a tensor made on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
+              "Likely cause: a tensor on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
         wrong("casts to float32", casts_to_float32, "dtype torch.float32; expected torch.float64", kind=EDGE),
         right("a Python loop with .item() indices", loop_with_item),
         right("take_along_dim", by_take_along_dim),
@@ -829,6 +1126,26 @@ CATALOGUE = Catalogue({
         wrong("switches on requires_grad of the logits", tracks_the_logits, "requires_grad of the caller's logits",
               kind=STATEFUL),
         wrong("label smoothing", label_smoothed, "Your loss is 1.8975; expected 1.8994"),
+        wrong("[:, targets] picks every pair", every_pair_of_classes, "Your loss is 1.7095; expected 1.8994"),
+        wrong("one-hot mean over N * C", one_hot_mean_over_all, "Your loss is 0.4749; expected 1.8994"),
+        wrong("the sum divided by the classes", divided_by_classes, "expected 1.8994"),
+        wrong("log of softmax plus an epsilon", log_of_softmax_plus_eps, "very large logits", kind=EDGE),
+        wrong("shifts the caller's logits through .data", shifts_the_callers_logits_through_data,
+              "changed its input logits", kind=STATEFUL),
+        right("an arange on the default device", arange_on_the_default_device),
+        right("range() indices", range_indices),
+        right("nn.LogSoftmax and nn.NLLLoss", log_softmax_and_nll_modules),
+        right("the max shift by hand", max_shift_by_hand),
+        right("nll_loss summed, divided by N", nll_sum_over_n),
+        right("log_softmax computed in float64", log_softmax_in_float64),
+        right("a one-hot mask by scatter_", one_hot_by_scatter),
+        right("CPU index tensors", cpu_targets_as_indices),
+        wrong("the loss moved to the CPU", loss_moved_to_the_cpu, "returned a tensor on cpu",
+              "on the logits' device", kind=EDGE),
+        wrong("nll_loss with the targets moved to the CPU", targets_moved_to_the_cpu, "not on the expected device",
+              "Likely cause: a tensor on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("mean(0) leaves shape (1,)", mean_over_dim_zero, "shape (1,)", "expected one number, shape ()",
+              kind=EDGE),
     ],
     ex.decay_groups: [
         right("by dimension", by_dimension),
@@ -856,6 +1173,13 @@ CATALOGUE = Catalogue({
         wrong("sets of parameters", as_sets, "'params' is a set", "Use a list", kind=EDGE),
         wrong("a bias that is None appended", bias_even_when_none, "A group holds None", "bias=False", kind=EDGE),
         wrong("each group's list wrapped in a list", nested_lists, "holds a list", "one flat list"),
+        wrong("model.children() only", one_level_only, "5 parameters are in no group", "e.g. bias (on",
+              "model.children()", "model.modules()", kind=EDGE),
+        wrong("a walk by hand that skips the model itself", walked_by_hand_without_the_model_itself,
+              "1 parameters are in no group, e.g. bias (on", kind=EDGE),
+        right("parameter names of the layers", by_parameter_names_of_layers),
+        right("layer weights by id, the rest first, int 0", layer_weights_then_the_rest_by_id),
+        right("a recursive walk by hand", model_walked_by_hand),
     ],
 })
 

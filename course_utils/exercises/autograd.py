@@ -86,8 +86,9 @@ def _judge_new_parameter(record):
             return (
                 f"Your tensor was made by an operation (grad_fn={case['grad_fn']}, on {on}), so "
                 "it is not a leaf: backward() leaves its .grad None and sends the gradient to "
-                "the hidden tensor it was computed from. Scale first, then switch "
-                "tracking on: (torch.randn(shape) * 0.01).requires_grad_()."
+                "the hidden tensor it was computed from. Do every operation (scaling, reshaping, "
+                "copying) first, then switch tracking on and return that very tensor: "
+                "(torch.randn(shape) * 0.01).requires_grad_()."
             )
         if not got["requires_grad"]:
             return (
@@ -258,7 +259,10 @@ def _probe_fresh_gradient(answer, run):
             got = run(answer, weight, given, on=on)
         finally:
             handle.remove()
+        grad_enabled_after = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)  # (the check puts the learner's own mode back at the end)
         calls.append({
+            "grad_enabled_after": grad_enabled_after,
             "on": on,
             "x": x.numpy().copy(),
             "got": value_facts(got),
@@ -306,6 +310,13 @@ def _judge_fresh_gradient(record):
             )
         if call["w_changed"]:
             return f"Your function changed w itself (on {on}); only its gradient may change."
+        if not call.get("grad_enabled_after", True):
+            return (
+                f"After fresh_gradient ran, autograd was switched off for the whole session (on "
+                f"{on}): torch.set_grad_enabled(False) stays off, so the next call's loss would "
+                "not be recorded and its backward() would fail. Leave the grad mode alone (or "
+                "use `with torch.no_grad():`, which switches back on)."
+            )
         if not call["w_leaf"]:
             return (
                 f"After your function ran, w is no longer a leaf that requires grad (on {on}); "
@@ -390,6 +401,11 @@ fresh_gradient = Exercise(
         (
             "Trying to backward through the graph a second time",
             "a second backward() through the same loss: call backward() once per loss.",
+        ),
+        (
+            "attempting to assign a gradient with dtype",
+            "w.grad set to a tensor of another dtype than w (torch.zeros(shape) is float32, "
+            "this w float64): clear with `w.grad = None`, or make it like w, torch.zeros_like(w).",
         ),
     ],
 )
@@ -614,6 +630,20 @@ _SOFTPLUS_WIDE = (
 )
 
 
+def _graph_ops(out, limit=200):
+    """The names of the recorded operations behind ``out`` (ExpBackward0, ...), a few hundred at
+    most: which steps autograd saw."""
+    seen, names, stack = set(), set(), [out.grad_fn]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(type(node).__name__)
+        stack.extend(fn for fn, _ in getattr(node, "next_functions", ()))
+    return sorted(names)
+
+
 def _probe_softplus(answer, run):
     generator = torch.Generator().manual_seed(7)
     cases = []
@@ -623,6 +653,7 @@ def _probe_softplus(answer, run):
         x.grad = None
         out = run(answer, x, on=on)
         case = {
+            "grad_before_backward": x.grad is not None,  # the learner's own backward() filled it
             "on": on,
             "x": start.numpy().copy(),
             "upstream": upstream.numpy().copy(),
@@ -631,6 +662,7 @@ def _probe_softplus(answer, run):
             "grad": None,
         }
         if isinstance(out, torch.Tensor) and out.requires_grad and out.shape == x.shape:
+            case["graph_ops"] = _graph_ops(out)
             run(out.backward, upstream, on=f"backward() through your result ({on})")
             case["grad"] = value_facts(x.grad)
         cases.append(case)
@@ -691,6 +723,21 @@ def _judge_softplus(cases):
                 "result is not computed from x by recorded operations."
             )
         right = upstream / (1 + np.exp(-x.astype(np.float64)))
+        if case.get("grad_before_backward"):
+            return (
+                f"x.grad was already filled when your function returned (on {on}): your function "
+                "calls backward() itself, so the caller's backward() adds a second gradient to "
+                "x.grad. Return the result and leave backward() to the caller."
+            )
+        if (grad["kind"] == "tensor" and "values" in grad and same_values(grad["values"], upstream)
+                and "ExpBackward0" not in case.get("graph_ops", ["ExpBackward0"])):
+            return (
+                f"Your values are right but the gradient is wrong (on {on}): softplus's "
+                "derivative came out as 1 everywhere instead of sigmoid(x). Autograd recorded no "
+                "exp() on the way from x to your result: the softplus part was computed off the "
+                "graph (detach(), .data or torch.no_grad()), so backward() sees x plus a constant. "
+                "Compute it with recorded operations: torch.log(torch.exp(x) + 1)."
+            )
         if grad["kind"] == "tensor" and "values" in grad and same_values(grad["values"], upstream):
             return (
                 f"Your values are right but the gradient is wrong (on {on}): softplus's "

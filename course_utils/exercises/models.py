@@ -69,9 +69,9 @@ _SUPER_INIT_NOTE = (
 )
 _DEVICE_NOTE = (
     "is not on the expected device",
-    "a tensor made on the CPU inside your code (torch.zeros(...), torch.tensor(...)) while the "
-    "inputs are on another device: make it where the inputs are "
-    "(torch.zeros_like(x), device=x.device).",
+    "a tensor on the CPU inside your code (made by torch.zeros(...), torch.empty(...) or "
+    "torch.tensor(...) without device=, or moved there by .cpu() / .to('cpu')) while the inputs "
+    "are on another device: keep it where the inputs are (torch.zeros_like(x), device=x.device).",
 )
 _META = "moved with .to('meta') (a stand-in for a GPU) and called on a batch there"
 
@@ -88,12 +88,42 @@ def _shaped_as(call) -> bool:
 _DEVICE_MISMATCH = ("is not on the expected device", "Expected all tensors to be on the same device")
 
 
+class _CopiesToTheCpu(torch.overrides.TorchFunctionMode):
+    """Lets a meta tensor be copied to the CPU as a GPU tensor can be: ``.cpu()``, ``.to('cpu')``
+    and ``cpu_tensor.copy_(meta_tensor)`` give CPU tensors of the right shape (zeros: meta has no
+    values). Meta refuses such copies outright, which would hide what a GPU shows next: the copy
+    lives on the CPU, so it meets the model's tensors on another device, or leaves forward's output
+    there."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        source = args[0] if args else None
+        if isinstance(source, torch.Tensor) and source.device.type == "meta":
+            if func is torch.Tensor.cpu:
+                return torch.zeros(source.shape, dtype=source.dtype)
+            if func is torch.Tensor.to:
+                try:
+                    device, dtype, _, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
+                except Exception:  # noqa: BLE001 - torch raises the learner's own error below
+                    device = dtype = None
+                if device is not None and device.type == "cpu":
+                    return torch.zeros(source.shape, dtype=dtype or source.dtype)
+        if (func is torch.Tensor.copy_ and isinstance(source, torch.Tensor)
+                and source.device.type == "cpu" and len(args) > 1
+                and isinstance(args[1], torch.Tensor) and args[1].device.type == "meta"):
+            return source  # the copy's values are unknown on meta; its device is what matters
+        return func(*args, **kwargs)
+
+
 def _on_meta(call):
     """Run ``call`` on meta tensors. Meta tensors have shapes but no values, so code that reads a
-    value (.item(), indexing with a tensor, .cpu()) fails there and would work on a GPU: that is
-    not judged (None). A tensor left on the CPU while the inputs are elsewhere is a real bug."""
+    value (.item(), indexing with a tensor) fails there and would work on a GPU: that is not judged
+    (None). A copy to the CPU (.cpu(), .to('cpu')) is made as a GPU would make it (see
+    _CopiesToTheCpu). A tensor left on the CPU while the inputs are elsewhere is a real bug."""
     try:
-        return value_facts(call())
+        with _CopiesToTheCpu():
+            result = call()
+        return value_facts(result)
     except LearnerRaised as raised:
         if any(clue in str(raised.error) for clue in _DEVICE_MISMATCH):
             raise
@@ -747,7 +777,10 @@ def _judge_cross_entropy(record):
                 f"Your loss has shape {shape_text(got['shape'])} (on {on}); expected one number, "
                 "shape (): average over the batch (F.nll_loss does it by default)."
             )
-        if got["dtype"] != case["dtype"]:
+        # a float64 loss from float32 logits (log_softmax(..., dtype=torch.float64)) is only
+        # more precise; a float32 loss from float64 logits loses digits
+        wider = case["dtype"] == "torch.float32" and got["dtype"] == "torch.float64"
+        if got["dtype"] != case["dtype"] and not wider:
             return f"Your loss has dtype {got['dtype']}; expected {case['dtype']}, the logits' dtype (on {on})."
         if "values" not in got:
             return f"Your loss is on {got['device']} for logits on the CPU (on {on}); keep it where the logits are."
@@ -851,14 +884,20 @@ def decay_groups(model, weight_decay):
 
 
 class _ImageHead(nn.Module):
-    """Conv2d, GroupNorm, and a Linear whose attribute name says "norm", used twice."""
+    """Conv2d, GroupNorm, a Linear whose attribute name says "norm", used twice, a block nested
+    in a block (only a recursive walk finds its layers: model.children() does not), and a
+    parameter of the model itself (model.modules() starts with the model)."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(1, 2, kernel_size=3)
         self.norm = nn.GroupNorm(1, 2)
         self.norm_proj = nn.Linear(4, 4)
-        self.head = nn.Sequential(self.norm_proj, nn.ReLU(), self.norm_proj)  # one layer, twice
+        self.head = nn.Sequential(
+            self.norm_proj, nn.ReLU(), self.norm_proj,  # one layer, twice
+            nn.Sequential(nn.Linear(4, 2), nn.LayerNorm(2)),  # nested
+        )
+        self.bias = nn.Parameter(torch.zeros(2))  # the model's own: an output bias
 
 
 def _decay_models():
@@ -874,8 +913,8 @@ def _decay_models():
     return [
         ("an MLP with LayerNorm and BatchNorm1d, weight_decay=0.05", mlp, 0.05),
         ("a Conv1d model with a bias-free Linear, weight_decay=0.1", conv, 0.1),
-        ("a Conv2d model with GroupNorm and a Linear named norm_proj used twice, weight_decay=0.02",
-         _ImageHead(), 0.02),
+        ("a Conv2d model with GroupNorm, a Linear named norm_proj used twice, a nested block and "
+         "a parameter of its own, weight_decay=0.02", _ImageHead(), 0.02),
         ("the MLP again, a second call on the same model, weight_decay=0.05", mlp, 0.05),
     ]
 
@@ -918,6 +957,11 @@ def _probe_decay_groups(answer, run):
                 name for name, p in model.named_parameters() if p.requires_grad != flags[name]
             ),
             "kind": _module_kind(groups),
+            # what a walk over model.children() alone misses: deeper blocks, the model's own
+            "one_level_misses": sorted(
+                name for name, p in model.named_parameters()
+                if id(p) not in {id(q) for child in model.children() for q in child.parameters(recurse=False)}
+            ),
         }
         if isinstance(groups, (list, tuple)):
             recorded = []
@@ -1031,6 +1075,13 @@ def _judge_decay_groups(cases):
                 "parameter in exactly one group."
             )
         missing = sorted(set(case["all"]) - set(placed))
+        if missing and missing == case["one_level_misses"]:
+            return (
+                f"{len(missing)} parameters are in no group, e.g. {missing[0]} (on {on}): exactly "
+                "those of a block nested inside another block and of the model itself, which a "
+                "walk over model.children() (one level down, the model excluded) never reaches. "
+                "model.modules() visits every module, the model included."
+            )
         if missing:
             return (
                 f"{len(missing)} parameters are in no group, e.g. {missing[0]} (on {on}): the "
