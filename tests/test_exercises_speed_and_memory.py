@@ -592,6 +592,74 @@ def with_time_monotonic_ns_numpy(loader, step_fn):
     return np.float64(sum(waits) / 1e9), np.float64(sum(steps) / 1e9)
 
 
+# -- round 3 -----------------------------------------------------------------------------------
+def trainable_and_frozen_with_match(model, optimizer_name):
+    match optimizer_name:
+        case "sgd":
+            states = 0
+        case "momentum":
+            states = 1
+        case "adam":
+            states = 2
+        case _:
+            raise ValueError(optimizer_name)
+    trainable = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    frozen = sum(p.numel() * p.element_size() for p in model.parameters() if not p.requires_grad)
+    return frozen + trainable * (2 + states)
+
+
+def divides_the_gradients_after_the_loop(model, optimizer, loss_fn, batches):
+    optimizer.zero_grad()
+    for x, y in batches:
+        loss_fn(model(x), y).backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad /= len(batches)
+    optimizer.step()
+
+
+def with_time_time(loader, step_fn):
+    data = compute = 0.0
+    start = time.time()
+    for batch in loader:
+        fetched = time.time()
+        data += fetched - start
+        step_fn(batch)
+        start = time.time()
+        compute += start - fetched
+    return data, compute
+
+
+def in_milliseconds(loader, step_fn):
+    data = compute = 0.0
+    start = time.perf_counter()
+    for batch in loader:
+        fetched = time.perf_counter()
+        data += fetched - start
+        step_fn(batch)
+        start = time.perf_counter()
+        compute += start - fetched
+    return data * 1000, compute * 1000  # "ms are easier to read"
+
+
+def clips_the_accumulated_gradient(model, optimizer, loss_fn, batches):
+    optimizer.zero_grad()
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(batches)).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+    optimizer.step()
+
+
+def divides_the_loss_in_place(model, optimizer, loss_fn, batches):
+    optimizer.zero_grad()
+    for x, y in batches:
+        loss = loss_fn(model(x), y)
+        loss /= len(batches)
+        loss.backward()
+    optimizer.step()
+
+
 CATALOGUE = Catalogue({
     ex.training_memory_bytes: [
         right("nbytes", with_nbytes),
@@ -620,6 +688,7 @@ CATALOGUE = Catalogue({
         wrong("capitalised optimizer names", capitalised_names, "KeyError: 'sgd'",
               "Likely cause: a lookup of the key 'sgd'", kind=EDGE, outcome=Outcome.RAISED),
         right("if/elif branches, a float", with_if_branches_and_a_float),
+        right("match statement, frozen plus trainable times (2 + states)", trainable_and_frozen_with_match),
         wrong("one element size for every parameter", one_element_size_for_all,
               "one element size, 4 bytes", "2 or 4 bytes per element", "p.element_size()", kind=EDGE),
     ],
@@ -653,12 +722,16 @@ CATALOGUE = Catalogue({
               "3 micro-batches", "It should equal the gradient of one big batch", kind=EDGE),
         right("backward(gradient=1/k)", backward_with_a_gradient_of_1_over_k),
         right("torch.autograd.grad summed by hand", sums_autograd_grads),
+        right("undivided losses, gradients divided after the loop", divides_the_gradients_after_the_loop),
+        right("loss /= len(batches) in place", divides_the_loss_in_place),
+        wrong("clips the accumulated gradient to norm 1", clips_the_accumulated_gradient,
+              "times its length", "clip_grad_norm_", kind=EDGE),
         wrong("keeps the optimizer of its first call", keeps_the_first_optimizer,
               "the optimizer you were given never ran", kind=STATEFUL),
         wrong("accumulates in eval mode", accumulates_in_eval_mode, "ran with the model in eval mode",
               kind=EDGE),
         wrong("divides by the micro-batch size", divides_by_the_micro_batch_size,
-              "It should equal the gradient of one big batch"),
+              "It should equal the gradient of one big batch", "micro-batch size (5)"),
         wrong("divides by len() of an (x, y) pair", divides_by_len_of_a_pair,
               "It should equal the gradient of one big batch", kind=EDGE),
     ],
@@ -668,6 +741,8 @@ CATALOGUE = Catalogue({
         right("time.monotonic_ns, NumPy floats", with_time_monotonic_ns_numpy),
         right("a NumPy array of the two totals", as_a_numpy_array),
         right("lists of durations in nanoseconds", lists_of_durations_in_ns),
+        right("time.time()", with_time_time),
+        wrong("returns milliseconds", in_milliseconds, "milliseconds, not seconds", "no * 1000"),
         wrong("data time restarts at the fetch", _split("restart_at_fetch"), "data time includes the steps"),
         wrong("the first wait is missed", start_inside, "first batch's wait is missing"),
         wrong("swapped", _split("swapped"), "swapped"),

@@ -837,6 +837,130 @@ class AsADataclass:
         return np.bool_(self._bad >= self.patience)
 
 
+# -- round 3 -----------------------------------------------------------------------------------
+def step_by_keywords_zeroing_param_groups(model, optimizer, loss_fn, x, y):
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None:
+                p.grad.detach_()
+                p.grad.zero_()
+    loss = loss_fn(input=model(x), target=y)
+    loss.backward()
+    optimizer.step()
+    return np.float64(loss.item())
+
+
+def step_that_puts_the_mode_back_to_train(model, optimizer, loss_fn, x, y):
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    model.train()  # "back to training" after a step, whatever the mode was
+    return loss.item()
+
+
+def eval_casts_the_model_to_float32(model, x, y, loss_fn):
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model.float()(x.float()), y)
+    model.train(was_training)
+    return loss.item()
+
+
+def eval_switches_back_only_if_it_was_training(model, x, y, loss_fn):
+    if not model.training:
+        with torch.no_grad():
+            return float(loss_fn(model(x), y))
+    model.eval()
+    with torch.no_grad():
+        value = loss_fn(model(x), y).item()
+    model.train()
+    return value
+
+
+def eval_restores_the_previous_grad_mode(model, x, y, loss_fn):
+    grad_was, mode_was = torch.is_grad_enabled(), model.training
+    torch.set_grad_enabled(False)
+    model.eval()
+    value = loss_fn(model(x), y).item()
+    torch.set_grad_enabled(grad_was)
+    model.train(mode_was)
+    return np.float64(value)
+
+
+class BestFromMinOfHistory:
+    def __init__(self, patience):
+        self.patience, self.losses = patience, []
+
+    @property
+    def best_loss(self):
+        return min(self.losses, default=math.inf)
+
+    @property
+    def best_epoch(self):
+        return self.losses.index(min(self.losses)) + 1 if self.losses else None
+
+    def step(self, val_loss):
+        self.losses.append(val_loss)
+        return len(self.losses) - self.best_epoch >= self.patience
+
+
+class WithATinyMargin:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch, self.epoch, self.bad = patience, math.inf, None, 0, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss - 1e-8:  # "float noise is no improvement"
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class RoundsToSixDecimals:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch, self.epoch, self.bad = patience, math.inf, None, 0, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        val_loss = round(val_loss, 6)
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+def clips_the_gradient_to_norm_1(model, optimizer, loss_fn, x, y):
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+    optimizer.step()
+    return loss.item()
+
+
+def decays_the_learning_rate_every_call(model, optimizer, loss_fn, x, y):
+    for group in optimizer.param_groups:
+        group["lr"] *= 0.9
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def converts_the_model_to_float32(model, optimizer, loss_fn, x, y):
+    model.float()
+    loss = loss_fn(model(x.float()), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 CATALOGUE = Catalogue({
     ex.train_step: [
         right("zero_grad() after step()", clear_after_step),
@@ -871,7 +995,16 @@ CATALOGUE = Catalogue({
               outcome=Outcome.RAISED),
         wrong("standardises the batch in place", standardises_in_place,
               "changed its input x in place", kind=EDGE),
-        right("model.train() first, .detach().cpu().item()", step_in_train_mode_explicitly),
+        right("model.train() first, as many training loops do", step_in_train_mode_explicitly),
+        right("model.train() after the step", step_that_puts_the_mode_back_to_train),
+        right("keyword arguments to loss_fn, zeroed via param_groups, a NumPy float",
+              step_by_keywords_zeroing_param_groups),
+        wrong("clips the gradient to norm 1", clips_the_gradient_to_norm_1,
+              "times its length", "clip_grad_norm_", kind=EDGE),
+        wrong("decays the learning rate inside train_step", decays_the_learning_rate_every_call,
+              "learning rate was 0.45 instead of 0.5", kind=STATEFUL),
+        wrong("model.float() and x.float()", converts_the_model_to_float32,
+              "changed the model's dtype", "given as float64", kind=EDGE),
         right("torch.autograd.grad into .grad, a NumPy float", step_with_autograd_grad),
         wrong("trains in eval mode", step_in_eval_mode, "ran with the model in eval mode", kind=EDGE),
         wrong("hands the model back in eval mode", step_then_eval_mode,
@@ -882,7 +1015,7 @@ CATALOGUE = Catalogue({
               kind=EDGE),
         wrong("keeps the optimizer of its first call", keeps_the_first_optimizer,
               "the optimizer you were given never ran", kind=STATEFUL),
-        wrong("clips the gradient", clips_the_gradient, "not what one optimizer step on this batch gives"),
+        wrong("clips the gradient", clips_the_gradient, "times its length", "gradient clipping"),
         wrong("returns the loss after the step", returns_the_loss_after_the_step,
               "the loss of this batch is", "this call's forward pass"),
     ],
@@ -930,6 +1063,11 @@ CATALOGUE = Catalogue({
               "Likely cause: model.train(mode) takes True or False", outcome=Outcome.RAISED),
         wrong("a forward pass before model.eval()", forward_before_eval, "ran in train mode",
               "num_batches_tracked went from 3 to 4"),
+        wrong("model.float() and x.float()", eval_casts_the_model_to_float32,
+              "changed the model's dtype", "given as float64", kind=STATEFUL),
+        right("eval()/train() only when it came in train mode", eval_switches_back_only_if_it_was_training),
+        right("set_grad_enabled(False), then the previous grad mode back, a NumPy float",
+              eval_restores_the_previous_grad_mode),
     ],
     ex.EarlyStopping: [
         right("a history and properties", WithHistory),
@@ -968,6 +1106,9 @@ CATALOGUE = Catalogue({
               "then go on (False)", "don't reset it", kind=STATEFUL),
         wrong("a min_delta margin", WithMinDelta, "tiny steps", "however small the difference", kind=EDGE),
         wrong("rounds the loss", RoundsTheLoss, "tiny steps", "no rounding", kind=EDGE),
+        right("min() and index() of a history", BestFromMinOfHistory),
+        wrong("a margin of 1e-8", WithATinyMargin, "tiny steps", "however small the difference", kind=EDGE),
+        wrong("rounds to 6 decimals", RoundsToSixDecimals, "tiny steps", "no rounding", kind=EDGE),
         wrong("compares with a best of None", BestStartsAsNone, "'NoneType'",
               "Likely cause: a loss compared (<, >) with None", outcome=Outcome.RAISED),
     ],

@@ -297,7 +297,9 @@ def _accumulation_case(seed, k, micro, sizes, loss_name):
         ys = [torch.randint(0, n_out, (micro,), generator=generator) for _ in range(k)]
         loss_fn = F.cross_entropy
     else:
-        ys = [torch.randn(micro, n_out, generator=generator) for _ in range(k)]
+        # Targets on a larger scale: a gradient whose norm is well above 1 (about 2.4), so that
+        # clipping it to norm 1 changes the step.
+        ys = [5 * torch.randn(micro, n_out, generator=generator) for _ in range(k)]
         loss_fn = F.mse_loss
     return model, list(zip(xs, ys)), loss_fn
 
@@ -374,6 +376,7 @@ def _probe_accumulation_step(answer, run):
             case = {
                 "on": on,
                 "k": k,
+                "micro": micro,
                 "call": call,
                 "big_batch": _flat(p.grad for p in big.parameters()),
                 "summed": _grads_of(reference_model, loss_fn, batches, divide=False),
@@ -514,6 +517,25 @@ def _judge_accumulation_step(cases):
         for expected, message in named:
             if same_values(update, expected, **_TOL):
                 return f"{message} (on {on})"
+        length, big_length = float(np.linalg.norm(update)), float(np.linalg.norm(big))
+        if length > 0 and big_length > 0 and same_values(update * (big_length / length), big, **_TOL):
+            ratio = length / big_length
+            micro = case.get("micro")
+            if micro and abs(ratio - k / micro) < 1e-3 * ratio:
+                return (
+                    f"Your step is {ratio:.3g} times the big batch's gradient (on {on}): you "
+                    f"divided each loss by the micro-batch size ({micro}) instead of the number "
+                    f"of micro-batches ({k}). loss_fn already averages over a micro-batch; "
+                    "divide by len(batches). It should equal the gradient of one big batch."
+                )
+            return (
+                f"Your step goes the way of the big batch's gradient, but is {ratio:.3g} times "
+                f"its length (on {on}; the big batch's gradient has norm {big_length:.3g}): "
+                "the accumulated gradient was rescaled, by a division by another number than "
+                f"len(batches) ({k}), by gradient clipping (clip_grad_norm_) or by an extra "
+                "factor. It should equal the gradient of one big batch: divide each loss by "
+                "len(batches), and nothing more."
+            )
         return values_problem(
             update, big, what="the step's gradient (weight change / lr)", on=on, rtol=1e-4, atol=1e-6
         ) + " It should equal the gradient of one big batch made of all the micro-batches."
@@ -772,6 +794,19 @@ def _judge_split_step_time(record):
                 "Start both at 0.0 inside the function, on every call (not in a global)." + shown
             )
         longer = [name for name, got in (("data", got_data), ("compute", got_compute)) if not fits(got)]
+        scaled = [  # both numbers in another unit: what seconds times 1000 (or 1e6, 1e9) gives
+            (factor, unit) for factor, unit in ((1e3, "milliseconds"), (1e6, "microseconds"),
+                                                (1e9, "nanoseconds"))
+            if wall > 0 and covers(got_data, factor * data) and covers(got_compute, factor * compute)
+            and got_data + got_compute <= factor * (wall + _tol(wall))
+        ]
+        if longer and scaled:
+            return (
+                f"Your numbers are {scaled[0][1]}, not seconds: they are about {scaled[0][0]:g} "
+                "times the times measured. Return seconds, as differences of time.perf_counter() "
+                "readings are (no * 1000; divide time.perf_counter_ns() differences by 1e9)."
+                + shown
+            )
         if longer:
             return (
                 f"Your {longer[0]} time is longer than the whole call took, so it holds time "
@@ -792,6 +827,12 @@ def _judge_split_step_time(record):
             and abs(got_data - case["last_wait"]) <= _tol(case["last_wait"])
             and abs(got_compute - case["last_step"]) <= _tol(case["last_step"])
         )
+        if averages and last_only:  # a busy machine can make the last wait close to the mean:
+            # the reading that fits far better (an average is the totals / n, to within the
+            # clock reads; the last batch's times are its wait and step) names the slip
+            off_average = abs(got_data * n - data) / n + abs(got_compute * n - compute) / n
+            off_last = abs(got_data - case["last_wait"]) + abs(got_compute - case["last_step"])
+            averages, last_only = off_average < 2 * off_last, off_last < 2 * off_average
         if averages and last_only:  # on this machine's timings the two cannot be told apart
             return (
                 "You returned the times of one batch (an average, or the last batch's alone); "

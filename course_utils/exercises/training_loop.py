@@ -131,6 +131,14 @@ _STEP_PHASES = (
         0.2,
     ),
 )
+
+
+def _given_training(setting) -> bool:
+    """The mode the model arrives in: train mode, except where the setting says eval mode.
+
+    Every setting gives train mode: calling model.train() at the top of a training step is a
+    common, sound habit, so the check does not fail it; model.eval() inside the step is caught."""
+    return "eval mode" not in setting
 _STEP_CALLS = (
     "the first call, with no gradients stored yet",
     "the second call, on the next batch with the same model and optimizer",
@@ -147,6 +155,12 @@ def _probe_train_step(answer, run):
     phases = []
     for setting, kind, dtype, smoothing in _STEP_PHASES:
         model = _step_model(dtype)
+        if kind == "sgd":  # larger weights: a gradient of norm well above 1 (about 1.8), so
+            with torch.no_grad():  # that clipping it to norm 1 changes the step
+                model[0].weight.mul_(5)
+                model[2].weight.mul_(5)
+        training = _given_training(setting)
+        model.train(training)
         reference_model = copy.deepcopy(model)
         optimizer = _make_optimizer(kind, model.parameters())
         reference_optimizer = _make_optimizer(kind, reference_model.parameters())
@@ -154,17 +168,17 @@ def _probe_train_step(answer, run):
         if smoothing:  # the same steps with a loss of the learner's own instead of loss_fn
             own_loss_model = copy.deepcopy(model)
             own_loss_optimizer = _make_optimizer(kind, own_loss_model.parameters())
-        counts = {"forwards": 0, "eval_forwards": 0, "backwards": 0, "steps": 0}
+        counts = {"forwards": 0, "eval_forwards": 0, "train_forwards": 0, "backwards": 0, "steps": 0}
 
         def count(name, counts=counts):
             counts[name] += 1
 
         # Every hook is bound to this phase's counts: a model or optimizer of an earlier phase,
         # kept by the learner's code, must not count as the one given now.
-        def count_forward(module, inputs, output, count=count):
+        def count_forward(module, inputs, output, count=count, training=training):
             count("forwards")
-            if not module.training:  # the model arrives in train mode: a step trains in it
-                count("eval_forwards")
+            if module.training != training:  # a step trains in the mode it is given
+                count("eval_forwards" if training else "train_forwards")
 
         # On the first layer: model.forward(x) skips the hooks of model itself, not of its layers.
         model[0].register_forward_hook(count_forward)
@@ -185,7 +199,13 @@ def _probe_train_step(answer, run):
                 "parameters": _flat_parameters(model),
                 "gradients": _gradient_state(model),
                 "grad_enabled_after": torch.is_grad_enabled(),
+                "given_training": training,
+                "dtype": str(dtype).replace("torch.", ""),
+                "dtypes_after": sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()}),
+                "lr": float(optimizer.defaults["lr"]),
+                "lr_after": [float(group["lr"]) for group in optimizer.param_groups],
                 "training_after": all(m.training for m in model.modules()),
+                "any_training_after": any(m.training for m in model.modules()),
                 "inputs_changed": [
                     name for name, given, kept in (("x", given_x, x), ("y", given_y, y))
                     if not (given.shape == kept.shape and given.dtype == kept.dtype
@@ -244,7 +264,33 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient):
             "is off and batch norm stops learning its statistics; leave the mode alone in "
             "train_step (no model.eval())."
         )
-    if not call.get("training_after", True):
+    if call.get("dtypes_after", [call.get("dtype")]) != [call.get("dtype")]:
+        return (
+            f"Your function changed the model's dtype (on {on}): it was given as {call['dtype']} "
+            f"and its parameters are {', '.join(call['dtypes_after'])} after the call (.float(), "
+            ".double() and .to(dtype) convert a module in place, for the caller too). Train the "
+            "model as it is given, on the x it is given: they have the same dtype."
+        )
+    if any(value != call.get("lr") for value in call.get("lr_after", [])):
+        return (
+            f"After your function ran (on {on}), the optimizer's learning rate was "
+            f"{call['lr_after'][0]:g} instead of {call['lr']:g}: your function changed it, so "
+            "every later step uses that rate too. Leave the optimizer's settings alone in "
+            "train_step (a learning-rate schedule is the caller's business)."
+        )
+    if call.get("train_forwards"):
+        return (
+            f"The forward pass ran with the model in train mode (on {on}), although it was given "
+            "in eval mode: you switched it with model.train(). A training step trains in the "
+            "mode it is given (a caller may have switched dropout off on purpose); leave the "
+            "mode alone in train_step."
+        )
+    if call.get("given_training") is False and call.get("any_training_after"):
+        return (
+            f"Your function gave the model back in train mode (on {on}), although it was given "
+            "in eval mode. Leave the mode as it was given: no model.train() in train_step."
+        )
+    if call.get("given_training", True) and not call.get("training_after", True):
         return (
             f"Your function gave the model back in eval mode (on {on}), although it was given in "
             "train mode: every later training step would then run without dropout and without "
@@ -305,6 +351,19 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient):
             )
         if same_values(params, before + lr * gradient):
             return f"Your update went up the gradient (on {on}); optimizer.step() goes down it."
+        update = (before - params) / lr
+        length, norm = float(np.linalg.norm(update)), float(np.linalg.norm(gradient))
+        if (
+            index == 0 and length > 0 and norm > 0 and abs(length - norm) > 1e-3 * norm
+            and float(update @ gradient) / (length * norm) > 0.9999  # the same direction
+        ):
+            return (
+                f"Your step goes the way of this batch's gradient, but is {length / norm:.3g} "
+                f"times its length (on {on}; the gradient has norm {norm:.3g}): something "
+                "rescaled it, such as gradient clipping (clip_grad_norm_) or a factor on the "
+                "loss. One training step applies the gradient as it is: forward, loss, "
+                "zero_grad(), backward(), step()."
+            )
     elif not same_values(params, call["expected"]):
         if "own_loss" in call and same_values(params, call["own_loss"]):
             return (
@@ -528,6 +587,10 @@ def _probe_evaluate(answer, run):
             ],
             "training_after": bool(model.training),
             "modules_training_after": [bool(m.training) for m in model.modules()],
+            "dtype": str(dtype).replace("torch.", ""),
+            "dtypes_after": sorted({str(t.dtype).replace("torch.", "")
+                                    for t in list(model.parameters()) + list(model.buffers())
+                                    if t.is_floating_point()}),
             "stats_before": stats_before,
             "stats_after": _batch_norm_state(model),
         }
@@ -574,6 +637,13 @@ def _judge_evaluate(cases):
             return (
                 f"Your function changed its input {name} in place (on {on}); evaluation must "
                 f"leave the batch as it was given."
+            )
+        if case.get("dtypes_after", [case.get("dtype")]) != [case.get("dtype")]:
+            return (
+                f"Your function changed the model's dtype (on {on}): it was given as "
+                f"{case['dtype']} and its weights are {', '.join(case['dtypes_after'])} after the "
+                "call (.float(), .double() and .to(dtype) convert a module in place). Evaluation "
+                "must leave the model as it was: run it as it is given, on the x it is given."
             )
         if any(any(f["training"]) for f in forwards):  # what the layers did, whatever the outer flag
             before, after = case["stats_before"], case["stats_after"]
@@ -765,8 +835,9 @@ _STOPPING_CASES = (
     ("patience=1", 1, [0.9, 0.6, 0.61, 0.3]),
     # A best of exactly 0.0 is falsy: `if not self.best_loss` would take it for "no best yet".
     (_REACHES_ZERO, 2, [0.5, 0.0, 0.1, 0.2, 0.3]),
-    # Strictly lower is an improvement however small: no margin (min_delta), no rounding.
-    (_TINY_STEPS, 2, [0.5, 0.499999, 0.499998, 0.499998, 0.499998, 0.499998]),
+    # Strictly lower is an improvement however small: no margin (min_delta), no rounding. Steps
+    # of 1e-10 catch a margin of 1e-8 and rounding to up to 9 decimals alike.
+    (_TINY_STEPS, 2, [0.5, 0.4999999999, 0.4999999998, 0.4999999998, 0.4999999998, 0.4999999998]),
     # A diverged run: no loss ever beats math.inf, so the count's starting value decides.
     (_ALL_INF, 2, [math.inf] * 5),
 )
@@ -943,10 +1014,10 @@ def _judge_early_stopping(record):
                 )
             if on.startswith(_TINY_STEPS) and stop is not None and right is not None and stop < right:
                 return (
-                    base + " 0.499999 is lower than 0.5, and 0.499998 lower than 0.499999: each "
-                    "is a new best, however small the difference. Any loss strictly lower than "
-                    "the best counts: compare val_loss < self.best_loss, with no margin and no "
-                    "rounding."
+                    base + " 0.4999999999 is lower than 0.5, and 0.4999999998 lower than "
+                    "0.4999999999: each is a new best, however small the difference. Any loss "
+                    "strictly lower than the best counts: compare val_loss < self.best_loss, with "
+                    "no margin (min_delta) and no rounding."
                 )
             if on.startswith("a loss that stays flat") and (stop is None or stop > right):
                 return (
