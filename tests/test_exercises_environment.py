@@ -848,6 +848,172 @@ SEED_CHECK = [
 ]
 
 
+# -- round 3 of outside testing ---------------------------------------------------------------
+_IN_VENV_AT_IMPORT = sys.prefix != sys.base_prefix
+_TORCH_DIR_AT_IMPORT = os.path.dirname(torch.__file__)
+
+
+def env_facts_worked_out_at_import():
+    return {"python": sys.executable, "prefix": sys.prefix, "in_virtualenv": _IN_VENV_AT_IMPORT,
+            "torch_dir": _TORCH_DIR_AT_IMPORT}
+
+
+def env_base_executable():
+    return {"python": sys._base_executable, "prefix": sys.prefix,
+            "in_virtualenv": sys.prefix != sys.base_prefix, "torch_dir": os.path.dirname(torch.__file__)}
+
+
+def env_from_distribution_metadata():
+    import importlib.metadata
+
+    return {"python": sys.executable, "prefix": sys.prefix,
+            "in_virtualenv": sys.base_prefix != sys.prefix,
+            "torch_dir": str(importlib.metadata.distribution("torch").locate_file("torch"))}
+
+
+def env_as_an_ordered_dict():
+    import collections
+
+    return collections.OrderedDict(
+        python=sys.executable, prefix=sys.prefix,
+        in_virtualenv=not os.path.samefile(sys.prefix, sys.base_prefix),
+        torch_dir=os.path.dirname(torch.__file__))
+
+
+KERNEL_ENVIRONMENT += [
+    right("an OrderedDict, and os.path.samefile", env_as_an_ordered_dict),
+    right("importlib.metadata's locate_file", env_from_distribution_metadata),
+    wrong("facts worked out once, when the cell defining the function ran",
+          env_facts_worked_out_at_import, "the same whatever environment the kernel runs in",
+          "inside the function", kind=STATEFUL),
+    wrong("sys._base_executable", env_base_executable,
+          "where the environment's python link points", "use sys.executable", kind=EDGE),
+]
+
+
+def gradient_then_grad_mode_off(x):
+    x = x.detach().clone().requires_grad_(True)
+    (x**3).sum().backward()
+    torch.set_grad_enabled(False)  # "done with autograd"
+    return x.grad
+
+
+def gradient_drops_the_callers_grad(x):
+    if x.grad is not None:
+        x.grad = None  # "start from a clean gradient"
+    x = x.detach().clone().requires_grad_(True)
+    (x**3).sum().backward()
+    return x.grad
+
+
+def gradient_with_create_graph(x):
+    x = x.detach().clone().requires_grad_(True)
+    return torch.autograd.grad((x**3).sum(), x, create_graph=True)[0]
+
+
+def gradient_through_x_data(x):
+    leaf = x.data.clone()
+    leaf.requires_grad_()
+    torch.sum(torch.pow(leaf, 3)).backward()
+    return leaf.grad
+
+
+def gradient_by_autograd_backward_with_inputs(x):
+    leaf = x.detach().clone().requires_grad_()
+    torch.autograd.backward((leaf**3).sum(), inputs=[leaf])
+    return leaf.grad
+
+
+KNOWN_GRADIENT += [
+    right("torch.autograd.backward(..., inputs=[leaf])", gradient_by_autograd_backward_with_inputs),
+    right("autograd.grad with create_graph=True: the result records", gradient_with_create_graph),
+    right("x.data.clone() and torch.pow", gradient_through_x_data),
+    wrong("switches grad mode off after backward", gradient_then_grad_mode_off,
+          "left autograd switched off for the whole session", "with torch.no_grad():",
+          kind=STATEFUL),
+    wrong("clears the caller's .grad first", gradient_drops_the_callers_grad,
+          "changed the caller's x.grad", "held a .grad before the call and none after it",
+          kind=STATEFUL),
+]
+
+
+def smoke_with_linspace(device):
+    a = torch.linspace(1, 9, 9, device=device).reshape(3, 3)
+    return (a @ a).cpu()
+
+
+def smoke_with_the_matrix_written_out(device):
+    a = torch.tensor([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], device=device)
+    return (a @ a).to("cpu")
+
+
+def smoke_cubes_the_matrix(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return torch.linalg.matrix_power(a, 3).cpu()
+
+
+DEVICE_SMOKE_TEST += [
+    right("torch.linspace", smoke_with_linspace),
+    right("the matrix as a literal on the device", smoke_with_the_matrix_written_out),
+    wrong("a @ a @ a", smoke_cubes_the_matrix, "right shape but wrong values"),
+]
+
+
+def draw_with_the_default_generator(seed, n):
+    torch.default_generator.manual_seed(seed)
+    return torch.randn(n)
+
+
+def draw_with_the_next_seed(seed, n):
+    torch.manual_seed(seed + 1)
+    return torch.randn(n)
+
+
+def draw_one_more_and_drop_it(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n + 1)[1:]
+
+
+SEEDED_DRAW += [
+    right("generator=torch.manual_seed(seed)", lambda seed, n: torch.randn(n, generator=torch.manual_seed(seed))),
+    right("torch.default_generator.manual_seed", draw_with_the_default_generator),
+    right("torch.randn(size=[n]) with int(seed)", lambda seed, n: (torch.manual_seed(int(seed)),
+                                                               torch.randn(size=[n]))[1]),
+    wrong("seed + 1", draw_with_the_next_seed, "right shape but wrong values", "torch.manual_seed(seed)"),
+    wrong("draws n + 1 and drops the first", draw_one_more_and_drop_it, "right shape but wrong values"),
+]
+
+
+def check_flattened(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return torch.equal(a.flatten(), b.flatten()) and not torch.equal(a.flatten(), c.flatten())
+
+
+def check_raw_bytes(draw):
+    a, b, c = (draw(seed).numpy().tobytes() for seed in (0, 0, 1))
+    return a == b and a != c
+
+
+def check_interleaved(draw):
+    first = draw(0)
+    other = draw(1)
+    again = draw(0)
+    return torch.equal(first, again) and not torch.equal(again, other)
+
+
+def check_in_float64(draw):
+    a, b, c = (draw(seed).double() for seed in (0, 0, 1))
+    return torch.equal(a, b) and not torch.equal(a, c)
+
+
+SEED_CHECK += [
+    right("the other seed drawn between the two same-seed draws", check_interleaved),
+    right("compares in float64 (exact for every dtype drawn)", check_in_float64),
+    wrong("compares flattened tensors", check_flattened, "as shape (6,) on one call",
+          "your comparison looks past the shape", kind=EDGE),
+    wrong("compares raw bytes", check_raw_bytes, "as shape (6,) on one call", "raw bytes", kind=EDGE),
+]
+
 CATALOGUE = Catalogue({
     ex.kernel_environment: KERNEL_ENVIRONMENT,
     ex.known_gradient: KNOWN_GRADIENT,

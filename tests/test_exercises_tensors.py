@@ -6,6 +6,7 @@ write them, fail with the message that names their mistake (see tests/exercise_c
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -209,6 +210,183 @@ def mse_type_error(pred, target):
         raise TypeError(f"{tuple(pred.shape)} vs {tuple(target.shape)}")
     return ((pred - target) ** 2).mean()
 
+
+# -- round 3 of outside testing -----------------------------------------------------------------
+def match_through_float32(x, reference):
+    return x.float().to(reference.dtype).to(reference.device)  # float32 rounds float64, big ints
+
+
+def match_through_float64(x, reference):
+    return x.double().to(reference)  # float64 holds every value tried exactly
+
+
+def copy_from_a_sum(array):
+    return torch.from_numpy(array + 0)  # a 0-d array + 0 is a NumPy scalar
+
+
+def copy_into_an_empty_tensor(array):
+    out = torch.empty(array.shape, dtype=torch.from_numpy(array[...]).dtype)
+    out.copy_(torch.from_numpy(np.ascontiguousarray(array)))  # 0-d becomes (1,)
+    return out
+
+
+def flatten_columns_by_unbind(x):
+    if x.shape[1] == 0:
+        return x.new_empty(0)
+    return torch.stack(x.unbind(dim=1)).reshape(-1)
+
+
+def flatten_transposes_only_contiguous_x(x):
+    if x.is_contiguous():
+        return x.T.flatten()
+    return x.flatten()  # "a non-contiguous x is already transposed"
+
+
+def flatten_through_x_data(x):
+    x.data = x.T.contiguous()
+    return x.reshape(-1)
+
+
+def outer_sum_while_loop(a, b):
+    out = torch.empty(len(a), len(b), dtype=torch.result_type(a, b))
+    i = 0
+    while i < len(a):
+        out[i] = a[i] + b
+        i += 1
+    return out
+
+
+def outer_sum_recursive(a, b):
+    if len(a) == 0:
+        return torch.empty(0, len(b), dtype=torch.result_type(a, b))
+    return torch.cat([(a[0] + b)[None], outer_sum_recursive(a[1:], b)])
+
+
+def residuals_diagonal_of_every_pair(pred, target):
+    return (pred - target).diagonal()  # right numbers, from an (N, N) tensor
+
+
+def mse_same_shape_twice(pred, target):
+    # (raise, not assert: pytest's assertion rewriting would add both shapes to the message)
+    if pred.shape != target.shape:
+        raise AssertionError(f"pred {tuple(pred.shape)} vs target {tuple(pred.shape)}")
+    return ((pred - target) ** 2).mean()
+
+
+def mse_runtime_error(pred, target):
+    if pred.shape != target.shape:
+        raise RuntimeError(f"{pred.shape} vs {target.shape}")
+    return ((pred - target) ** 2).mean()
+
+
+def mse_shapes_as_error_args(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError(pred.shape, target.shape)
+    return torch.mean(torch.square(pred - target))
+
+
+def mse_torch_assert(pred, target):
+    torch._assert(pred.shape == target.shape, f"pred {pred.shape} target {target.shape}")
+    difference = pred - target
+    return (difference * difference).mean()
+
+
+ROUND_3 = {
+    ex.match_reference: [
+        right("a float64 detour, then x.to(reference)", match_through_float64),
+        right("clone, then to(..., copy=True)", lambda x, reference: x.clone().to(
+            device=reference.device, dtype=reference.dtype, copy=True)),
+        wrong("to(dtype, device) by position: the device comes first",
+              lambda x, reference: x.to(reference.dtype, reference.device),
+              "to() received an invalid combination of arguments", "Likely cause:",
+              "takes the device first", outcome=RAISED),
+        right("to(device, dtype) by position", lambda x, reference: x.to(reference.device, reference.dtype)),
+        wrong("a float32 detour rounds float64 numbers and big integers", match_through_float32,
+              "Your numbers were rounded on the way", "as if they passed through float32",
+              kind=EDGE),
+    ],
+    ex.independent_copy: [
+        right("torch.tensor of a NumPy copy", lambda array: torch.tensor(np.array(array))),
+        right("np.copy, as_tensor, detach().clone()",
+              lambda array: torch.as_tensor(np.copy(array)).detach().clone()),
+        wrong("from_numpy(array + 0): a 0-d array gives a NumPy scalar", copy_from_a_sum,
+              "expected np.ndarray (got numpy.float64)", "Likely cause:", "gives a NumPy scalar",
+              kind=EDGE, outcome=RAISED),
+        wrong("copy_ from np.ascontiguousarray: a 0-d array becomes (1,)", copy_into_an_empty_tensor,
+              "doesn't match the broadcast shape [1]", "Likely cause:", "np.ascontiguousarray",
+              kind=EDGE, outcome=RAISED),
+        wrong("from_numpy(np.ascontiguousarray(array)) shares a contiguous array",
+              lambda array: torch.from_numpy(np.ascontiguousarray(array)),
+              "shares memory with the array"),
+        wrong(".contiguous() copies only a non-contiguous array",
+              lambda array: torch.from_numpy(array).contiguous(),
+              "shares memory with the array", kind=EDGE),
+    ],
+    ex.flatten_transposed: [
+        right("stack of unbind(1), then reshape", flatten_columns_by_unbind),
+        right("einsum transpose, reshape to numel", lambda x: torch.einsum("ij->ji", x).reshape(x.numel())),
+        wrong("transposes only a non-square x", lambda x: x.reshape(-1) if x.shape[0] == x.shape[1]
+              else x.T.reshape(-1), "x's own order", "x of shape (3, 3)", kind=EDGE),
+        wrong("transposes only a contiguous x", flatten_transposes_only_contiguous_x,
+              "x's own order", "transposed (not contiguous)", kind=EDGE),
+        wrong("replaces the caller's x through x.data", flatten_through_x_data,
+              "changed its input x in place", "x.data", kind=STATEFUL),
+    ],
+    ex.remove_batch_dim: [
+        right("unbind(0)[0]", lambda x: x.unbind(0)[0]),
+        right("select(0, 0)", lambda x: x.select(0, 0)),
+        wrong("reshape(-1, *shape[2:]): a 1-D x keeps its dimension",
+              lambda x: x.reshape(-1, *x.shape[2:]), "still has shape (1,)", "x of shape (1,)",
+              kind=EDGE),
+        wrong("flatten(0, 1): a 1-D x has no dimension 1", lambda x: x.flatten(0, 1),
+              "Dimension out of range", "on x of shape (1,)", "Likely cause:", kind=EDGE,
+              outcome=RAISED),
+    ],
+    ex.outer_sum: [
+        right("torch.broadcast_tensors, then add",
+              lambda a, b: torch.add(*torch.broadcast_tensors(a[:, None], b[None, :]))),
+        right("unsqueeze(-1), contiguous result", lambda a, b: (a.unsqueeze(-1) + b).contiguous()),
+        wrong("torch.vmap over a: no empty a", lambda a, b: torch.vmap(lambda ai: ai + b)(a),
+              "index 0 out of range for tensor of size [0]", "Likely cause:", "N = 0",
+              kind=EDGE, outcome=RAISED),
+        wrong("a while loop over the rows", outer_sum_while_loop, "asks for no Python loop",
+              "while i < len(a)"),
+        wrong("recursion over a's elements", outer_sum_recursive, "asks for no Python loop",
+              "torch calls", kind=EDGE),
+        wrong("a - b instead of a + b", lambda a, b: a[:, None] - b[None, :],
+              "right shape but wrong values"),
+    ],
+    ex.residuals: [
+        right("reshape to len(target)", lambda pred, target: pred.reshape(len(target)) - target),
+        right("pred.T[0]", lambda pred, target: pred.T[0] - target),
+        wrong("the diagonal of the (N, N) tensor", residuals_diagonal_of_every_pair,
+              "built the (4, 4) tensor of every prediction minus every target", "(its diagonal, say)", kind=EDGE),
+        wrong("squared errors", lambda pred, target: (pred.squeeze(1) - target) ** 2,
+              "squared errors"),
+        wrong("averages the (N, N) away: named", lambda pred, target: (pred - target).mean(dim=1),
+              "right shape but wrong values", "built the (4, 4) tensor of every pair"),
+    ],
+    ex.checked_mse: [
+        right("AssertionError with the shapes as its arguments", mse_shapes_as_error_args),
+        right("torch._assert", mse_torch_assert),
+        right("%-formatting of tuples", lambda pred, target: (
+            ((pred - target) ** 2).mean() if pred.shape == target.shape
+            else (_ for _ in ()).throw(AssertionError(
+                "pred %s target %s" % (tuple(pred.shape), tuple(target.shape)))))),
+        wrong("the message shows pred's shape twice", mse_same_shape_twice,
+              "'pred (4, 1) vs target (4, 1)'", "include both shapes"),
+        wrong("raises a RuntimeError", mse_runtime_error, "raised RuntimeError",
+              "an AssertionError (or a ValueError)"),
+        wrong("returns a Python float", lambda pred, target: ((pred - target) ** 2).mean().item()
+              if pred.shape == target.shape else (_ for _ in ()).throw(
+                  AssertionError(f"{pred.shape} vs {target.shape}")),
+              "is a float", "expected a torch.Tensor"),
+        wrong("root mean square", lambda pred, target: ((pred - target) ** 2).mean().sqrt()
+              if pred.shape == target.shape else (_ for _ in ()).throw(
+                  AssertionError(f"{pred.shape} vs {target.shape}")),
+              "right shape but wrong values"),
+    ],
+}
 
 CATALOGUE = Catalogue({
     ex.match_reference: [
@@ -446,6 +624,10 @@ CATALOGUE = Catalogue({
               "changed the numbers in its input pred", kind=STATEFUL),
     ],
 })
+
+
+CATALOGUE = Catalogue({exercise: entries + ROUND_3.get(exercise, [])
+                       for exercise, entries in CATALOGUE.entries.items()})
 
 
 @pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)

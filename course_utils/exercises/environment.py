@@ -160,7 +160,9 @@ def _run_in_kernel(answer, run, kernel):
 def _environment_record(got, truth, clues, on):
     record = {"on": on, "kind": value_facts(got)["kind"], "truth": truth, "clues": clues,
               "got": {}, "keys": []}
-    if type(got) is dict:
+    if isinstance(got, dict):  # an OrderedDict or a defaultdict is a dict too
+        got = dict(got)
+        record["kind"] = "dict"
         record["keys"] = sorted(str(key) for key in got)
         for key in _ENV_KEYS:
             if key in got:
@@ -310,9 +312,9 @@ def _judge_one_environment(record, everywhere):
         if len({f for f, _ in flags}) == 1:
             return (
                 f"'in_virtualenv' was {flag} in every kernel the check tried, including {on}, "
-                f"where it should be {truth['in_virtualenv']}: your value does not look at the "
-                "kernel. Compare sys.prefix with sys.base_prefix inside the function: they "
-                "differ inside a virtual environment."
+                f"where it should be {truth['in_virtualenv']}: your value is the same whatever "
+                "environment the kernel runs in. Compare sys.prefix with sys.base_prefix inside "
+                "the function: they differ inside a virtual environment."
             )
         return (
             f"'in_virtualenv' is {flag}; it should be {truth['in_virtualenv']}{where}. Inside a "
@@ -405,6 +407,10 @@ def _backward_recorder():
             # the tensors computed from the caller's x outside a backward pass: a result that
             # is one of those, and not the other, is a formula, not autograd's gradient.
             self._derived = {"backward": ({}, set()), "input": ({}, set())}
+            # Every marked tensor is kept alive while the recorder lives: memory freed during
+            # the call could otherwise be handed to a new tensor (a right answer's copy of the
+            # gradient) whose address would then look derived from x.
+            self._kept = []
 
         def _is_derived(self, tensor, kind):
             objects, memory = self._derived[kind]
@@ -425,6 +431,7 @@ def _backward_recorder():
             objects, memory = self._derived[kind]
             for tensor in tree_flatten(out)[0]:
                 if isinstance(tensor, torch.Tensor):
+                    self._kept.append(tensor)
                     try:
                         objects[id(tensor)] = weakref.ref(tensor)
                         pointer = tensor.untyped_storage().data_ptr()
@@ -506,6 +513,7 @@ def _probe_known_gradient(answer, run):
     # gradient of the new numbers, not one kept from before.
     changed_in_place = inputs[0][0] + ", a third call after the caller changed x in place"
     inputs.append((changed_in_place, inputs[0][1], None, 1e-5))
+    grad_mode = torch.is_grad_enabled()  # what every call should leave behind
     for on, given, leaf, rtol in inputs:
         if on == changed_in_place:
             with torch.no_grad():
@@ -522,6 +530,9 @@ def _probe_known_gradient(answer, run):
             if _shown_already(cases, _judge_known_gradient):
                 break
             raise
+        finally:
+            grad_mode_after = torch.is_grad_enabled()
+            torch.set_grad_enabled(grad_mode)  # so later calls (and the notebook) are not affected
         expected = (3 * before**2).to(given.dtype)
         cases.append(
             {
@@ -532,6 +543,8 @@ def _probe_known_gradient(answer, run):
                 "rtol": rtol,
                 "requires_grad": requires_grad,
                 "requires_grad_after": bool(given.requires_grad),
+                "grad_mode": grad_mode,
+                "grad_mode_after": grad_mode_after,
                 "grad_before": grad_before,
                 "grad_after": _grad_facts(given),
                 "leaf_grad_after": None if leaf is None else _grad_facts(leaf),
@@ -549,6 +562,18 @@ def _probe_known_gradient(answer, run):
 def _judge_known_gradient(cases):
     for case in cases:
         got, expected, on = case["got"], case["expected"], case["on"]
+        if case["grad_mode_after"] != case["grad_mode"]:
+            state = "off" if case["grad_mode"] else "on"
+            return (
+                f"Your function left autograd switched {state} for the whole session (on {on}): "
+                f"torch.is_grad_enabled() was {case['grad_mode']} before the call and "
+                f"{case['grad_mode_after']} after it, so everything computed afterwards (the "
+                "next call of your function too) "
+                + ("records nothing for backward. " if case["grad_mode"] else "is recorded. ")
+                + "Leave the grad mode as you found it: a `with torch.no_grad():` (or "
+                "`with torch.enable_grad():`) block switches it back when the block ends; "
+                "torch.set_grad_enabled(...) on its own line does not."
+            )
         second_call = "a second call" in on
         if "after the caller changed x in place" in on and got["kind"] == "tensor" and (
                 got["shape"] == expected["shape"] and "values" in got and got["values"].size
@@ -1249,6 +1274,7 @@ def _draws():
     import torch
 
     calls = {"shuffled": 0, "jitter": 0, "jitter64": 0}
+    calls_per_seed = {}
     history = []
     buffer = torch.empty(4)
 
@@ -1269,6 +1295,13 @@ def _draws():
         calls["jitter64"] += 1
         torch.manual_seed(seed)
         return torch.rand(4, dtype=torch.float64) * (1 + 2.0**-38 * calls["jitter64"])
+
+    def _reshaped(seed):
+        # Counted per seed, so two calls with one seed differ in shape whatever ran between.
+        calls_per_seed[seed] = calls_per_seed.get(seed, 0) + 1
+        torch.manual_seed(seed)
+        numbers = torch.rand(6)
+        return numbers if calls_per_seed[seed] % 2 else numbers.reshape(2, 3)
 
     def _growing(seed):
         torch.manual_seed(seed)
@@ -1293,6 +1326,8 @@ def _draws():
                            "every call (torch.rand(4, out=buffer))"),
         (_growing, False, "draws one number per call and returns every number it has drawn so far, "
                           "so for the same seed it returns shape (1,), then (2,)"),
+        (_reshaped, False, "returns the same six numbers for the same seed, but as shape (6,) on "
+                           "one call with that seed and (2, 3) on the next"),
     ]
 
 
@@ -1401,6 +1436,12 @@ def _judge_seed_check(cases):
                     "itself (`a is b`) always looks reproducible. Compare the numbers, not the "
                     "objects: torch.equal(a, b), with a result cloned before the next call "
                     "refills it."
+                )
+            elif "(6,) on one call with that seed" in case["description"]:
+                why = (
+                    " The same numbers in a tensor of another shape are not the same numbers in "
+                    "the same places: your comparison looks past the shape (flattened values "
+                    "or raw bytes). torch.equal(a, b) also requires equal shapes."
                 )
             elif "shape (1,), then (2,)" in case["description"]:
                 why = (

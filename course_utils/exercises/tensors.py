@@ -88,6 +88,20 @@ def _calls_in(answer) -> list[str]:
     return names
 
 
+def _reshapes_to_two_sizes(answer) -> bool:
+    """Whether the answer's own source reshapes (or views) to two or more sizes, as in
+    x.reshape(x.shape[1], x.shape[0]): a reshape mistaken for a transpose."""
+    for node in _answer_nodes(answer):
+        for inner in ast.walk(node):
+            if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr in ("reshape", "view")):
+                args = inner.args
+                if len(args) >= 2 or (len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List))
+                                      and len(args[0].elts) >= 2):
+                    return True
+    return False
+
+
 class _TorchCalls(torch.overrides.TorchFunctionMode):
     """Counts the torch functions and tensor methods called inside it."""
 
@@ -164,16 +178,30 @@ _MATCH_CASES = [
     (torch.float32, (2, 3), False, torch.int64, "cpu"),
     (torch.int32, (4,), False, torch.int64, "meta"),
     (torch.float16, (), False, torch.float64, "cpu"),
+    # Numbers float32 cannot hold: a detour through float32 (x.float().to(...)) shows.
+    (torch.float64, (4,), False, torch.float64, "cpu"),
+    (torch.int64, (3,), False, torch.float64, "cpu"),
 ]
+
+
+def _match_tolerance(dtype) -> float:
+    """How far a right answer's numbers can be from x.to(dtype): none for float64 and integer
+    results (every way to convert gives the same numbers), a rounding step for the rest."""
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return 0.0
+    return 1e-6 if dtype == torch.float32 else 1e-2
 
 
 def _probe_match_reference(answer, run):
     generator = _generator(1)
     cases = []
     for x_dtype, shape, permuted, ref_dtype, ref_device in _MATCH_CASES:
-        raw = torch.rand(tuple(reversed(shape)) if permuted else shape, generator=generator) * 10 - 3
+        raw = torch.rand(tuple(reversed(shape)) if permuted else shape, generator=generator,
+                         dtype=torch.float64) * 10 - 3
         if not (x_dtype.is_floating_point and ref_dtype.is_floating_point):
             raw = raw.round()
+        if x_dtype == torch.int64 and ref_dtype == torch.float64:
+            raw = raw + 2.0**40 + 1  # odd and past 2**24: float32 would round them
         x = (raw.T if permuted else raw).to(x_dtype)
         reference = torch.zeros(7, dtype=ref_dtype, device=ref_device)
         layout = " (a transposed, non-contiguous view)" if permuted else ""
@@ -206,6 +234,7 @@ def _probe_match_reference(answer, run):
                 "again": again,
                 "expected": expected,
                 "x_dtype": str(x_dtype),
+                "tolerance": _match_tolerance(ref_dtype),
                 "reference_shape": [7],
                 "x_before": value_facts(x),
                 "x_after": value_facts(given),
@@ -276,14 +305,25 @@ def _judge_match_reference(record):
                     f"Your result is on {got['device']}, the reference on {expected['device']} "
                     f"({on}). Move it with .to(reference.device)."
                 )
-        problem = tensor_problem(got, expected, on=on, rtol=1e-2, atol=1e-2)
+        tol = case["tolerance"]
+        problem = tensor_problem(got, expected, on=on, rtol=tol, atol=tol)
         if problem:
+            if tol == 0 and got["kind"] == "tensor" and got["shape"] == expected["shape"] and (
+                same_values(got.get("values", []), expected["values"], rtol=1e-6, atol=0)
+            ):
+                return (
+                    f"Your numbers were rounded on the way ({on}): they match x only to about 7 "
+                    "digits, as if they passed through float32, but a "
+                    f"{_dtype_name(expected['dtype'])} result holds x's numbers exactly. Convert "
+                    "in one step, straight to the reference's dtype: "
+                    "x.to(dtype=reference.dtype, device=reference.device)."
+                )
             return problem
-        if tensor_problem(case["again"], expected, on=on, rtol=1e-2, atol=1e-2):
+        if tensor_problem(case["again"], expected, on=on, rtol=tol, atol=tol):
             return (
                 f"Your function returned the right tensor on its first call but not on a "
                 f"second call with the same x and reference ({on}): "
-                + tensor_problem(case["again"], expected, what="the second result", rtol=1e-2, atol=1e-2)
+                + tensor_problem(case["again"], expected, what="the second result", rtol=tol, atol=tol)
             )
     return None
 
@@ -304,6 +344,12 @@ match_reference = Exercise(
         "x.to(dtype=reference.dtype, device=reference.device)",
     ],
     error_notes=[
+        (
+            "to() received an invalid combination of arguments - got (torch.dtype, torch.device",
+            "with both given by position, .to() takes the device first: "
+            "x.to(reference.device, reference.dtype); or name them, "
+            "x.to(dtype=reference.dtype, device=reference.device).",
+        ),
         (
             "have incompatible tensor type",
             "an assignment to .data cannot move a tensor to another device (here meta), and on "
@@ -489,6 +535,18 @@ independent_copy = Exercise(
             "a 0-d array (a single number) has no rows to go through. torch.tensor(array) "
             "copies an array of any shape in one call.",
         ),
+        (
+            "expected np.ndarray (got numpy.",
+            "torch.from_numpy takes an array, and arithmetic on a 0-d array (array + 0, "
+            "array * 1, ...) gives a NumPy scalar, not an array. Copy without arithmetic: "
+            "torch.from_numpy(array.copy()), or torch.tensor(array).",
+        ),
+        (
+            "output with shape [] doesn't match the broadcast shape [1]",
+            "the tensor you copy into is 0-d (shape ()) but what you copy from has one "
+            "dimension: np.ascontiguousarray (and np.atleast_1d) turn a 0-d array into shape "
+            "(1,). torch.tensor(array) copies an array of any shape, 0-d too.",
+        ),
     ],
 )
 
@@ -553,7 +611,8 @@ def _probe_flatten_transposed(answer, run):
                 "x_after": x_after,
             }
         )
-    return {"cases": cases, "calls": _calls_in(answer)}
+    return {"cases": cases, "calls": _calls_in(answer),
+            "reshapes_to_two_sizes": _reshapes_to_two_sizes(answer)}
 
 
 def _judge_flatten_transposed(record):
@@ -569,10 +628,9 @@ def _judge_flatten_transposed(record):
             and not same_values(case["untransposed"], case["expected"]["values"])
             and same_values(got.get("values", []), case["untransposed"])
         ):
-            names = {call.rstrip("()") for call in record["calls"]}
             note = (
                 " (Reshaping x to (columns, rows) is not a transpose: it keeps x's order.)"
-                if names & {"reshape", "view"} else ""
+                if record["reshapes_to_two_sizes"] else ""
             )
             return (
                 f"These are x's values in x's own order ({on}): transpose first (x.T), then "
@@ -930,6 +988,12 @@ outer_sum = Exercise(
             "torch.meshgrid needs a and b of one dtype, and the check also passes an integer a "
             "with a float b. Broadcasting needs no grid: a[:, None] + b[None, :].",
         ),
+        (
+            "select(): index 0 out of range for tensor of size [0]",
+            "an empty a (N = 0) has no element 0 to take, and mapping over a's elements "
+            "(torch.vmap does, as does a.select(0, 0)) needs one. Broadcasting handles every N, "
+            "0 too: a[:, None] + b[None, :].",
+        ),
     ],
 )
 
@@ -947,6 +1011,29 @@ _RESIDUAL_CASES = [
     (0, torch.float32, False),
     (5, torch.float64, False),
 ]
+
+
+class _EveryPairWatch(torch.overrides.TorchFunctionMode):
+    """Whether a torch call inside it made the (N, N) tensor of every pred minus every target
+    (``pairs``; or its negative, or either transposed), even when the answer keeps only a part
+    of it."""
+
+    def __init__(self, pairs):
+        super().__init__()
+        self.pairs = pairs
+        self.built = 0  # the number of elements of the one it made, 0 if none
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for value in result if isinstance(result, (tuple, list)) else (result,):
+            if (not self.built and isinstance(value, torch.Tensor) and value.shape == self.pairs.shape
+                    and value.device == self.pairs.device and value.layout == torch.strided
+                    and (value.is_floating_point() or value.is_complex())):
+                data = value.detach().to(self.pairs.dtype)  # (in float64 too, say)
+                if any(torch.allclose(data, form, rtol=1e-3, atol=1e-6) for form in
+                       (self.pairs, -self.pairs, self.pairs.T, -self.pairs.T)):
+                    self.built = value.numel()
+        return result
 
 
 def _probe_residuals(answer, run):
@@ -972,7 +1059,11 @@ def _probe_residuals(answer, run):
             "pred_before": value_facts(pred),
             "target_before": value_facts(target),
         }
-        record["got"] = value_facts(run(answer, given_pred, given_target, on=on))
+        watch = _EveryPairWatch(pred - target)
+        with watch:
+            got = run(answer, given_pred, given_target, on=on)
+        record["got"] = value_facts(got)
+        record["every_pair_built"] = watch.built
         record["pred_after"] = value_facts(given_pred)
         record["target_after"] = value_facts(given_target)
         left = _left_as_it_was(given_pred, pred) and _left_as_it_was(given_target, target)
@@ -1040,10 +1131,25 @@ def _judge_residuals(record):
                     )
         problem = tensor_problem(got, expected, on=on)
         if problem:
+            if n > 1 and case["every_pair_built"]:
+                problem += (
+                    f" On the way your function built the ({n}, {n}) tensor of every pair: "
+                    f"pred ({n}, 1) minus target ({n},) broadcasts to every prediction minus "
+                    "every target. Make pred (N,) first: pred.squeeze(1) or pred[:, 0]."
+                )
             return problem
         problem = tensor_problem(case["again"], expected, what="the second result", on=on)
         if problem:
             return f"Your function was right on its first call, not on a second call with the same pred and target: {problem}"
+    for case in cases:
+        n = case["n"]
+        if n > 1 and case["every_pair_built"]:
+            return (
+                f"Your numbers are right, but on the way your function built the ({n}, {n}) "
+                f"tensor of every prediction minus every target ({case['on']}) and kept only a "
+                "part of it (its diagonal, say). For a batch of 100,000 samples that is 10^10 "
+                "numbers. Make pred (N,) first, pred.squeeze(1) or pred[:, 0], and subtract once."
+            )
     return None
 
 
