@@ -380,6 +380,8 @@ def test_a_record_without_a_line_from_an_older_grader_still_reads(double):
         (lambda: torch.zeros(3)[torch.tensor([])], "dtype=torch.long"),
         (lambda: torch.nn.Linear(2, 2).train(0.5), "takes True or False"),
         (lambda: 0.5 < None, "one side is still None"),
+        (lambda: torch.zeros(2, dtype=torch.long).requires_grad_(), "only floating-point tensors"),
+        (lambda: torch.from_numpy(np.zeros(()) + 0), "a NumPy scalar"),
         (lambda: setattr(torch.zeros(2, dtype=torch.float64, requires_grad=True), "grad", torch.zeros(2)),
          "torch.zeros_like(w)"),
         (lambda: torch.zeros(1).reshape(*torch.zeros(1).shape[1:]), "pass the shape as one tuple"),
@@ -414,6 +416,18 @@ def test_the_checker_failing_on_a_returned_value_says_what_came_back_and_what_wa
     assert "It expects a tensor shaped like x." in verdict.message
     verdict = exercise.verdict(lambda x: (x, x))
     assert "a tuple of 2 items" in verdict.message
+
+
+def test_a_returned_value_is_described_as_it_is():
+    from course_utils.exercises.running import describe_returned
+
+    assert describe_returned(torch.zeros(2, 3).to_sparse()) == (
+        "a tensor of shape (2, 3) (torch.float32, cpu, torch.sparse_coo)")
+    assert describe_returned(torch.zeros(1, requires_grad=True)).endswith("requires grad)")
+    assert describe_returned(torch.nn.Linear(1, 1)) == "an nn.Module (Linear)"
+    assert describe_returned({"a": 1, 2: 3}) == "a dict with keys 'a', an int"
+    assert describe_returned([]) == "a list of 0 items"
+    assert describe_returned(None) == "None"
 
 
 def test_an_answer_that_sets_the_default_device_leaves_the_session_as_it_was(double):

@@ -54,6 +54,12 @@ _RULES: list[tuple[str | None, str, Rule]] = [
     (None, r"assign(?:ing)? a gradient (?:with dtype|of )|assigned grad has data of a different",
      lambda m: ".grad was given a tensor of another dtype, shape or device than its parameter. "
                "Make it from the parameter (torch.zeros_like(w)), or set .grad = None."),
+    (None, r"only Tensors of floating point(?: and complex)? dtype can require gradients",
+     lambda m: "requires_grad on an integer or bool tensor: only floating-point tensors have "
+               "gradients. Convert it first (x.float(), x.to(torch.float64)) or do not ask for grad."),
+    (None, r"expected np\.ndarray \(got ([\w.]+)\)",
+     lambda m: f"torch.from_numpy needs an array and got {m[1]}: arithmetic on a 0-d array gives "
+               "a NumPy scalar. Use torch.tensor(value), or np.asarray(value) first."),
     (None, r"Trying to backward through the graph a second time",
      lambda m: "backward() ran twice through the same recorded graph. Recompute the forward "
                "pass (the loss) before each backward()."),

@@ -155,8 +155,9 @@ def describe_returned(value) -> str:
 
         if isinstance(value, torch.Tensor):
             grad = ", requires grad" if value.requires_grad else ""
+            layout = "" if value.layout == torch.strided else f", {value.layout}"
             return (f"a tensor of shape {tuple(value.shape)} ({value.dtype}, "
-                    f"{value.device}{grad})")
+                    f"{value.device}{layout}{grad})")
         if isinstance(value, torch.nn.Module):
             return f"an nn.Module ({type(value).__name__})"
     except Exception:  # pragma: no cover - a value whose attributes raise
@@ -168,12 +169,15 @@ def describe_returned(value) -> str:
     if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
         return f"a {name} of {len(value)} item{'s' if len(value) != 1 else ''}"
     if type(value) is dict:
-        keys = ", ".join(repr(key) if isinstance(key, str) else f"a {type(key).__name__}"
+        keys = ", ".join(repr(key) if isinstance(key, str) else _article(type(key).__name__)
                          for key in list(value)[:4])
         more = ", ..." if len(value) > 4 else ""
         return f"a dict with keys {keys}{more}" if value else "an empty dict"
-    article = "an" if name[:1].lower() in "aeiou" else "a"
-    return f"{article} {name}"
+    return _article(name)
+
+
+def _article(name: str) -> str:
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 class Runner:
