@@ -819,6 +819,275 @@ def loader_reseeded_every_epoch(dataset, batch_size, seed):
     return loader
 
 
+# -- round 3 (tester Z) ----------------------------------------------------------------------
+def flat_with_a_hook_left(features, sample_shape):
+    shapes = []
+    features.register_forward_hook(lambda module, args, out: shapes.append(out.shape))  # never removed
+    was_training = features.training
+    features.eval()
+    with torch.no_grad():
+        features(torch.zeros(1, *sample_shape))
+    features.train(was_training)
+    return math.prod(shapes[-1][1:])
+
+
+def flat_with_a_hook_removed(features, sample_shape):
+    shapes = []
+    handle = features.register_forward_hook(lambda module, args, out: shapes.append(out.shape))
+    was_training = features.training
+    try:
+        features.eval()
+        with torch.no_grad():
+            features(torch.zeros(1, *sample_shape))
+    finally:
+        handle.remove()
+        features.train(was_training)
+    return math.prod(shapes[-1][1:])
+
+
+def flat_kept_as_a_buffer(features, sample_shape):
+    was_training = features.training
+    features.eval()
+    with torch.no_grad():
+        out = features(torch.zeros(1, *sample_shape))
+    features.train(was_training)
+    features.register_buffer("flat_size", torch.tensor(out[0].numel()))  # "remember it"
+    return int(features.flat_size)
+
+
+def flat_appends_a_flatten(features, sample_shape):
+    features.append(nn.Flatten())  # "so the output is already flat"
+    was_training = features.training
+    features.eval()
+    with torch.no_grad():
+        out = features(torch.zeros(1, *sample_shape))
+    features.train(was_training)
+    return out.shape[1]
+
+
+def flat_appends_a_flatten_then_removes_it(features, sample_shape):
+    features.append(nn.Flatten())
+    was_training = features.training
+    try:
+        features.eval()
+        with torch.no_grad():
+            out = features(torch.zeros(1, *sample_shape))
+    finally:
+        del features[-1]
+        features.train(was_training)
+    return out.shape[1]
+
+
+def flat_dry_run_in_float64(features, sample_shape):
+    twin = copy.deepcopy(features).eval()
+    with torch.no_grad():
+        return twin(torch.zeros(1, *sample_shape, dtype=torch.float64))[0].numel()
+
+
+def flat_without_a_batch_dimension(features, sample_shape):
+    twin = copy.deepcopy(features).eval()
+    with torch.no_grad():
+        return twin(torch.zeros(*sample_shape))[0].numel()
+
+
+def drop_by_the_mean(x, y):
+    keep = torch.isfinite(x.flatten(1).mean(dim=1))
+    return x[keep], y[keep]
+
+
+def flat_with_shape_trace(features, sample_shape):
+    from ast import literal_eval
+
+    from course_utils.diagnose import shape_trace
+    trace = shape_trace(features, torch.zeros(1, *sample_shape))  # the chapter's tool, in train mode
+    return math.prod(literal_eval(trace.output)[1:])
+
+
+def flat_with_functional_call(features, sample_shape):
+    state = {name: t.clone() for name, t in [*features.named_parameters(), *features.named_buffers()]}
+    was_training = features.training
+    features.eval()
+    with torch.no_grad():
+        out = torch.func.functional_call(features, state, (torch.zeros(1, *sample_shape),))
+    features.train(was_training)
+    return out[0].numel()
+
+
+def flat_inference_mode_in_try(features, sample_shape):
+    was_training = features.training
+    features.eval()
+    try:
+        with torch.inference_mode():
+            out = features(torch.zeros((1, *sample_shape)))
+    finally:
+        features.train(was_training)
+    return np.prod(out.shape[1:])
+
+
+class PositionsWithAPersistentBuffer(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+        self.register_buffer("weights", torch.arange(1, max_length + 1) / max_length)
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (self.weights[:length] * (self.max_length / length))[:, None]
+
+
+class PositionsWithATrainableParameter(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+        self.weights = nn.Parameter(torch.arange(1, max_length + 1) / max_length)  # moves with .to()
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (self.weights[:length] * (self.max_length / length))[:, None]
+
+
+class PositionsByCumsum(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+
+    def forward(self, x):
+        length = x.shape[1]
+        steps = x.new_ones(length).cumsum(0)
+        return x * (steps / length).view(1, length, 1)
+
+
+def drop_after_float32(x, y):
+    keep = torch.isfinite(x.float()).flatten(1).all(1)  # float64 beyond 3.4e38 becomes inf
+    return x[keep], y[keep]
+
+
+def drop_by_a_size_limit(x, y):
+    keep = ((x == x) & (x.abs() < 1e30)).flatten(1).all(1)
+    return x[keep], y[keep]
+
+
+def drop_labels_as_long(x, y):
+    keep = torch.isfinite(x).flatten(1).all(1)
+    return x[keep], y[keep].long()
+
+
+def drop_times_zero(x, y):
+    keep = (x * 0 == 0).flatten(1).all(1)  # inf * 0 and nan * 0 are nan
+    return x[keep], y[keep]
+
+
+def drop_with_numpy(x, y):
+    keep = torch.from_numpy(np.isfinite(x.numpy()).reshape(len(x), -1).all(1))
+    return x[keep], y[keep]
+
+
+def clip_returns_a_numpy_array(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total.numpy()  # a 0-d array
+
+
+def clip_grads_set_to_none_by_hand(model, optimizer, loss, max_norm):
+    for parameter in model.parameters():
+        parameter.grad = None
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
+    optimizer.step()
+    return total
+
+
+class _GlobalReseededEveryEpoch(Sampler):
+    def __init__(self, size, seed):
+        self.size, self.seed, self.epoch = size, seed, 0
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        torch.manual_seed(self.seed + self.epoch)  # "a new, repeatable order every epoch"
+        self.epoch += 1
+        return iter(torch.randperm(self.size).tolist())
+
+
+def loader_reseeds_the_global_stream_every_epoch(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=_GlobalReseededEveryEpoch(len(dataset), seed))
+
+
+class _OwnStreamButDrawsGlobal(Sampler):
+    def __init__(self, size, seed):
+        self.size, self.generator = size, torch.Generator().manual_seed(seed)
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        order = torch.randperm(self.size, generator=self.generator)
+        order = order[torch.randperm(self.size)]  # "one more shuffle" from the global stream
+        return iter(order.tolist())
+
+
+def loader_draws_the_global_stream_when_iterated(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=_OwnStreamButDrawsGlobal(len(dataset), seed))
+
+
+class _ShuffledWithGlobalPython(Sampler):
+    def __init__(self, size):
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        order = list(range(self.size))
+        random.shuffle(order)
+        return iter(order)
+
+
+def loader_python_global_random(dataset, batch_size, seed):
+    random.seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, sampler=_ShuffledWithGlobalPython(len(dataset)))
+
+
+def loader_generator_but_plain_sampler(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=RandomSampler(dataset),
+                      generator=torch.Generator().manual_seed(seed))
+
+
+class _NumpySampler(Sampler):
+    def __init__(self, size, seed):
+        self.size, self.rng = size, np.random.default_rng(seed)
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        return iter(self.rng.permutation(self.size).tolist())
+
+
+def loader_with_a_numpy_sampler(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=_NumpySampler(len(dataset), seed))
+
+
+class _SeededPerEpoch(Sampler):
+    def __init__(self, size, seed):
+        self.size, self.seed, self.epoch = size, seed, 0
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
+        self.epoch += 1
+        return iter(torch.randperm(self.size, generator=generator).tolist())
+
+
+def loader_seeded_per_epoch(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=_SeededPerEpoch(len(dataset), seed))
+
+
 CATALOGUE = Catalogue({
     ex.flat_features: [
         right("a dry run on a deepcopy, in train mode", flat_on_a_copy),
@@ -851,6 +1120,21 @@ CATALOGUE = Catalogue({
               "Your function returned 576", "in_features=64", kind=EDGE),
         wrong("puts back the top-level training flag only", flat_top_flag_only,
               "left the stack in eval mode", kind=STATEFUL),
+        wrong("leaves a forward hook on the stack", flat_with_a_hook_left, "left a hook",
+              "handle.remove()", kind=STATEFUL),
+        wrong("keeps the answer as a buffer of the stack", flat_kept_as_a_buffer, "added to the stack",
+              "state_dict", kind=STATEFUL),
+        right("a forward hook, removed in finally", flat_with_a_hook_removed),
+        wrong("a float64 fake input", flat_dry_run_in_float64, "should be the same", "float32 on the CPU",
+              outcome=Outcome.RAISED, kind=EDGE),
+        wrong("a fake input without the batch dimension", flat_without_a_batch_dimension, "expected 4D input",
+              "needs a batch dimension", outcome=Outcome.RAISED),
+        wrong("appends an nn.Flatten to the stack and leaves it", flat_appends_a_flatten,
+              "added layer 5 to the stack", "copy.deepcopy(features)", kind=STATEFUL),
+        right("an nn.Flatten appended, then deleted in finally", flat_appends_a_flatten_then_removes_it),
+        right("torch.func.functional_call on cloned tensors", flat_with_functional_call),
+        right("the chapter's shape_trace", flat_with_shape_trace),
+        right("inference_mode in try/finally, np.prod", flat_inference_mode_in_try),
     ],
     ex.PositionWeights: [
         right("a buffer sliced to the length", PositionsWithBuffer),
@@ -885,6 +1169,10 @@ CATALOGUE = Catalogue({
               "x.grad is not the weights", kind=EDGE),
         wrong("dtype fixed for float64 only", PositionsFixedForFloat64Only, "float32 for a bfloat16 input",
               kind=EDGE),
+        right("a persistent buffer of max_length, rescaled", PositionsWithAPersistentBuffer),
+        right("x.new_ones(length).cumsum(0)", PositionsByCumsum),
+        wrong("weights in a trainable nn.Parameter", PositionsWithATrainableParameter,
+              "trainable parameters (weights, requires_grad=True)", "register_buffer", kind=EDGE),
     ],
     ex.drop_non_finite: [
         right("reshape and all(dim=-1)", drop_with_reshape),
@@ -899,7 +1187,7 @@ CATALOGUE = Catalogue({
         wrong("labels not filtered", drop_forgot_labels, "your y is not"),
         wrong("replaces the bad values", drop_replaced, "still has all 7 examples"),
         wrong("fixes x in place", drop_in_place, "changed the tensors it was given", kind=STATEFUL),
-        wrong("tests the sum of each example", drop_by_the_sum, "sum is not", "overflows float16", kind=EDGE),
+        wrong("tests the sum of each example", drop_by_the_sum, "sum overflows float16", "a sum or mean", kind=EDGE),
         wrong("view on a non-contiguous batch", drop_with_view, "view size is not compatible", ".reshape()",
               outcome=Outcome.RAISED, kind=EDGE),
         wrong("stacks a list that can be empty", drop_by_stacking, "stack expects a non-empty TensorList",
@@ -911,10 +1199,19 @@ CATALOGUE = Catalogue({
         wrong("nonzero().squeeze() as the index", drop_with_squeezed_indices,
               "without the batch dimension", "x[keep]", kind=EDGE),
         wrong("any() instead of all()", drop_with_any, "nothing was dropped", ".all()"),
-        wrong("tests the sum in float64", drop_by_the_sum_in_float64, "sum is not", "overflows float64",
+        wrong("tests the sum in float64", drop_by_the_sum_in_float64, "sum overflows float64", "a sum or mean",
               kind=EDGE),
         wrong("an index tensor from a list that can be empty", drop_with_a_float_index,
               "tensors used as indices must be long", "dtype=torch.long", outcome=Outcome.RAISED, kind=EDGE),
+        wrong("isfinite after a conversion to float32", drop_after_float32, "dropped an example whose values "
+              "are all finite", "float64 to float32", kind=EDGE),
+        wrong("a limit on the size of the values", drop_by_a_size_limit, "a limit on their size", "torch.isfinite",
+              kind=EDGE),
+        wrong("labels converted to int64", drop_labels_as_long, "Your y has dtype int64", "y[keep]", kind=EDGE),
+        right("x * 0 == 0", drop_times_zero),
+        wrong("tests the mean of each example", drop_by_the_mean, "could not infer output dtype",
+              "torch.isfinite works on every dtype", outcome=Outcome.RAISED, kind=EDGE),
+        right("np.isfinite on the NumPy view", drop_with_numpy),
     ],
     ex.clipped_step: [
         right("zero_grad after step, returns a float", clip_returns_float),
@@ -942,6 +1239,8 @@ CATALOGUE = Catalogue({
         wrong("clips each parameter on its own", clip_each_parameter, "on its own", "all of them together"),
         wrong("scales the learning rate instead, for good", clip_by_scaling_the_lr, "After call 2",
               kind=STATEFUL),
+        right("returns a 0-d NumPy array", clip_returns_a_numpy_array),
+        right("grads set to None by hand, keyword max_norm", clip_grads_set_to_none_by_hand),
     ],
     ex.seeded_loader: [
         right("a RandomSampler with the generator", loader_with_a_sampler),
@@ -970,6 +1269,17 @@ CATALOGUE = Catalogue({
         wrong("a RandomSampler with replacement", loader_with_replacement, "exactly once"),
         wrong("reseeds its generator every epoch", loader_reseeded_every_epoch, "same order in every epoch",
               kind=STATEFUL),
+        wrong("a sampler that reseeds the global stream every epoch", loader_reseeds_the_global_stream_every_epoch,
+              "Iterating over your loader changed the global random generator's state", kind=STATEFUL),
+        wrong("a sampler that also draws from the global stream", loader_draws_the_global_stream_when_iterated,
+              "iterating over it changed the global random generator's state", "draws from the global stream",
+              kind=STATEFUL),
+        wrong("a sampler on Python's global random", loader_python_global_random, "Python's random module",
+              "a stream of its own"),
+        wrong("generator= on the loader, a RandomSampler without one", loader_generator_but_plain_sampler,
+              "the RandomSampler you gave it has none", "RandomSampler(dataset, generator=...)", kind=EDGE),
+        right("a sampler with np.random.default_rng(seed)", loader_with_a_numpy_sampler),
+        right("a sampler seeding a fresh generator per epoch", loader_seeded_per_epoch),
     ],
 })
 

@@ -178,8 +178,9 @@ def resume_in_another_order(path, model, optimizer, scheduler, scaler, loader):
 
 
 def resume_torch_generators_only(path, model, optimizer, scheduler, scaler, loader):
-    # The probe's run draws from torch's CPU generator and the loader's only, so this is
-    # enough there; the loader's generator is also its sampler's.
+    # Enough for the probe's training run (it draws from torch's generator and the loader's
+    # only), but Python's and NumPy's streams stay where the new process left them: a run with
+    # random augmentations would not continue as before. The task asks for every generator.
     state = torch.load(path, weights_only=True)
     for obj, key in ((model, "model"), (optimizer, "optimizer"), (scheduler, "scheduler"), (scaler, "scaler")):
         obj.load_state_dict(state[key])
@@ -439,6 +440,102 @@ def remap_fills_in_the_renames(state_dict, renames):
     return {renames[key.split(".")[0] + "."] + key.split(".", 1)[1]: value for key, value in state_dict.items()}
 
 
+# -- round 3 (tester Z) ----------------------------------------------------------------------
+def save_without_the_batch_counter(model, path):
+    torch.save({k: v for k, v in model.state_dict().items() if "num_batches" not in k}, path)
+
+
+def save_float_tensors_only(model, path):
+    torch.save({k: v for k, v in model.state_dict().items() if v.is_floating_point()}, path)
+
+
+def save_eval_then_mode_back(model, path):
+    was_training = model.training
+    model.eval()
+    torch.save(model.state_dict(), path)
+    model.train(was_training)
+
+
+def save_a_deep_copy(model, path):
+    torch.save(copy.deepcopy(model).state_dict(), str(path))
+
+
+def resume_then_iterates_the_loader(path, model, optimizer, scheduler, scaler, loader):
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    next(iter(loader))  # "check that the loader still works"
+    return start
+
+
+def resume_then_draws_python_and_numpy(path, model, optimizer, scheduler, scaler, loader):
+    import random
+
+    import numpy as np
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    random.random(), np.random.rand()  # "a quick look" at the other streams
+    return start
+
+
+def resume_rng_first_then_train_mode(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, map_location=torch.device("cpu"), weights_only=True)
+    restore_rng_state(checkpoint["rng"], loader=loader)
+    scaler.load_state_dict(checkpoint["scaler"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model.load_state_dict(checkpoint["model"])
+    model.train()
+    return int(checkpoint["epoch"]) + 1
+
+
+def resume_loads_the_whole_checkpoint_into_the_model(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint)
+    return checkpoint["epoch"] + 1
+
+
+_ACCUMULATED = {}
+
+
+def remap_into_a_module_level_dict(state_dict, renames):
+    for key, value in state_dict.items():  # the dict outlives the call
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        _ACCUMULATED[key] = value
+    return dict(_ACCUMULATED)
+
+
+def remap_skips_an_empty_new_prefix(state_dict, renames):
+    out = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if new and key.startswith(old):  # "nothing to put in front: nothing to do"
+                key = new + key[len(old):]
+                break
+        out[key] = value
+    return out
+
+
+def remap_by_the_longest_dotted_prefix(state_dict, renames):
+    out = {}
+    for key, value in state_dict.items():
+        parts = key.split(".")
+        for i in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:i]) + "."
+            if prefix in renames:
+                key = renames[prefix] + ".".join(parts[i:])
+                break
+        out[key] = value
+    return out
+
+
+def remap_with_map_and_next(state_dict, renames):
+    def renamed(item):
+        key, value = item
+        return next((renames[o] + key[len(o):] for o in renames if key.startswith(o)), key), value
+    return dict(map(renamed, state_dict.items()))
+
+
 CATALOGUE = Catalogue({
     ex.save_weights: [
         right("through a file object", save_with_a_file_object),
@@ -473,10 +570,16 @@ CATALOGUE = Catalogue({
               kind=STATEFUL),
         wrong("saves NumPy arrays", save_numpy_arrays, "cannot read your file", "numpy"),
         wrong("state_dict with a prefix", save_with_a_prefix, "cannot load your file", "Missing key(s)"),
+        wrong("leaves out num_batches_tracked", save_without_the_batch_counter, "lacks 1.num_batches_tracked",
+              "does not even notice", kind=EDGE),
+        wrong("saves the floating-point tensors only", save_float_tensors_only, "lacks 1.num_batches_tracked",
+              "integer tensors", kind=EDGE),
+        right("eval for the save, mode put back", save_eval_then_mode_back),
+        right("a deep copy's state_dict, a str path", save_a_deep_copy),
     ],
     ex.resume: [
         right("another order, map_location, strict=True", resume_in_another_order),
-        right("torch's generators only", resume_torch_generators_only),
+
         right("the course helper load_checkpoint", resume_with_the_course_helper),
         wrong("optimizer not restored", _resume(optimizer=False), "Adam's moment estimates", "restarted at zero"),
         wrong("scheduler not restored", _resume(scheduler=False), "learning rate after resume", "lr=",
@@ -510,6 +613,17 @@ CATALOGUE = Catalogue({
               "scheduler.load_state_dict"),
         wrong("seeds the generators with the epoch", resume_seeds_by_epoch,
               "global random number generator is not where the checkpoint saved it", kind=STATEFUL),
+        wrong("torch's and the loader's generators only", resume_torch_generators_only,
+              "Python's random module and NumPy's global generator", "restore_rng_state(checkpoint['rng'], loader)",
+              kind=EDGE),
+        wrong("iterates over the loader after restoring", resume_then_iterates_the_loader,
+              "neither where the checkpoint saved it nor where the freshly built loader's seed put it",
+              kind=STATEFUL),
+        wrong("draws from Python's and NumPy's streams after restoring", resume_then_draws_python_and_numpy,
+              "not where the checkpoint saved them", kind=STATEFUL),
+        right("the random state first, int(epoch), model.train()", resume_rng_first_then_train_mode),
+        wrong("loads the whole checkpoint into the model", resume_loads_the_whole_checkpoint_into_the_model,
+              "Unexpected key(s)", "model.load_state_dict(checkpoint['model'])", outcome=Outcome.RAISED),
     ],
     ex.remap_keys: [
         right("str.removeprefix in a comprehension", remap_with_removeprefix),
@@ -539,6 +653,12 @@ CATALOGUE = Catalogue({
         wrong("returns the given dict when nothing is renamed", remap_nothing_to_do,
               "returned the very dict it was given", "renames={}", kind=EDGE),
         wrong("fills the renames dict in", remap_fills_in_the_renames, "changed the renames dict", kind=STATEFUL),
+        wrong("one dict kept between calls", remap_into_a_module_level_dict, "keys of an earlier call",
+              "new, empty dict", kind=STATEFUL),
+        wrong("skips an empty new prefix", remap_skips_an_empty_new_prefix, "module.0.weight kept its name",
+              "empty string", kind=EDGE),
+        right("the longest dotted prefix first", remap_by_the_longest_dotted_prefix),
+        right("map() and next()", remap_with_map_and_next),
     ],
 })
 

@@ -10,6 +10,7 @@ on any machine), runs the learner's code on them, and records only plain data.
 from __future__ import annotations
 
 import copy
+import random
 
 import numpy as np
 import torch
@@ -83,11 +84,20 @@ def _flat_cases():
 def _module_state(module):
     return {
         "training": [m.training for m in module.modules()],
+        "modules": [name for name, _ in module.named_modules()],
         "buffers": {n: b.detach().clone() for n, b in module.named_buffers()},
         "parameters": {n: p.detach().clone() for n, p in module.named_parameters()},
         "requires_grad": {n: p.requires_grad for n, p in module.named_parameters()},
         "grads": sorted(n for n, p in module.named_parameters() if p.grad is not None),
+        # Hooks left behind run on every later forward (and keep what they capture alive).
+        "hooks": {
+            (f"its layer {name}" if name else "the stack itself"): sum(len(getattr(m, attr, None) or {}) for attr in _HOOK_DICTS)
+            for name, m in module.named_modules()
+        },
     }
+
+
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
 def _same_tensor(a, b) -> bool:
@@ -134,6 +144,14 @@ def _probe_flat_features(answer, run):
             "parameters_changed": sorted(
                 n for n in before["parameters"]
                 if n not in after["parameters"] or not _same_tensor(before["parameters"][n], after["parameters"][n])
+            ),
+            "layers_added": [n for n in after["modules"] if n not in before["modules"]],
+            "layers_removed": [n for n in before["modules"] if n not in after["modules"]],
+            # Buffers or parameters the stack did not have before the call.
+            "added": sorted((set(after["buffers"]) | set(after["parameters"]))
+                            - (set(before["buffers"]) | set(before["parameters"]))),
+            "hooks_left": sorted(
+                name for name, count in after["hooks"].items() if count > before["hooks"].get(name, 0)
             ),
             "requires_grad_changed": sorted(
                 n for n, flag in before["requires_grad"].items() if after["requires_grad"].get(n) != flag
@@ -250,6 +268,33 @@ def _judge_flat_features(cases):
                 f"with shape {per_example}, so nn.Linear needs in_features={expected}. Run the "
                 "stack on torch.zeros(1, *sample_shape) and count the output's features."
             )
+        if case["layers_added"] or case["layers_removed"]:
+            names = case["layers_added"] or case["layers_removed"]
+            named = f"{'layer' if len(names) == 1 else 'layers'} {', '.join(names[:3])}"
+            what = (f"added {named} to the stack" if case["layers_added"]
+                    else f"took {named} out of the stack")
+            return (
+                f"The right number, but your function {what} and left it so (on {on}): the "
+                "model built on it now runs other layers than the caller made. Work on a copy "
+                "(copy.deepcopy(features)), or put the stack back as it was before returning."
+            )
+        if case["added"]:
+            return (
+                f"The right number, but your function added to the stack "
+                f"({', '.join(case['added'][:3])}, on {on}): a registered buffer or parameter "
+                "becomes part of its state_dict, so a checkpoint of the model no longer loads "
+                "into a fresh one with strict=True. Leave the stack as you found it; keep the "
+                "number in a local variable and return it."
+            )
+        if case["hooks_left"]:
+            return (
+                f"The right number, but your function left a hook on "
+                f"{', '.join(case['hooks_left'][:3])} (on {on}): it runs on every later forward "
+                "pass of the model, in training too, and keeps alive whatever it captures. "
+                "Remove it when the dry run is done: handle = module.register_forward_hook(...), "
+                "then handle.remove() (in a finally: block), or read the shape of the output "
+                "directly."
+            )
         if case["buffers_changed"]:
             return (
                 f"The right number, but your dry run changed the stack's buffers "
@@ -307,6 +352,16 @@ flat_features = Exercise(
             "the fake input needs a batch dimension and the sample's channels first: "
             "torch.zeros(1, *sample_shape).",
         ),
+        (
+            "D input (got",
+            "the fake input needs a batch dimension in front of sample_shape: "
+            "torch.zeros(1, *sample_shape) is (1, C, H, W); torch.zeros(*sample_shape) has none.",
+        ),
+        (
+            "should be the same",
+            "the fake input must match the stack, float32 on the CPU: what "
+            "torch.zeros(1, *sample_shape) gives without dtype= or device=.",
+        ),
     ],
 )
 
@@ -360,6 +415,8 @@ def _probe_position_weights(answer, run):
     cases.append({
         "on": on, "got": value_facts(got), "expected": value_facts(expected),
         "changed_input": not torch.equal(x_in, x),
+        # Parameters an optimizer given model.parameters() would train: weights that drift.
+        "trainable": [name for name, p in module.named_parameters() if p.requires_grad],
     })
     # 2. The same module again, on another length, with an input that requires grad.
     on = ("a second call of the same module, on a float32 batch of shape (3, 4, 2) that "
@@ -579,6 +636,14 @@ def _judge_position_weights(cases):
             got["values"], case["expected_values"], rtol=tolerance, atol=tolerance
         ):
             return f"forward's output has wrong values for a {want} input (on {on})."
+    if first.get("trainable"):
+        return (
+            f"Right outputs, but your module keeps its weights as trainable parameters "
+            f"({', '.join(first['trainable'][:3])}, requires_grad=True): an optimizer built with "
+            "model.parameters() would change them in training, and the module would stop "
+            "weighting step t by (t + 1) / length. Keep fixed weights out of training: "
+            "register_buffer, an nn.Parameter with requires_grad=False, or make them in forward."
+        )
     return None
 
 
@@ -758,9 +823,12 @@ def _judge_drop_non_finite(cases):
         if by_sum is not None and x["shape"] == by_sum["shape"] and same_values(x["values"], by_sum["values"]):
             return (
                 f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on {on}): it dropped an "
-                "example whose values are all finite but whose sum is not (a sum of large "
-                f"values overflows {case['dtype']} to inf). Test every value with torch.isfinite, then reduce "
-                "the True/False per example with .all(), not the values with a sum or mean."
+                "example whose values are all finite, only large (their sum overflows "
+                f"{case['dtype']} to inf). Whatever your test computes from the values made them "
+                "count as bad: a sum or mean of large values overflows, so does a conversion to a "
+                "narrower dtype (float64 to float32, for instance), and a limit on their size "
+                "drops finite values. Test every value itself with torch.isfinite, in its own "
+                "dtype, then reduce the True/False per example with .all()."
             )
         if kept != want:
             if kept == case["nan_only_rows"]:
@@ -782,16 +850,17 @@ def _judge_drop_non_finite(cases):
         if not same_values(x["values"], expected_x["values"]):
             return f"Your x holds the wrong examples (on {on}); keep the finite ones, in their order."
         expected_y = case["expected_y"]
-        if y["shape"] != expected_y["shape"] or not same_values(y["values"], expected_y["values"]):
-            return (
-                f"Your x is right but your y is not (on {on}): the labels must lose the same "
-                "examples as x, so that x[i] still goes with y[i]. Index both with the same mask."
-            )
-        if y["dtype"] != expected_y["dtype"]:
+        # The dtype first: labels converted (float labels cast to int64) also change values.
+        if y["shape"] == expected_y["shape"] and y["dtype"] != expected_y["dtype"]:
             return (
                 f"Your y has dtype {y['dtype'].removeprefix('torch.')}; the labels you were given "
                 f"are {expected_y['dtype'].removeprefix('torch.')} (on {on}). Keep them as they "
                 "are: y[keep]."
+            )
+        if y["shape"] != expected_y["shape"] or not same_values(y["values"], expected_y["values"]):
+            return (
+                f"Your x is right but your y is not (on {on}): the labels must lose the same "
+                "examples as x, so that x[i] still goes with y[i]. Index both with the same mask."
             )
     return None
 
@@ -826,6 +895,12 @@ drop_non_finite = Exercise(
             "when no example is kept, torch.tensor([]) of an empty list of indices is a float "
             "tensor, which cannot index; give it dtype=torch.long, or index with the boolean "
             "mask itself, x[keep].",
+        ),
+        (
+            "could not infer output dtype",
+            "the check passes integer features too (int64 counts), and mean() works on floats "
+            "only. Test the values themselves: torch.isfinite works on every dtype (integers are "
+            "always finite).",
         ),
         (
             "stack expects a non-empty TensorList",
@@ -947,10 +1022,9 @@ def _probe_clipped_step(answer, run):
             ]),
             "kind": _kind(got),
         }
-        if isinstance(got, torch.Tensor) and got.numel() == 1 and got.device.type != "meta":
-            case["returned"] = float(torch.Tensor.detach(got).reshape(-1)[0].item())
-        elif isinstance(got, (int, float, np.integer, np.floating)) and not isinstance(got, (bool, np.bool_)):
-            case["returned"] = float(got)
+        returned = _number(got)
+        if returned is not None:
+            case["returned"] = returned
         cases.append(case)
     # Two calls in a row on the same model and optimizer (SGD with momentum), as in a loop.
     on = "two calls in a row on one model and one SGD(lr=0.1, momentum=0.9), max_norm=1.0"
@@ -970,16 +1044,22 @@ def _probe_clipped_step(answer, run):
         "stale": stale,
         "fresh": fresh,
         "expected_norms": [float(n) for n in expected_norms],
-        "returned": [
-            float(torch.Tensor.detach(r).reshape(-1)[0].item())
-            if isinstance(r, torch.Tensor) and r.numel() == 1 and r.device.type != "meta"
-            else float(r) if isinstance(r, (int, float, np.integer, np.floating)) and not isinstance(r, (bool, np.bool_))
-            else _kind(r)
-            for r in returned
-        ],
+        "returned": [_number(r) if _number(r) is not None else _kind(r) for r in returned],
     }
     cases.append(case)
     return cases
+
+
+def _number(value):
+    """One number as a float (a one-value tensor, a NumPy array of one value, a Python or NumPy
+    number), else None."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type != "meta":
+        return float(torch.Tensor.detach(value).reshape(-1)[0].item())
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "fiu":
+        return float(value.reshape(-1)[0])
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    return None
 
 
 _TWICE = "two calls in a row on one model and one SGD(lr=0.1, momentum=0.9)"
@@ -1170,11 +1250,14 @@ def _probe_seeded_loader(answer, run):
     record = {"global_changed": []}
     loaders = {}
     # Every loader is made first, then iterated: loaders that share one generator show.
+    streams = set()  # Python's or NumPy's global stream, used by the loader or its making
     for key, seed, batch_size, _ in _LOADERS:
         on = f"seeded_loader(a data set of 20 items, batch_size={batch_size}, seed={seed})"
         torch.manual_seed(_MADE_UNDER.get(key, 2024))
         before = torch.get_rng_state()
+        others = _other_streams()
         loader = run(answer, dataset, batch_size, seed, on=on)
+        streams |= _other_streams_moved(others)
         if not torch.equal(torch.get_rng_state(), before):
             record["global_changed"].append(on)
         record[f"kind_{key}"] = _kind(loader)
@@ -1182,20 +1265,62 @@ def _probe_seeded_loader(answer, run):
             return record
         loaders[key] = (loader, on)
     default = torch.default_generator
+    first = loaders["a"][0]
+    samplers = [getattr(first, "sampler", None), getattr(getattr(first, "batch_sampler", None), "sampler", None)]
+    # generator= on the loader reaches only a sampler the loader makes itself (shuffle=True).
+    record["sampler_without_generator"] = isinstance(first.generator, torch.Generator) and any(
+        isinstance(sampler, torch.utils.data.RandomSampler) and sampler.generator is None for sampler in samplers
+    )
     generators = {key: _generators_of(loader) for key, (loader, _) in loaders.items()}
     record["uses_global_generator"] = any(g is default for gs in generators.values() for g in gs)
+    record["own_generator"] = bool(generators["a"]) and not record["uses_global_generator"]
     record["shared_generator"] = any(
         g is h for gs in generators.values() for hs in generators.values() if gs is not hs
         for g in gs for h in hs
     ) and not record["uses_global_generator"]
+    record["global_changed_iterating"] = []
     for key, _, _, disturbance in _LOADERS:
         loader, on = loaders[key]
         torch.manual_seed(disturbance)  # the rest of a program uses the global random stream
         torch.rand(3)
-        record[key] = run(_epoch, loader, on=f"iterating over {on}")
-        if key == "a":
-            record["a2"] = run(_epoch, loader, on=f"a second epoch of {on}")
+        epochs = [(key, f"iterating over {on}")] + ([("a2", f"a second epoch of {on}")] if key == "a" else [])
+        for name, where in epochs:
+            before = torch.get_rng_state()
+            others = _other_streams()
+            record[name] = run(_epoch, loader, on=where)
+            streams |= _other_streams_moved(others)
+            if _global_moved(before):
+                record["global_changed_iterating"].append(where)
+    record["other_streams"] = sorted(streams)
     return record
+
+
+def _other_streams() -> dict:
+    return {"Python's random module": random.getstate(),
+            "NumPy's global np.random": np.random.get_state()[1].copy()}
+
+
+def _other_streams_moved(before: dict) -> set:
+    after = _other_streams()
+    moved = set()
+    for name, state in before.items():
+        same = np.array_equal(state, after[name]) if isinstance(state, np.ndarray) else state == after[name]
+        if not same:
+            moved.add(name)
+    return moved
+
+
+def _global_moved(before: torch.Tensor) -> bool:
+    """Whether the global generator moved since ``before`` by more than the one number a
+    DataLoader without generator= draws itself when an epoch starts (its workers' base seed:
+    a loader whose sampler holds the generator does that, and it is not the learner's doing)."""
+    after = torch.get_rng_state()
+    if torch.equal(after, before):
+        return False
+    one_draw = torch.Generator()
+    one_draw.set_state(before)
+    torch.empty((), dtype=torch.int64).random_(generator=one_draw)
+    return not torch.equal(after, one_draw.get_state())
 
 
 def _judge_seeded_loader(record):
@@ -1242,6 +1367,31 @@ def _judge_seeded_loader(record):
             "moves the other's stream, and each new call reseeds the loaders made before it. "
             "Make a new generator in every call: torch.Generator().manual_seed(seed)."
         )
+    if a != b and record.get("other_streams"):
+        return (
+            f"Two loaders with seed=7 gave different orders: your loader draws its order from "
+            f"{' and '.join(record['other_streams'])}, a global stream that every other loader "
+            "and the rest of the program share, so the order depends on what was drawn before. "
+            "Give each loader a stream of its own: generator=torch.Generator().manual_seed(seed) "
+            "(or a random.Random(seed) / np.random.default_rng(seed) of its own in a sampler)."
+        )
+    if a != b and record.get("sampler_without_generator"):
+        return (
+            "Two loaders with seed=7 gave different orders. Your loader has a generator of its "
+            "own, but the RandomSampler you gave it has none (its generator is None): the sampler "
+            "does the shuffling, and draws from the global stream when each epoch starts, while "
+            "the loader's generator= only reaches a sampler the loader makes itself. Pass "
+            "shuffle=True with generator=torch.Generator().manual_seed(seed), or give the sampler "
+            "the generator: RandomSampler(dataset, generator=...)."
+        )
+    if a != b and record.get("own_generator") and record.get("global_changed_iterating"):
+        return (
+            "Two loaders with seed=7 gave different orders. Your loader has a generator of its "
+            "own, yet iterating over it changed the global random generator's state (on "
+            f"{record['global_changed_iterating'][0]}): something in it draws from the global "
+            "stream each epoch, so its order depends on what the rest of the program drew "
+            "before. Draw the whole shuffle from the loader's own generator."
+        )
     if a != b:
         return (
             "Two loaders with seed=7 gave different orders, because other code used the global "
@@ -1266,6 +1416,15 @@ def _judge_seeded_loader(record):
             "the program uses, so every call resets the randomness of the code around it "
             "(model initialisation, dropout). The loader needs a generator of its own; leave "
             "the global one alone."
+        )
+    if record.get("global_changed_iterating"):
+        return (
+            f"Iterating over your loader changed the global random generator's state (on "
+            f"{record['global_changed_iterating'][0]}): each epoch, something in it reseeded the "
+            "stream the rest of the program uses, or drew from it, so the dropout masks and "
+            "initialisations that follow depend on your loader. Draw the shuffle from the "
+            "loader's own generator only (generator=torch.Generator().manual_seed(seed)) and "
+            "leave the global one as it was."
         )
     if a == c:
         return "seed=7 and seed=8 gave the same order: the seed must choose the shuffle."
@@ -1299,5 +1458,12 @@ seeded_loader = Exercise(
         "as generator=.",
         "return DataLoader(dataset, batch_size=batch_size, shuffle=True, "
         "generator=torch.Generator().manual_seed(seed))",
+    ],
+    error_notes=[
+        (
+            "accelerator",
+            "torch.Generator's argument is a device, not a seed: torch.Generator(7) asks for "
+            "device 7. Make it, then seed it: torch.Generator().manual_seed(seed).",
+        ),
     ],
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import tempfile
 import warnings
@@ -248,6 +249,15 @@ def _judge_save_weights(record):
             "missing. named_parameters() skips buffers such as BatchNorm's running mean and "
             "variance, which the model needs in eval mode. model.state_dict() holds both."
         )
+    if missing and set(keys) <= set(expected):
+        quiet = all(k.endswith("num_batches_tracked") for k in missing)
+        return (
+            f"Your file lacks {', '.join(missing[:3])} of the model's state_dict"
+            + (" (load_state_dict(strict=True) does not even notice: BatchNorm fills in a "
+               "missing num_batches_tracked, as for files older than it)" if quiet else "")
+            + ". Save every entry of model.state_dict() as it is, buffers and integer tensors "
+            "included."
+        )
     if record["not_tensors"]:
         return (
             f"Your file's dict holds something other than tensors under "
@@ -385,6 +395,15 @@ def _loader_states(loader) -> dict:
     return {key: generator.get_state().numpy().copy() for key, generator in _loader_generators(loader)[0].items()}
 
 
+def _other_streams() -> dict:
+    """Python's and NumPy's global random states, as arrays (restore_rng_state puts both back)."""
+    numpy_state = np.random.get_state()
+    return {
+        "Python's random module": np.array(random.getstate()[1], dtype=np.int64),
+        "NumPy's global generator": np.append(numpy_state[1].astype(np.int64), numpy_state[2]),
+    }
+
+
 def _probe_resume(answer, run):
     with _one_thread():
         return _resume_record(answer, run)
@@ -413,6 +432,7 @@ def _resume_record(answer, run):
             _train_epoch(first)
         save_checkpoint(path, _SAVED_EPOCH, *first)
         saved_rng = torch.get_rng_state()
+        saved_others = _other_streams()
         saved_loader = _loader_states(first[4])
         record["saved_weights"] = _arrays(first[0].state_dict())
         record["saved_moments"] = _adam_moments(first[1])
@@ -421,6 +441,8 @@ def _resume_record(answer, run):
         # A new process: other seeds, freshly built objects with their own initial weights.
         torch.manual_seed(12345)
         torch.rand(7)
+        random.seed(12345)  # Python's and NumPy's streams start elsewhere in a new process too
+        np.random.seed(12345)
         fresh = _resume_parts(x, y)
         loads = []
         real_load = torch.load
@@ -429,6 +451,7 @@ def _resume_record(answer, run):
             loads.append(repr(kwargs.get("weights_only")))
             return real_load(*args, **kwargs)
 
+        fresh_loader = _loader_states(fresh[4])
         torch.load = recording_load
         try:
             start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
@@ -444,7 +467,15 @@ def _resume_record(answer, run):
         record["moments_after"] = _adam_moments(fresh[1])
         record["scaler_after"] = {k: float(v) for k, v in fresh[3].state_dict().items()}
         record["rng_restored"] = bool(torch.equal(torch.get_rng_state(), saved_rng))
+        others = _other_streams()
+        record["others_not_restored"] = [
+            name for name in saved_others if not np.array_equal(others[name], saved_others[name])
+        ]
         loader_after = _loader_states(fresh[4])
+        # Moved off the fresh loader's state, yet not to the saved one: drawn from after a restore.
+        record["loader_moved"] = loader_after.keys() == fresh_loader.keys() and not all(
+            np.array_equal(loader_after[key], fresh_loader[key]) for key in fresh_loader
+        )
         record["loader_saved"] = sorted(saved_loader)
         record["loader_after"] = sorted(loader_after)
         record["loader_restored"] = loader_after.keys() == saved_loader.keys() and all(
@@ -506,6 +537,24 @@ def _judge_resume(record):
             "After resume the global random number generator is not where the checkpoint saved "
             "it: the dropout masks and the batch order after the "
             "restart differ from the uninterrupted run's. restore_rng_state(checkpoint['rng'], loader)."
+        )
+    if record.get("others_not_restored"):
+        return (
+            f"After resume {' and '.join(record['others_not_restored'])} "
+            + ("is not where the checkpoint saved it: a run that draws from it"
+               if len(record["others_not_restored"]) == 1 else
+               "are not where the checkpoint saved them: a run that draws from them")
+            + " (a random augmentation, a sampler) would go on "
+            "differently from the uninterrupted one. restore_rng_state(checkpoint['rng'], loader) "
+            "puts back every generator the checkpoint holds; draw nothing after it."
+        )
+    if not record["loader_restored"] and record.get("loader_moved") and record["loader_after"] == record["loader_saved"]:
+        return (
+            "After resume the DataLoader's own generator is neither where the checkpoint saved it "
+            "nor where the freshly built loader's seed put it: it moved after it was set, so "
+            "something in your function drew from it (iterating over the loader draws its "
+            "shuffle) or gave it another state. Restore it with "
+            "restore_rng_state(checkpoint['rng'], loader), and leave the loader alone after that."
         )
     if not record["loader_restored"]:
         if record["loader_after"] != record["loader_saved"]:
@@ -588,6 +637,11 @@ resume = Exercise(
     time_limit_s=20.0,
     error_notes=[
         (
+            'Unexpected key(s) in state_dict: "epoch"',
+            "the checkpoint is a dict of parts (epoch, model, optimizer, scheduler, scaler, rng): "
+            "the model's weights are one of them, model.load_state_dict(checkpoint['model']).",
+        ),
+        (
             "Weights only load failed",
             "this checkpoint holds only tensors and plain values, so weights_only=True reads it; "
             "something else than the checkpoint path was loaded.",
@@ -659,6 +713,14 @@ class _ModernNet(nn.Module):
         self.hidden2 = nn.Linear(4, 3)
 
 
+class _Wrapped(nn.Module):
+    """What nn.DataParallel looks like to state_dict(): the model under the name module."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+
 def _remap_cases():
     torch.manual_seed(21)
     return [
@@ -683,6 +745,11 @@ def _remap_cases():
          "the front", nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), nn.Linear(4, 2)),
          lambda: nn.Sequential(nn.Dropout(0.1), nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), nn.Linear(4, 2)),
          {"0.": "1.", "1.": "2."}),
+        # An empty new prefix: the "module." that nn.DataParallel (or "_orig_mod." that
+        # torch.compile) puts in front of every key, cut off.
+        ("weights saved from a model wrapped in nn.DataParallel (every key starts with module.), "
+         "loaded into the bare model", _Wrapped(nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))),
+         lambda: nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)), {"module.": ""}),
         # Nothing renamed: still a new dict, with the same tensors.
         ("a model whose layers kept their names", _OldNet(), _OldNet, {}),
     ]
@@ -751,6 +818,7 @@ def _probe_remap_keys(answer, run):
 
 
 def _judge_remap_keys(cases):
+    earlier = set()  # the keys every earlier call should have returned
     for case in cases:
         on, renames = case["on"], case["renames"]
         if "keys" not in case:
@@ -789,6 +857,7 @@ def _judge_remap_keys(cases):
                     "tensors. Put each given value in the new dict as it is, without .clone(); "
                     "for a large model, copies double the memory for nothing."
                 )
+            earlier |= set(expected)
             continue
         chained = [_chained_key(k, renames) for k in case["keys_before"]]
         if set(keys) == set(chained) and set(chained) != set(expected):
@@ -847,6 +916,14 @@ def _judge_remap_keys(cases):
         if kept:
             before, want = kept[0]
             old = next(o for o in renames if before.startswith(o))
+            if renames[old] == "":
+                return (
+                    f"{before} kept its name (on {on}, renames={renames}), though it starts with "
+                    f"the old prefix {old!r} and should become {want}: the new prefix here is the "
+                    "empty string, and cutting the old prefix off is a rename too. An empty "
+                    "string counts as False in a test such as `if new:` or `if "
+                    "renames.get(...)`; test key.startswith(old) alone, then new + key[len(old):]."
+                )
             return (
                 f"{before} kept its name (on {on}, renames={renames}), though it starts with the "
                 f"old prefix {old!r} and should become {want}. A prefix can be longer than the "
@@ -861,6 +938,14 @@ def _judge_remap_keys(cases):
                 "unchanged, or load_state_dict(strict=True) reports them missing."
             )
         extra = [k for k in keys if k not in expected]
+        from_before = [k for k in extra if k in earlier and k not in case["keys_before"]]
+        if extra and len(from_before) == len(extra):
+            return (
+                f"Your dict holds keys of an earlier call too, e.g. {from_before[0]} (on {on}, "
+                f"renames={renames}): they belong to another model's state_dict. Start each call "
+                "with a new, empty dict, made inside the function; a dict kept between calls "
+                "collects every call's keys."
+            )
         return (
             f"Your keys differ from the new model's (on {on}, renames={renames}): missing "
             f"{missing[:3]}, unexpected {extra[:3]}. load_state_dict(strict=True) says: "
