@@ -380,6 +380,8 @@ def test_a_record_without_a_line_from_an_older_grader_still_reads(double):
         (lambda: torch.zeros(3)[torch.tensor([])], "dtype=torch.long"),
         (lambda: torch.nn.Linear(2, 2).train(0.5), "takes True or False"),
         (lambda: 0.5 < None, "one side is still None"),
+        (lambda: torch.nn.Conv2d(1, 1, 1)(torch.zeros(1, 1, 2, 2, dtype=torch.float64)), "differ in dtype or device"),
+        (lambda: torch.arange(3).mean(), "averages need a float tensor"),
         (lambda: torch.zeros(2, dtype=torch.long).requires_grad_(), "only floating-point tensors"),
         (lambda: torch.from_numpy(np.zeros(()) + 0), "a NumPy scalar"),
         (lambda: setattr(torch.zeros(2, dtype=torch.float64, requires_grad=True), "grad", torch.zeros(2)),

@@ -60,6 +60,17 @@ _RULES: list[tuple[str | None, str, Rule]] = [
     (None, r"expected np\.ndarray \(got ([\w.]+)\)",
      lambda m: f"torch.from_numpy needs an array and got {m[1]}: arithmetic on a 0-d array gives "
                "a NumPy scalar. Use torch.tensor(value), or np.asarray(value) first."),
+    (None, r"Input type \((\w+)\) and (?:bias|weight) type \((\w+)\) should be the same",
+     lambda m: f"the input ({m[1]}) and the layer's weights ({m[2]}) differ in dtype or device. "
+               "Give the layer an input like its weights (x.to(weight.dtype)), or move the model."),
+    (None, r"could not infer output dtype\. Input dtype must be either a floating point or "
+           r"complex dtype\. Got: (\w+)",
+     lambda m: f"mean() (or another average) of an integer tensor ({m[1]}): averages need a "
+               "float tensor. Convert first (x.float()) or pass dtype=torch.float32."),
+    (None, r"Cannot access accelerator device when none is available",
+     lambda m: "a device was asked for and this machine has none: an integer given to "
+               "torch.Generator(...) or torch.device(...) is a device index, not a seed. Seed "
+               "with torch.Generator().manual_seed(seed)."),
     (None, r"Trying to backward through the graph a second time",
      lambda m: "backward() ran twice through the same recorded graph. Recompute the forward "
                "pass (the loss) before each backward()."),
