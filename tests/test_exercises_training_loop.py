@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from course_utils.exercises import training_loop as ex
 from course_utils.exercises.core import Outcome
-from exercise_asserts import assert_passes, assert_references_pass_and_leave_the_session_alone
+from exercise_asserts import assert_references_pass_and_leave_the_session_alone
 from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
 
 EXERCISES = (ex.train_step, ex.evaluate, ex.EarlyStopping)
@@ -35,13 +35,6 @@ def test_blank_answers_are_not_attempted():
 
 def test_checks_are_fast_and_leave_the_session_alone():
     assert_references_pass_and_leave_the_session_alone(EXERCISES)
-
-
-def test_train_step_leaves_its_arguments_alone():
-    model = torch.nn.Linear(2, 2)
-    before = [p.detach().clone() for p in model.parameters()]
-    assert_passes(ex.train_step, ex.train_step.reference)
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 # -- train_step (L1) ---------------------------------------------------------------------------
