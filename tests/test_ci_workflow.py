@@ -33,3 +33,36 @@ def test_a_job_runs_every_notebook_on_pypis_cuda_build_without_a_gpu():
 def test_every_job_runs_the_readme_test_command():
     for name, job in jobs().items():
         assert any("./course test" in step.get("run", "") for step in job["steps"]), name
+
+
+def test_a_weekly_job_runs_the_notebooks_at_full_length():
+    workflow = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert triggers["schedule"], "no scheduled run"
+    job = jobs()["full-length"]
+    assert "schedule" in job["if"]
+    test_step = next(step for step in job["steps"] if step.get("name") == "Test")
+    assert test_step["env"]["COURSE_FULL_LENGTH"] == "1" and "./course test" in test_step["run"]
+
+
+def test_full_length_turns_the_test_commands_smoke_setting_off():
+    """The lines of cmd_test that decide COURSE_SMOKE, run by bash as they are written."""
+    import os
+    import subprocess
+
+    script = (ROOT / "course").read_text()
+    body = script[script.index("cmd_test() {"):]
+    lines = body[: body.index("\n}\n")].splitlines()
+    start = next(i for i, line in enumerate(lines) if "local smoke=" in line)
+    decide = "\n".join(lines[start:start + 3])
+    assert "export COURSE_SMOKE=" in decide
+    probe = f'f() {{\n{decide}\necho "$COURSE_SMOKE"\n}}\nf'
+
+    def smoke(**extra):
+        env = {k: v for k, v in os.environ.items() if k not in ("COURSE_FULL_LENGTH", "COURSE_SMOKE")}
+        return subprocess.run(["bash", "-c", probe], env={**env, **extra}, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    assert smoke() == "1"
+    assert smoke(COURSE_FULL_LENGTH="1") == "0"
+    assert smoke(COURSE_FULL_LENGTH="0") == "1"
