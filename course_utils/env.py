@@ -409,6 +409,9 @@ def random_state_preserved() -> Iterator[None]:
     numpy_state = numpy.random.get_state() if numpy is not None else None
     torch_state = torch.get_rng_state()
     cuda_states = _optional(lambda: torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None)
+    # Not started yet: CUDA's generators will start from the seed torch.manual_seed queued for
+    # them (torch.initial_seed()), or the default one, which initial_seed() also reports.
+    cuda_seed = _optional(lambda: torch.initial_seed() if cuda_states is None and _cuda_available() else None)
     mps_state = _optional(lambda: torch.mps.get_rng_state() if _mps_available() else None)
     xpu_states = _optional(lambda: torch.xpu.get_rng_state_all() if _xpu_available() else None)
     try:
@@ -420,6 +423,8 @@ def random_state_preserved() -> Iterator[None]:
         torch.set_rng_state(torch_state)
         if cuda_states is not None:
             torch.cuda.set_rng_state_all(cuda_states)
+        elif cuda_seed is not None and _optional(torch.cuda.is_initialized):
+            torch.cuda.manual_seed_all(cuda_seed)  # started inside: as it would have started
         if mps_state is not None:
             torch.mps.set_rng_state(mps_state)
         if xpu_states is not None:

@@ -309,3 +309,14 @@ def test_chapter_07_removes_its_folder_when_the_kernel_shuts_down_before_the_las
     work = Path(nb.cells[1].outputs[0].text.strip())
     assert work.name.startswith("course07-")
     assert not work.exists(), f"{work} is still there after the kernel shut down"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_random_numbers_continue_after_a_restore():
+    torch.manual_seed(3)
+    torch.rand(2, device="cuda")
+    state = checkpoints.rng_state()
+    expected = torch.rand(4, device="cuda")
+    torch.rand(100, device="cuda")  # the generator moves on
+    checkpoints.restore_rng_state(state)
+    assert torch.equal(torch.rand(4, device="cuda"), expected)

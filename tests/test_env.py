@@ -414,3 +414,49 @@ def test_report_escapes_html_and_counts_failures():
 def test_check_rejects_unknown_status():
     with pytest.raises(ValueError):
         Check("x", "fine", "")
+
+
+@needs_cuda
+def test_random_state_preserved_puts_cuda_generators_back():
+    from course_utils.env import random_state_preserved
+
+    torch.manual_seed(0)
+    torch.rand(1, device="cuda")  # CUDA started and seeded
+    expected = torch.cuda.get_rng_state_all()
+    with random_state_preserved():
+        torch.rand(1000, device="cuda")
+    assert all(torch.equal(a, b) for a, b in zip(torch.cuda.get_rng_state_all(), expected))
+
+
+@needs_cuda
+def test_a_check_that_starts_cuda_leaves_the_learners_cuda_numbers_as_they_would_have_been():
+    """The learner seeded, never used CUDA yet; a check starts CUDA and draws there."""
+    def cuda_draws(inside_check: bool) -> str:
+        code = (
+            "import torch\n"
+            "from course_utils.env import random_state_preserved\n"
+            "torch.manual_seed(0)\n"
+            + ("with random_state_preserved():\n    torch.rand(50, device='cuda')\n" if inside_check else "")
+            + "print(torch.rand(3, device='cuda').tolist())\n"
+        )
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    assert cuda_draws(inside_check=True) == cuda_draws(inside_check=False)
+
+
+def test_cuda_started_inside_random_state_preserved_is_reseeded_as_it_would_have_started(monkeypatch):
+    """The CPU-side logic of the test above, on any machine: CUDA not started before the block,
+    started inside it, gets the seed torch.manual_seed had queued for it."""
+    from course_utils.env import random_state_preserved
+
+    torch.manual_seed(1234)
+    started = iter([False, True])  # at entry: not started; at exit: started by the block
+    seeded = []
+    monkeypatch.setattr(env, "_cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: next(started))
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", seeded.append)
+    with random_state_preserved():
+        pass
+    assert seeded == [1234]
