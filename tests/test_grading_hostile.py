@@ -551,12 +551,12 @@ def test_the_solutions_cannot_be_read_from_git_history(batch, sandboxed):
     assert {n for n in TENSOR_EXERCISES[3:] if entries[n]["score"]} == set(), entries
 
 
-def test_rebinding_the_graders_names_fails_closed_or_grades_correctly(batch):
+def test_rebinding_the_graders_names_changes_nothing(batch):
+    """Right answers in a cell that also rebinds ex, __import__, json, sys... get full marks:
+    the grader's probe uses none of the notebook's names."""
     entries = exercises(batch, "grader_names")
-    for name, entry in entries.items():
-        assert entry["score"] == 1 or entry["reason"].strip(), (name, entry)
-        if entry["score"] == 1:
-            assert entry["outcome"] == "passed"
+    assert {name: (e["outcome"], e["score"]) for name, e in entries.items()} == {
+        name: ("passed", 1) for name in TENSOR_EXERCISES}
     # the batch went on: learners graded after this one exist (checked by the first test too)
     assert batch.result("correct")["total"] == len(TENSOR_EXERCISES)
 
