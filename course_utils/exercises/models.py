@@ -175,6 +175,26 @@ def _skip_branches(model, width, hidden):
     ]
 
 
+def _module_batches(model, run, case, *, batch: int, seed: int):
+    """The opening both module probes share: record what kind of module came back, its hidden
+    layers and devices, and make the batches it is called on (setting up a lazy layer on the
+    first). None when the case is already decided: not a module, or parameters not on the CPU.
+    """
+    if not isinstance(model, nn.Module):
+        return None
+    case["hidden_layers"] = _hidden_layers(model)
+    case["devices"] = _parameter_devices(model)
+    if case["devices"] not in ([], ["cpu"]):
+        return None
+    width, on = case["width"], case["on"]
+    # the last batch has the first one's shape and new values: a cache cannot pass
+    shapes = [(batch, width), (1, width), (2, 3, width), (batch, width)]
+    xs = [_input(shape, seed=seed + i) for i, shape in enumerate(shapes)]
+    if _is_lazy(model):  # a lazy layer learns its input size from a first batch
+        run(model, xs[0].clone(), on=f"{on} called on a first batch of shape ({batch}, {width})")
+    return xs
+
+
 def _probe_skip_block(answer, run):
     cases = []
     for seed, (width, hidden) in enumerate(_SKIP_SIZES):
@@ -182,19 +202,10 @@ def _probe_skip_block(answer, run):
         torch.manual_seed(seed)  # the learner's layers draw their initial weights
         model = run(answer, width, hidden, on=on)
         case = {"on": on, "width": width, "hidden": hidden, "kind": _module_kind(model)}
-        if not isinstance(model, nn.Module):
+        xs = _module_batches(model, run, case, batch=4, seed=10 + 4 * seed)
+        if xs is None:
             cases.append(case)
             return cases
-        case["hidden_layers"] = _hidden_layers(model)
-        case["devices"] = _parameter_devices(model)
-        if case["devices"] not in ([], ["cpu"]):
-            cases.append(case)
-            return cases
-        # the last batch has the first one's shape and new values: a cache cannot pass
-        batches = [(4, width), (1, width), (2, 3, width), (4, width)]
-        xs = [_input(shape, seed=10 + 4 * seed + i) for i, shape in enumerate(batches)]
-        if _is_lazy(model):  # a lazy layer learns its input size from a first batch
-            run(model, xs[0].clone(), on=f"{on} called on a first batch of shape (4, {width})")
         case["n_parameters"] = sum(p.numel() for p in model.parameters())
         if case["hidden_layers"]:  # judged from the count; forward would not survive .to()
             cases.append(case)
@@ -202,8 +213,9 @@ def _probe_skip_block(answer, run):
         case["linear_shapes"] = [[m.in_features, m.out_features] for m in _linears(model)]
         branches = _skip_branches(model, width, hidden)
         calls = []
-        for shape, x in zip(batches, xs):
-            again = " (another batch of the first shape)" if len(calls) == len(batches) - 1 else ""
+        for x in xs:
+            shape = tuple(x.shape)
+            again = " (another batch of the first shape)" if len(calls) == len(xs) - 1 else ""
             call_on = f"{on} called on a batch of shape {shape_text(list(shape))}{again}"
             given = x.clone()
             got = run(model, given, on=call_on)
@@ -453,19 +465,10 @@ def _probe_tower(answer, run):
         torch.manual_seed(seed)
         model = run(answer, width, depth, on=on)
         case = {"on": on, "width": width, "depth": depth, "kind": _module_kind(model)}
-        if not isinstance(model, nn.Module):
+        xs = _module_batches(model, run, case, batch=2, seed=20 + 4 * seed)
+        if xs is None:
             cases.append(case)
             return cases
-        case["hidden_layers"] = _hidden_layers(model)
-        case["devices"] = _parameter_devices(model)
-        if case["devices"] not in ([], ["cpu"]):
-            cases.append(case)
-            return cases
-        # the last batch has the first one's shape and new values: a cache cannot pass
-        batches = [(2, width), (1, width), (2, 3, width), (2, width)]
-        xs = [_input(shape, seed=20 + 4 * seed + i) for i, shape in enumerate(batches)]
-        if _is_lazy(model):  # a lazy layer learns its input size from a first batch
-            run(model, xs[0].clone(), on=f"{on} called on a first batch of shape (2, {width})")
         linears = _linears(model)
         case["n_parameters"] = sum(p.numel() for p in model.parameters())
         if case["hidden_layers"]:  # judged from the count; forward would not survive .to()
@@ -475,8 +478,9 @@ def _probe_tower(answer, run):
         case["n_linears"] = len(positions)
         case["n_distinct_linears"] = len(linears)
         calls = []
-        for shape, x in zip(batches, xs):
-            again = " (another batch of the first shape)" if len(calls) == len(batches) - 1 else ""
+        for x in xs:
+            shape = tuple(x.shape)
+            again = " (another batch of the first shape)" if len(calls) == len(xs) - 1 else ""
             call_on = f"{on} called on a batch of shape {shape_text(list(shape))}{again}"
             given = x.clone()
             got = run(model, given, on=call_on)
