@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parent
 # Settings a notebook's kernel inherits; cleared before each notebook's own are applied.
 RUN_SETTINGS = ("COURSE_STRICT", "COURSE_EXPECT", "COURSE_SIMULATED_MACHINE", "PYTHONPATH")
 RUN_ENV_FILE = "run-env.json"
+# A fixed copy of two chapters that the grader's tests grade (tests/grading_course/README.md):
+# test data, not notebooks to run.
+collect_ignore = ["tests/grading_course"]
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:

@@ -25,8 +25,11 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = ROOT / "solutions"
-NOTEBOOKS = ROOT / "notebooks"
+SOLUTIONS = ROOT / "solutions"  # the real ones: what the sandbox must keep out of sight
+# The course the grader's tests grade (see its README): a fixed copy of two chapters, so that a
+# chapter gaining an exercise does not change what these tests expect of the grader.
+GRADING_COURSE = ROOT / "tests" / "grading_course"
+NOTEBOOKS = GRADING_COURSE / "notebooks"
 
 TENSORS = "01_tensors"
 TENSOR_EXERCISES = (
@@ -56,8 +59,8 @@ WRONG = {
 # Notebooks
 # --------------------------------------------------------------------------------------------
 def course_notebook(chapter: str = TENSORS, kind: str = "solutions") -> nbformat.NotebookNode:
-    """A fresh copy of the course's ``solutions/`` or ``notebooks/`` (blank) notebook."""
-    folder = {"solutions": SOLUTIONS, "notebooks": NOTEBOOKS}[kind]
+    """A fresh copy of the graded course's ``solutions/`` or ``notebooks/`` (blank) notebook."""
+    folder = {"solutions": GRADING_COURSE / "solutions", "notebooks": NOTEBOOKS}[kind]
     return nbformat.read(folder / f"{chapter}.ipynb", as_version=4)
 
 
@@ -310,6 +313,8 @@ def spawn_processes(marker: str, count: int = 40) -> str:
                             stderr=_subprocess.DEVNULL)
         except (OSError, _subprocess.SubprocessError):
             pass
+        import time as _time
+        _time.sleep(1.5)  # long enough for the test's half-second sampler to count them all
         """
     )
 

@@ -352,6 +352,8 @@ def test_more_processes_than_max_processes_fail_that_answer_with_the_reason(klas
     assert hog["score"] == 0, f"{3 * MAX_PROCESSES} processes started under --max-processes {MAX_PROCESSES}: {hog}"
     assert "the answer cell raised BlockingIOError" in hog["reason"], hog
     assert "Resource temporarily unavailable" in hog["reason"], hog
+    assert "more processes or threads than grading allows (--max-processes)" in hog["reason"], hog
+    assert hog["outcome"] == "your code raised", hog
     # a few processes, well under the limit, are fine; so is everything after the limit bit
     assert {n for n, e in exercises.items() if e["score"]} == set(TENSOR_EXERCISES) - {"outer_sum"}, exercises
     assert (bob["total"], bob["max"]) == (6, 7)

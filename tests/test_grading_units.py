@@ -1,5 +1,6 @@
 """The grader's parts: reading submissions, assembling what runs, judging records, limits."""
 
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ from course_utils.grading.execute import Execution
 from course_utils.grading.submissions import Unreadable, answer_sources, discover, read_submission
 
 ROOT = Path(__file__).resolve().parents[1]
-COURSE_01 = nbformat.read(ROOT / "notebooks" / "01_tensors.ipynb", as_version=4)
+# The fixed copy the grader's tests grade (tests/grading_course/README.md): 7 exercises.
+COURSE_01 = nbformat.read(ROOT / "tests" / "grading_course" / "notebooks" / "01_tensors.ipynb", as_version=4)
 
 
 def test_learners_are_folders_or_files(tmp_path):
@@ -103,7 +105,7 @@ def test_a_stopped_run_scores_the_rest_zero_with_the_reason():
 
 
 def test_the_launcher_sets_limits_and_keeps_only_the_given_environment():
-    code = ("import os, resource; print(resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20, "
+    code = ("import os, resource; print(resource.getrlimit(resource.RLIMIT_DATA)[0] // 2**20, "
             "resource.getrlimit(resource.RLIMIT_FSIZE)[0] // 2**20, sorted(os.environ))")
     out = subprocess.run(
         [sys.executable, "-m", "course_utils.grading.limits", "--memory-mb", "2048", "--max-file-mb", "8",
@@ -143,3 +145,81 @@ def test_the_sandbox_keeps_tmp_only_when_the_course_lives_there(tmp_path, monkey
     args = sandbox.bubblewrap_prefix(folder, [])
     assert ["--tmpfs", tmp] != args[8:10]
     assert args[args.index("--bind") + 1] == str(folder.root) and "--unshare-all" in args
+
+
+@pytest.mark.parametrize("error, option", [
+    ("BlockingIOError: [Errno 11] Resource temporarily unavailable", "--max-processes"),
+    ("MemoryError: ", "--memory-mb"),
+    ("OSError: [Errno 27] File too large", "--max-file-mb"),
+])
+def test_an_answer_stopped_by_a_grading_limit_names_the_option(error, option):
+    reason = scoring.answer_raised(error)
+    assert reason.startswith(f"the answer cell raised {error}") and option in reason
+
+
+def test_an_answer_that_raised_for_its_own_reasons_is_not_blamed_on_a_limit():
+    assert scoring.answer_raised("NameError: name 'x' is not defined") == (
+        "the answer cell raised NameError: name 'x' is not defined")
+
+
+def test_an_answer_cell_that_raised_before_defining_its_function_is_your_code_raised():
+    assembly = assemble("01_tensors", COURSE_01, {"outer_sum": "x"})
+    probe = next(p for p in assembly.probes if p.exercise == "outer_sum")
+    def outer_sum(a, b):  # the release's stub, still in place: the cell stopped before its def
+        raise NotImplementedError
+
+    execution = Execution(records={probe.grade_id: _record(outer_sum)},
+                          answer_errors={probe.answer_id: "BlockingIOError: [Errno 11] Resource temporarily unavailable"})
+    score = {s.exercise: s for s in scoring.score_notebook("tensors", assembly, execution)}["outer_sum"]
+    assert (score.score, score.outcome) == (0, "your code raised")
+    assert "--max-processes" in score.reason
+
+
+def _under_memory_cap(megabytes: int, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "course_utils.grading.limits", "--memory-mb", str(megabytes),
+         "--env", "PATH=/usr/bin:/bin", "--", sys.executable, "-c", code],
+        capture_output=True, text=True)
+
+
+def test_the_memory_cap_leaves_reserved_address_space_alone():
+    """PyPI's CUDA build maps ~3 GB of libraries at import (and reserves far more on a GPU):
+    under a cap on address space it failed to import at the grader's default of 3072 MB. Here an
+    8 GB read-only reservation stands in for those mappings; it must not count."""
+    reserve = ("import mmap; m = mmap.mmap(-1, 8 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, "
+               "prot=mmap.PROT_READ); print(len(m) >> 30)")
+    run = _under_memory_cap(1024, reserve)
+    assert run.returncode == 0 and run.stdout.strip() == "8", run.stderr
+
+
+def test_the_memory_cap_stops_writable_memory_with_a_memory_error():
+    eat = "blocks = [bytearray(100 << 20) for _ in range(30)]"
+    run = _under_memory_cap(1024, eat)
+    assert run.returncode != 0 and "MemoryError" in run.stderr, run.stderr
+    assert _under_memory_cap(1024, "blocks = [bytearray(100 << 20) for _ in range(5)]").returncode == 0
+
+
+def test_a_course_cell_that_failed_is_named_when_checks_have_no_result():
+    """Under a memory cap that PyPI's CUDA build could not import torch in, every check said
+    only "its check produced no result"; the cell that failed first says why."""
+    assembly = assemble("01_tensors", COURSE_01, {"outer_sum": "x"})
+    failed = "cell 2 (the course's own) raised ImportError: libtorch_cpu.so: failed to map segment"
+    scores = scoring.score_notebook("tensors", assembly, Execution(first_course_error=failed))
+    outer_sum = {s.exercise: s for s in scores}["outer_sum"]
+    assert outer_sum.outcome == "no result" and outer_sum.reason.endswith(failed)
+
+
+def test_the_gradebook_has_a_column_for_each_check_the_graded_course_has():
+    """A course given with --course may check fewer exercises than the package defines: an
+    unreadable submission and the gradebook both follow the course, not the package."""
+    from course_utils.grading.batch import exercise_columns, graded_exercises
+
+    course = COURSE_01
+    fewer = nbformat.from_dict(copy.deepcopy(course))
+    fewer.cells = [c for c in fewer.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                   != "check_outer_sum"]
+    names = graded_exercises("01_tensors", fewer)
+    assert "outer_sum" not in names and "match_reference" in names
+    assert names == [n for n in graded_exercises("01_tensors", course) if n != "outer_sum"]
+    results = [{"notebooks": {"01_tensors": {"exercises": dict.fromkeys(names)}}}]
+    assert exercise_columns(results) == [f"01_tensors/{n}" for n in names]

@@ -71,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     results, cached = run_batch(batch, learners, args.workers, print, sandbox)
     everything = read_results(batch.out)
-    chapters = {c for r in everything for c in r["notebooks"]}
-    gradebook = write_gradebook(batch.out, everything, exercise_columns(chapters))
+    gradebook = write_gradebook(batch.out, everything, exercise_columns(everything))
     print(f"Done in {time.perf_counter() - start:.1f} s: {len(results) - cached} graded, "
           f"{cached} from the cache; gradebook: {gradebook}")
     return 0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.exercises import CHAPTERS, chapter_exercises
+from course_utils.exercises import CHAPTERS
 from course_utils.grading import GRADER_VERSION
 from course_utils.grading.assemble import assemble, course_answer_ids
 from course_utils.grading.sandbox import (RUNS_ROOT, SANDBOXED, Limits, RunFolder, SandboxUnavailable,
@@ -49,8 +49,19 @@ def course_notebooks(course: Path) -> dict[str, nbformat.NotebookNode]:
     return notebooks
 
 
-def exercise_columns(chapters) -> list[str]:
-    return [f"{c}/{e.name}" for c in CHAPTERS if c in chapters for e in chapter_exercises(CHAPTERS[c])]
+def exercise_columns(results: list[dict]) -> list[str]:
+    """The gradebook's exercise columns: the exercises the graded course's notebooks check, in
+    course order (a course given with ``--course`` may check fewer than the package defines)."""
+    names: dict[str, list[str]] = {}
+    for result in results:
+        for chapter, notebook in result["notebooks"].items():
+            names.setdefault(chapter, list(notebook["exercises"]))
+    return [f"{c}/{name}" for c in CHAPTERS if c in names for name in names[c]]
+
+
+def graded_exercises(chapter: str, course_notebook: nbformat.NotebookNode) -> list[str]:
+    """The exercises the course's notebook for ``chapter`` has a check cell for, in order."""
+    return [probe.exercise for probe in assemble(chapter, course_notebook, {}).probes]
 
 
 def course_version(course: Path) -> str:
@@ -112,7 +123,7 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
         except Unreadable as error:
             result["problems"].append(str(error))
             if path.stem in courses and path.stem not in result["notebooks"]:
-                result["notebooks"][path.stem] = _nothing_graded(path.stem, str(error))
+                result["notebooks"][path.stem] = _nothing_graded(path.stem, courses[path.stem], str(error))
             continue
         chapter = _chapter_of(path, nb, courses)
         if chapter is None:
@@ -147,10 +158,10 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
     return result
 
 
-def _nothing_graded(chapter: str, why: str) -> dict:
-    exercises = chapter_exercises(CHAPTERS[chapter])
+def _nothing_graded(chapter: str, course_notebook: nbformat.NotebookNode, why: str) -> dict:
+    exercises = graded_exercises(chapter, course_notebook)
     return {
-        "exercises": {e.name: {"score": 0, "max": 1, "outcome": "missing", "reason": why} for e in exercises},
+        "exercises": {name: {"score": 0, "max": 1, "outcome": "missing", "reason": why} for name in exercises},
         "score": 0, "max": len(exercises), "problems": [why],
     }
 
@@ -161,7 +172,7 @@ def _add_unsubmitted(result: dict, courses: dict) -> None:
         return
     why = "; ".join(result["problems"]) or "nothing graded"
     first = next(iter(courses))
-    result["notebooks"][first] = _nothing_graded(first, why)
+    result["notebooks"][first] = _nothing_graded(first, courses[first], why)
 
 
 def _grade_safely(learner: Learner, batch: Batch, sandbox: str) -> dict:

@@ -28,6 +28,9 @@ from course_utils.grading.sandbox import Limits, RunFolder, write_kernel_spec
 class Execution:
     records: dict[str, object] = field(default_factory=dict)  # check grade_id → plain record
     answer_errors: dict[str, str] = field(default_factory=dict)  # answer grade_id → "Type: msg"
+    # The first error in a cell that is not an answer cell (the course's imports, a
+    # demonstration): when every check then has no result, this says why.
+    first_course_error: str | None = None
     stopped: str | None = None  # why the run ended early, if it did
     truncated_outputs: int = 0
     process_limit: str = ""
@@ -123,8 +126,12 @@ async def _run(assembly: Assembly, folder: RunFolder, limits: Limits, sandbox: s
                 result.records[probe.grade_id] = record
         answer_id = assembly.answer_cells.get(cell_index)
         content = (execute_reply or {}).get("content", {})
-        if answer_id is not None and content.get("status") == "error":
-            result.answer_errors[answer_id] = f"{content.get('ename')}: {content.get('evalue')}"[:300]
+        if content.get("status") == "error":
+            error = f"{content.get('ename')}: {content.get('evalue')}"[:300]
+            if answer_id is not None:
+                result.answer_errors[answer_id] = error
+            elif probe is None and result.first_course_error is None:
+                result.first_course_error = f"cell {cell_index + 1} (the course's own) raised {error}"
 
     client.on_cell_executed = cell_done
     try:

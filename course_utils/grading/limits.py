@@ -6,6 +6,12 @@
 Limits are set on this process and then it ``exec``s the command, which inherits them. Run as
 root, RLIMIT_NPROC means nothing; the grader then passes ``--cgroup``, a pids cgroup (see
 ``processes``) that this process joins, so everything it starts is counted and can be ended.
+
+``--memory-mb`` caps writable private memory (RLIMIT_DATA: the heap, and every array and
+tensor on the CPU), not address space (RLIMIT_AS). PyPI's CUDA build of torch maps about 3 GB
+of libraries and, on a GPU, reserves far more address space than the machine has memory; under
+an address-space cap of 3 GB it cannot even be imported, and every notebook would score zero.
+Memory on the GPU is not capped by this.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("no command given")
 
     if args.memory_mb:
-        _set(resource.RLIMIT_AS, args.memory_mb * 1024 * 1024)
+        _set(resource.RLIMIT_DATA, args.memory_mb * 1024 * 1024)
     if args.max_file_mb:
         _set(resource.RLIMIT_FSIZE, args.max_file_mb * 1024 * 1024)
     if args.cpu_seconds:

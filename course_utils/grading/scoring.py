@@ -34,6 +34,27 @@ class ExerciseScore:
         return {"score": self.score, "max": self.max, "outcome": self.outcome, "reason": self.reason}
 
 
+# Errors that an answer cell meets when it reaches one of the grader's limits, and the option
+# that sets that limit: a learner reading "BlockingIOError" alone cannot tell that it was the
+# grader, not their code's logic, that said no.
+_LIMIT_ERRORS = (
+    (("BlockingIOError", "Resource temporarily unavailable"),
+     "it started more processes or threads than grading allows (--max-processes)"),
+    (("MemoryError", "Cannot allocate memory", "can't allocate memory"),
+     "it used more memory than grading allows (--memory-mb)"),
+    (("File too large",), "it wrote a file larger than grading allows (--max-file-mb)"),
+)
+
+
+def answer_raised(error: str) -> str:
+    """The reason for an answer cell that raised, naming the grader's limit where one was hit."""
+    reason = f"the answer cell raised {error}"
+    for signs, why in _LIMIT_ERRORS:
+        if any(sign in error for sign in signs):
+            return f"{reason}; {why}"
+    return reason
+
+
 @functools.lru_cache(maxsize=None)
 def _exercise(module: str, name: str):
     return getattr(importlib.import_module(f"course_utils.exercises.{module}"), name)
@@ -130,7 +151,12 @@ def score_notebook(
                 scores.append(ExerciseScore(name, 0, 1, outcome, execution.stopped))
             else:
                 error = execution.answer_errors.get(probe.answer_id)
-                why = f"the answer cell raised {error}" if error else "its check produced no result"
+                if error:
+                    why = answer_raised(error)
+                elif execution.first_course_error:
+                    why = f"its check produced no result: {execution.first_course_error}"
+                else:
+                    why = "its check produced no result"
                 scores.append(ExerciseScore(name, 0, 1, "no result", why))
             continue
         try:
@@ -151,7 +177,9 @@ def score_notebook(
         verdict = _exercise(module, name).judge(result)
         reason = verdict.message
         error = execution.answer_errors.get(probe.answer_id)
+        outcome = verdict.outcome.value
         if not verdict.passed and error and result.status.value == "not_attempted":
-            reason = f"the answer cell raised {error}"
-        scores.append(ExerciseScore(name, int(verdict.passed), 1, verdict.outcome.value, reason))
+            # The stub was still in place because the answer cell stopped before defining it.
+            reason, outcome = answer_raised(error), "your code raised"
+        scores.append(ExerciseScore(name, int(verdict.passed), 1, outcome, reason))
     return scores
