@@ -4,8 +4,10 @@ Speeds differ by a factor of a hundred between a laptop CPU and a data-centre GP
 printed in the text would be wrong for almost everyone. The helpers here wrap the tools PyTorch
 already has for measuring itself and print what they found in plain units:
 
-- ``time_it`` and ``compare``: ``torch.utils.benchmark.Timer``, which warms up, repeats, and
-  synchronizes CUDA so that asynchronous GPU work is not mistaken for instant work.
+- ``time_it`` and ``compare``: blocks of calls timed in interleaved rounds, with a clock that
+  first waits for queued GPU work (asynchronous kernels would look instant), until the
+  measurements agree. A timing whose measurements do not agree is reported as noise, and
+  ``Comparison.conclusion`` says which is faster only when the difference is larger than it.
 - ``saved_for_backward``: ``torch.autograd.graph.saved_tensors_hooks``, which sees every tensor
   autograd keeps for the backward pass. This is the memory a graph holds alive, and unlike the
   allocator's statistics it can be measured on every device, the CPU included.
@@ -19,12 +21,13 @@ from __future__ import annotations
 
 import html
 import os
+import statistics
 import timeit
+from timeit import Timer as _StdlibTimer
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.utils.benchmark
 
 # --- units ----------------------------------------------------------------------------------
 
@@ -92,48 +95,128 @@ def _accelerator_synchronize() -> Callable[[], None] | None:
     return None
 
 
+STEADY_SPREAD = 0.10
+"""A timing is steady when its interquartile range is at most this share of its median."""
+
+NOISE_VERDICTS = ("faster", "slower", "same within noise", "too noisy")
+
+
 @dataclass(frozen=True)
 class Timing:
-    """One function's time per call; the median and IQR resist the odd slow run."""
+    """One function's time per call; the median and quartiles resist the odd slow run.
+
+    ``spread`` is the interquartile range as a share of the median. Above ``STEADY_SPREAD``
+    the measurements disagree too much for any conclusion to be drawn from them.
+    """
 
     label: str
     median: float  # seconds per call
     iqr: float  # seconds, interquartile range of the measurements
-    runs: int  # calls of the function in all, as torch.utils.benchmark counts them
-    measurements: int  # blocks of runs that were timed; the IQR is taken over these
+    runs: int  # calls of the function in all
+    measurements: int  # timed blocks of calls; the quartiles are taken over these
+    q1: float | None = None  # seconds, first quartile (median - iqr / 2 when not given)
+    q3: float | None = None  # seconds, third quartile (median + iqr / 2 when not given)
+
+    def __post_init__(self) -> None:
+        if self.q1 is None:
+            object.__setattr__(self, "q1", self.median - self.iqr / 2)
+        if self.q3 is None:
+            object.__setattr__(self, "q3", self.median + self.iqr / 2)
+
+    @property
+    def spread(self) -> float:
+        return self.iqr / self.median if self.median > 0 else float("inf")
+
+    @property
+    def steady(self) -> bool:
+        return self.spread <= STEADY_SPREAD
 
     def __str__(self) -> str:
         prefix = f"{self.label}: " if self.label else ""
+        noisy = "" if self.steady else f"; too noisy to trust: spread {self.spread:.0%}"
         return (
             f"{prefix}{format_seconds(self.median)} "
-            f"(IQR {format_seconds(self.iqr, unit_of=self.median)}, {self.runs:,} runs)"
+            f"(IQR {format_seconds(self.iqr, unit_of=self.median)}, {self.runs:,} runs{noisy})"
         )
 
 
-def time_it(fn: Callable[[], object], *, label: str = "", min_run_time: float = 0.2) -> Timing:
-    """Time ``fn()`` with ``torch.utils.benchmark.Timer`` on as many threads as torch uses here.
+def _block_timer(fn: Callable[[], object]) -> _StdlibTimer:
+    """A timer of blocks of calls that reads the course's clock, which waits for the GPU.
 
-    The Timer alone would run on one thread, which makes CPU timings look slower than the
-    learner's own code runs; ``torch.get_num_threads()`` is what their code gets.
+    Not ``torch.utils.benchmark.Timer``: its ``timeit`` warms up with two extra calls before
+    every block, which triples the cost of a block of one slow call, and its thread setting is
+    what torch uses here anyway (``torch.get_num_threads()``: what the learner's code gets).
     """
-    timer = torch.utils.benchmark.Timer(
-        stmt="fn()",
-        globals={"fn": fn},
-        num_threads=torch.get_num_threads(),
-        label=label,
-        timer=_synchronized_clock(),
-    )
-    measurement = timer.blocked_autorange(min_run_time=min_run_time)
-    return Timing(
-        label=label,
-        median=measurement.median,
-        iqr=measurement.iqr,
-        runs=len(measurement.times) * measurement.number_per_run,
-        measurements=len(measurement.times),
-    )
+    return _StdlibTimer(fn, timer=_synchronized_clock())
 
 
-_COMPARISON_HEADER = ("name", "median", "IQR", "× vs first")
+def _calls_per_block(timer: _StdlibTimer, block_seconds: float) -> int:
+    """How many calls make one timed block last ``block_seconds``; the tries warm up."""
+    timer.timeit(1)
+    number = 1
+    while True:
+        seconds = timer.timeit(number)
+        if seconds >= block_seconds or number >= 1_000_000:
+            return number
+        number = min(1_000_000, max(2 * number, int(number * block_seconds / max(seconds, 1e-9))))
+
+
+def _quartiles(times: list[float]) -> tuple[float, float, float]:
+    if len(times) == 1:
+        return times[0], times[0], times[0]
+    q1, median, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return q1, median, q3
+
+
+def _timing(label: str, times: list[float], number: int) -> Timing:
+    q1, median, q3 = _quartiles(times)
+    return Timing(label, median, q3 - q1, len(times) * number, len(times), q1, q3)
+
+
+def compare(
+    functions: dict[str, Callable[[], object]],
+    *,
+    min_run_time: float = 0.2,
+    max_run_time: float | None = None,
+) -> Comparison:
+    """Time each function, in interleaved rounds, until every timing is steady or time is up.
+
+    Each round times one block of calls of every function in turn, so a burst of load from
+    elsewhere on the machine falls on all of them rather than on one. Rounds go on until each
+    function had ``min_run_time`` seconds and at least four blocks, and then until every
+    spread is at most ``STEADY_SPREAD``, or until each function had ``max_run_time`` seconds
+    (default five times ``min_run_time``). What could not be made steady says so: read
+    ``Comparison.conclusion`` rather than the medians alone.
+    """
+    if not functions:
+        raise ValueError("compare() needs at least one function to time")
+    max_run_time = 5 * min_run_time if max_run_time is None else max(max_run_time, min_run_time)
+    timers = {name: _block_timer(fn) for name, fn in functions.items()}
+    block_seconds = max(min_run_time / 8, 1e-4)
+    numbers = {name: _calls_per_block(timer, block_seconds) for name, timer in timers.items()}
+    times: dict[str, list[float]] = {name: [] for name in timers}
+    spent = dict.fromkeys(timers, 0.0)
+    while True:
+        for name, timer in timers.items():
+            seconds = timer.timeit(numbers[name])
+            times[name].append(seconds / numbers[name])
+            spent[name] += seconds
+        enough = all(len(t) >= 4 for t in times.values()) and min(spent.values()) >= min_run_time
+        if enough and all(_timing(n, t, numbers[n]).steady for n, t in times.items()):
+            break
+        if min(spent.values()) >= max_run_time:
+            break
+    return Comparison({name: _timing(name, t, numbers[name]) for name, t in times.items()})
+
+
+def time_it(
+    fn: Callable[[], object], *, label: str = "", min_run_time: float = 0.2, max_run_time: float | None = None
+) -> Timing:
+    """Time ``fn()`` until the measurements agree (see ``compare``); ``.steady`` says if they did."""
+    return compare({label: fn}, min_run_time=min_run_time, max_run_time=max_run_time).timings[label]
+
+
+_COMPARISON_HEADER = ("name", "median", "IQR", "spread", "× vs first")
 
 
 @dataclass(frozen=True)
@@ -146,17 +229,57 @@ class Comparison:
         """How many times longer ``a`` takes than ``b`` (below 1: ``a`` is faster)."""
         return self.timings[a].median / self.timings[b].median
 
-    def _rows(self) -> list[tuple[str, str, str, str]]:
+    def verdict(self, a: str, b: str) -> str:
+        """``"faster"`` or ``"slower"`` (``a`` against ``b``) only when the middle halves of their
+        measurements do not overlap; ``"same within noise"`` when they do; ``"too noisy"`` when
+        either timing is not steady."""
+        ta, tb = self.timings[a], self.timings[b]
+        if not (ta.steady and tb.steady):
+            return "too noisy"
+        if ta.q3 < tb.q1:
+            return "faster"
+        if ta.q1 > tb.q3:
+            return "slower"
+        return "same within noise"
+
+    def conclusion(self, a: str, b: str) -> str:
+        """One sentence that says no more than the measurements do."""
+        ta, tb = self.timings[a], self.timings[b]
+        verdict = self.verdict(a, b)
+        if verdict == "too noisy":
+            return (
+                f"{a} vs {b}: too noisy to conclude on this machine (spread {ta.spread:.0%} and "
+                f"{tb.spread:.0%}; a steady timing has at most {STEADY_SPREAD:.0%}). "
+                "Run the cell again when the machine is quieter."
+            )
+        ratio = self.ratio(a, b)
+        low, high = ta.q1 / tb.q3, ta.q3 / tb.q1
+        span = f"between {low:.2f}× and {high:.2f}× over the middle half of the measurements"
+        if verdict == "same within noise":
+            return f"{a} and {b} take the same time within the noise here ({ratio:.2f}×, {span})."
+        return f"{a} is {verdict} than {b} here: {ratio:.2f}× the time ({span})."
+
+    def _rows(self) -> list[tuple[str, str, str, str, str]]:
         first = next(iter(self.timings))
         return [
             (
                 name,
                 format_seconds(timing.median),
                 format_seconds(timing.iqr, unit_of=timing.median),
+                f"{timing.spread:.0%}" + ("" if timing.steady else " noisy"),
                 f"{self.ratio(name, first):.2f}×",
             )
             for name, timing in self.timings.items()
         ]
+
+    def _noise_note(self) -> str:
+        noisy = [name for name, timing in self.timings.items() if not timing.steady]
+        if not noisy:
+            return ""
+        return (
+            f"noisy: {', '.join(noisy)} (spread above {STEADY_SPREAD:.0%}); "
+            "do not read a conclusion into those rows on this machine"
+        )
 
     def __str__(self) -> str:
         rows = [_COMPARISON_HEADER, *self._rows()]
@@ -167,7 +290,8 @@ class Comparison:
             )
             for row in rows
         ]
-        return "\n".join(lines)
+        note = self._noise_note()
+        return "\n".join(lines + ([note] if note else []))
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in _COMPARISON_HEADER)
@@ -178,16 +302,9 @@ class Comparison:
             + "</tr>"
             for name, *cells in self._rows()
         )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def compare(functions: dict[str, Callable[[], object]], *, min_run_time: float = 0.2) -> Comparison:
-    """Time each function in turn; the first one is the baseline that the ratios refer to."""
-    if not functions:
-        raise ValueError("compare() needs at least one function to time")
-    return Comparison(
-        {name: time_it(fn, label=name, min_run_time=min_run_time) for name, fn in functions.items()}
-    )
+        note = self._noise_note()
+        caption = f"<p>{html.escape(note)}</p>" if note else ""
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}"
 
 
 # --- memory that autograd keeps -------------------------------------------------------------
@@ -401,6 +518,9 @@ class MemoryBudget:
     gradients: int
     optimizer_state: int
     activations: int
+    # Parts that do not exist yet (gradients before the first backward(), Adam's state before
+    # the first step()): their size is what that call will allocate, worked out, not counted.
+    not_yet: tuple[str, ...] = ()
 
     @property
     def fixed(self) -> int:
@@ -425,21 +545,31 @@ class MemoryBudget:
         for name, nbytes in self.parts().items():
             share = f"{100 * nbytes / total:.1f} %" if total else "-"
             grows = "yes" if name == "activations" else "no"
-            rows.append((name, format_bytes(nbytes), f"{nbytes:,}", share, grows))
+            label = f"{name} (not yet)" if name in self.not_yet else name
+            rows.append((label, format_bytes(nbytes), f"{nbytes:,}", share, grows))
         rows.append(("total", format_bytes(total), f"{total:,}", "100.0 %" if total else "-", ""))
         return rows
+
+    def _not_yet_note(self) -> str:
+        if not self.not_yet:
+            return ""
+        by = {"gradients": "the first backward()", "optimizer state": "the first step()"}
+        parts = "; ".join(f"{name} by {by.get(name, 'a later call')}" for name in self.not_yet)
+        return f"not yet allocated, shown at the size that will be: {parts}"
 
     def __str__(self) -> str:
         rows = [_BUDGET_HEADER, *self._rows()]
         widths = [max(len(row[i]) for row in rows) for i in range(len(_BUDGET_HEADER))]
-        return "\n".join(
+        lines = [
             "  ".join(
                 [row[0].ljust(widths[0])]
                 + [cell.rjust(w) for cell, w in zip(row[1:4], widths[1:4])]
                 + [row[4].ljust(widths[4])]
             ).rstrip()
             for row in rows
-        )
+        ]
+        note = self._not_yet_note()
+        return "\n".join(lines + ([note] if note else []))
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in _BUDGET_HEADER)
@@ -451,7 +581,35 @@ class MemoryBudget:
             + "</tr>"
             for name, *cells in self._rows()
         )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        note = self._not_yet_note()
+        caption = f"<p>{html.escape(note)}</p>" if note else ""
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}"
+
+
+def _state_a_first_step_makes(optimizer) -> int | None:
+    """Bytes of state ``optimizer`` will create on its first ``step()``, measured on a twin.
+
+    Optimizers such as Adam make their state lazily, so before the first step there is nothing
+    to count. A twin optimizer of the same class and settings takes one step on zero-filled
+    stand-ins of the parameters (with zero gradients) and its state is counted; the model and
+    the real optimizer are not touched. ``None`` when the twin cannot be built or stepped
+    (an optimizer that needs a closure, or a constructor with other arguments).
+    """
+    groups = []
+    for group in optimizer.param_groups:
+        stand_ins = []
+        for p in group["params"]:
+            twin = torch.zeros_like(p, requires_grad=True)
+            if p.requires_grad:
+                twin.grad = torch.zeros_like(p)
+            stand_ins.append(twin)
+        groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": stand_ins})
+    try:
+        twin_optimizer = type(optimizer)(groups)
+        twin_optimizer.step()
+    except Exception:  # noqa: BLE001 - any optimizer we cannot imitate is reported as unknown
+        return None
+    return tensor_bytes(optimizer_state_tensors(twin_optimizer))
 
 
 def memory_budget(
@@ -463,7 +621,10 @@ def memory_budget(
     one training step: the forward pass under ``saved_tensors_hooks`` to see the activations,
     ``loss.backward()``, and ``optimizer.step()`` when there is an optimizer, because
     gradients and optimizer state only exist after a step. Like any training step it changes
-    the weights. Without ``loss_fn`` it counts the tensors as they are now (activations 0).
+    the weights. Without ``loss_fn`` it counts the tensors as they are now (activations 0);
+    gradients that no backward() has made yet, and optimizer state that no step() has made
+    yet (Adam makes it lazily), are given at the size those calls will allocate and listed in
+    ``not_yet``, rather than as 0 B.
 
     Every number is read from tensors, so it is exact on every device, the CPU included.
     """
@@ -487,9 +648,22 @@ def memory_budget(
         del loss
         if optimizer is not None:
             optimizer.step()
+    gradients = tensor_bytes(p.grad for p in params)
+    state = tensor_bytes(optimizer_state_tensors(optimizer))
+    not_yet = []
+    trained = [p for p in params if p.requires_grad]
+    if trained and all(p.grad is None for p in trained):
+        gradients = tensor_bytes(trained)  # backward() makes one gradient the size of each
+        not_yet.append("gradients")
+    if optimizer is not None and not optimizer.state:
+        predicted = _state_a_first_step_makes(optimizer)
+        if predicted:  # plain SGD keeps no state: nothing is missing
+            state = predicted
+            not_yet.append("optimizer state")
     return MemoryBudget(
         parameters=tensor_bytes(params),
-        gradients=tensor_bytes(p.grad for p in params),
-        optimizer_state=tensor_bytes(optimizer_state_tensors(optimizer)),
+        gradients=gradients,
+        optimizer_state=state,
         activations=activations,
+        not_yet=tuple(not_yet),
     )

@@ -25,6 +25,7 @@ from course_utils.bench import (
 QUICK = 0.01  # seconds per timing: enough to get a number, too short to mean much
 
 
+
 def test_importing_bench_and_diagnose_does_not_pull_in_plotting():
     code = (
         "import sys, course_utils.bench, course_utils.diagnose\n"
@@ -111,10 +112,10 @@ def test_compare_tables_every_name_against_the_first():
     assert list(comparison.timings) == ["add", "mul"]
     assert comparison.ratio("add", "add") == 1.0
     lines = str(comparison).splitlines()
-    assert lines[0].split() == ["name", "median", "IQR", "×", "vs", "first"]
+    assert lines[0].split() == ["name", "median", "IQR", "spread", "×", "vs", "first"]
     assert lines[1].startswith("add") and lines[1].endswith("1.00×")
     assert lines[2].startswith("mul")
-    assert len({len(line) for line in lines}) == 1  # aligned columns
+    assert len({len(line) for line in lines[:3]}) == 1  # aligned columns
     assert "<table>" in comparison._repr_html_() and "mul" in comparison._repr_html_()
 
 
@@ -240,10 +241,45 @@ def test_a_shared_tensor_counts_once():
     assert tensor_bytes([shared, shared, shared[:10]]) == 400
 
 
-def test_budget_without_a_step_counts_parameters_only():
+def test_budget_before_any_backward_gives_the_gradients_it_will_make():
     model = nn.Linear(1000, 1000, bias=False)
     budget = memory_budget(model)
-    assert budget == MemoryBudget(parameters=4_000_000, gradients=0, optimizer_state=0, activations=0)
+    assert budget == MemoryBudget(parameters=4_000_000, gradients=4_000_000, optimizer_state=0,
+                                  activations=0, not_yet=("gradients",))
+    assert "gradients (not yet)" in str(budget) and "gradients by the first backward()" in str(budget)
+
+
+@pytest.mark.parametrize(
+    "make_optimizer, state_bytes",
+    [
+        (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 4_000_000),
+        (lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01), 2 * 4_000_000 + 4),
+    ],
+    ids=["momentum", "adamw"],
+)
+def test_budget_before_the_first_step_gives_the_state_that_step_will_make(make_optimizer, state_bytes):
+    """Adam makes its state lazily: before the first step() there is nothing to count, and a
+    budget that said "optimizer state 0 B" would mislead. The size given is what step() makes."""
+    model = nn.Linear(1000, 1000, bias=False)
+    optimizer = make_optimizer(model.parameters())
+    before = model.weight.detach().clone()
+    budget = memory_budget(model, optimizer)
+    assert budget.optimizer_state == state_bytes and "optimizer state" in budget.not_yet
+    assert "optimizer state (not yet)" in str(budget) and "by the first step()" in str(budget)
+    assert not optimizer.state and model.weight.grad is None  # nothing was touched
+    assert torch.equal(model.weight, before)
+    model(torch.ones(2, 1000)).sum().backward()
+    optimizer.step()
+    assert tensor_bytes(optimizer_state_tensors(optimizer)) == state_bytes  # the prediction held
+    after = memory_budget(model, optimizer)
+    assert after.not_yet == () and after.optimizer_state == state_bytes and "not yet" not in str(after)
+
+
+def test_plain_sgd_keeps_no_state_and_nothing_is_said_to_be_missing():
+    model = nn.Linear(10, 10)
+    model(torch.ones(1, 10)).sum().backward()
+    budget = memory_budget(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert budget.optimizer_state == 0 and budget.not_yet == ()
 
 
 @pytest.mark.parametrize(
@@ -289,3 +325,98 @@ def test_budget_table_prints_every_part_and_the_total():
     assert "4,096" in lines[5]
     assert "<table>" in budget._repr_html_() and "optimizer state" in budget._repr_html_()
     assert budget.parts() == {"parameters": 1024, "gradients": 1024, "optimizer state": 2048, "activations": 0}
+
+
+# --- what a timing may be said to show -------------------------------------------------------
+
+
+def _t(label, q1, median, q3):
+    return Timing(label, median, q3 - q1, 100, 10, q1, q3)
+
+
+def test_a_timing_whose_quartiles_spread_past_ten_percent_is_not_steady():
+    assert _t("a", 0.96, 1.0, 1.04).steady
+    noisy = _t("a", 0.8, 1.0, 1.3)
+    assert not noisy.steady and noisy.spread == pytest.approx(0.5)
+    assert "too noisy to trust: spread 50%" in str(noisy)
+
+
+@pytest.mark.parametrize(
+    "a, b, verdict",
+    [
+        (_t("a", 0.48, 0.5, 0.52), _t("b", 0.97, 1.0, 1.03), "faster"),
+        (_t("a", 1.95, 2.0, 2.05), _t("b", 0.97, 1.0, 1.03), "slower"),
+        (_t("a", 0.97, 1.01, 1.04), _t("b", 0.97, 1.0, 1.03), "same within noise"),
+        (_t("a", 0.03, 0.05, 0.09), _t("b", 0.97, 1.0, 1.03), "too noisy"),  # 20× apart, but noise
+    ],
+    ids=["faster", "slower", "overlapping", "noisy"],
+)
+def test_a_verdict_claims_no_more_than_the_quartiles_show(a, b, verdict):
+    comparison = Comparison({"a": a, "b": b})
+    assert comparison.verdict("a", "b") == verdict
+    sentence = comparison.conclusion("a", "b")
+    if verdict == "too noisy":
+        assert "too noisy to conclude on this machine" in sentence
+        assert "faster" not in sentence and "slower" not in sentence
+    elif verdict == "same within noise":
+        assert "same time within the noise" in sentence
+    else:
+        assert f"a is {verdict} than b here: {a.median / b.median:.2f}× the time" in sentence
+        assert f"between {a.q1 / b.q3:.2f}× and {a.q3 / b.q1:.2f}×" in sentence
+
+
+def test_a_comparison_marks_noisy_rows_and_says_not_to_read_them():
+    comparison = Comparison({"base": _t("base", 0.97, 1.0, 1.03), "odd": _t("odd", 0.5, 1.0, 2.0)})
+    text = str(comparison)
+    assert "150% noisy" in text.splitlines()[2]
+    assert text.splitlines()[-1].startswith("noisy: odd (spread above 10%)")
+    assert "do not read a conclusion" in comparison._repr_html_()
+    steady = Comparison({"base": _t("base", 0.97, 1.0, 1.03)})
+    assert "noisy" not in str(steady)
+
+
+def test_compare_interleaves_the_functions_round_by_round(monkeypatch):
+    """A burst of load from elsewhere should fall on every function, not on one of them."""
+    calls = []
+    compare({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, min_run_time=QUICK)
+    switches = sum(1 for x, y in zip(calls, calls[1:]) if x != y)
+    assert switches >= 7, "a and b were timed one after the other, not in rounds"
+
+
+class FakeClock:
+    """Time that passes only when the timed function says so: steadiness without a real clock."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def function_taking(self, *durations):
+        import itertools
+
+        cycle = itertools.cycle(durations)
+
+        def fn():
+            self.now += next(cycle)
+            if self.now > 1000:  # a compare that ignores its cap fails here instead of hanging
+                raise RuntimeError("timed on past any cap")
+
+        return fn
+
+
+def test_compare_stops_at_max_run_time_when_the_measurements_never_agree(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(bench, "_synchronized_clock", lambda: clock)
+    erratic = clock.function_taking(0.001, 0.001, 0.001, 0.008)  # every fourth call is slow
+    timing = time_it(erratic, min_run_time=0.02, max_run_time=0.1)
+    assert not timing.steady and timing.measurements >= 4
+    assert 0.1 <= clock.now < 0.2, (clock.now, timing)  # it stopped at the cap, not before or long after
+
+
+def test_compare_stops_as_soon_as_the_measurements_agree(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(bench, "_synchronized_clock", lambda: clock)
+    timing = time_it(clock.function_taking(0.002), min_run_time=0.02, max_run_time=30)
+    assert timing.steady and timing.median == pytest.approx(0.002)
+    assert clock.now < 0.1, "it kept measuring a steady function towards its 30 s cap"

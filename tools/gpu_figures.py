@@ -8,7 +8,8 @@ Two tables, both measured here:
 
 1. **Mixed precision**: one training step of the chapter's MLP (three linear layers, SGD) in
    float32, float16 (with a GradScaler) and bfloat16, where the device supports each: median
-   time per step (``torch.utils.benchmark``) and the peak memory of the step (the allocator's
+   time per step (``course_utils.bench.time_it``: timed until the measurements agree, or
+   marked noisy) and the peak memory of the step (the allocator's
    statistic on CUDA, the profiler's allocation events on the CPU).
 2. **Matrix-multiply throughput**: TFLOP/s of square products of growing size; the best is this
    device's *measured* peak for that dtype, and the chapter's own layer-sized product
@@ -81,6 +82,7 @@ def mixed_precision_rows(device, width, batch, min_run_time):
             "precision": name,
             "median_s": timing.median,
             "iqr_s": timing.iqr,
+            "steady": timing.steady,
             "peak_bytes": peak.bytes,
             "peak_method": peak.method,
         })
@@ -147,7 +149,8 @@ def main(argv=None) -> int:
             continue
         ratio = row["median_s"] / base["median_s"]
         print(f"  {row['precision']:22} {row['median_s'] * 1e3:9.3f} ms/step ({ratio:4.2f}× float32)"
-              f"   peak {peak_text(row['peak_bytes'])} ({row['peak_method']})")
+              f"   peak {peak_text(row['peak_bytes'])} ({row['peak_method']})"
+              + ("" if row["steady"] else "   NOISY: spread above 10 %, do not quote"))
 
     print("\nMatrix-multiply throughput (square n×n products; the best is the measured peak)")
     mm = matmul_rows(device, sizes, (batch, width), min_run_time)
