@@ -116,12 +116,18 @@ class Timing:
     measurements: int  # timed blocks of calls; the quartiles are taken over these
     q1: float | None = None  # seconds, first quartile (median - iqr / 2 when not given)
     q3: float | None = None  # seconds, third quartile (median + iqr / 2 when not given)
+    fastest: float | None = None  # seconds, the fastest measurement (q1 when not given)
+    slowest: float | None = None  # seconds, the slowest measurement (q3 when not given)
 
     def __post_init__(self) -> None:
         if self.q1 is None:
             object.__setattr__(self, "q1", self.median - self.iqr / 2)
         if self.q3 is None:
             object.__setattr__(self, "q3", self.median + self.iqr / 2)
+        if self.fastest is None:
+            object.__setattr__(self, "fastest", self.q1)
+        if self.slowest is None:
+            object.__setattr__(self, "slowest", self.q3)
 
     @property
     def spread(self) -> float:
@@ -170,7 +176,7 @@ def _quartiles(times: list[float]) -> tuple[float, float, float]:
 
 def _timing(label: str, times: list[float], number: int) -> Timing:
     q1, median, q3 = _quartiles(times)
-    return Timing(label, median, q3 - q1, len(times) * number, len(times), q1, q3)
+    return Timing(label, median, q3 - q1, len(times) * number, len(times), q1, q3, min(times), max(times))
 
 
 def compare(
@@ -230,17 +236,24 @@ class Comparison:
         return self.timings[a].median / self.timings[b].median
 
     def verdict(self, a: str, b: str) -> str:
-        """``"faster"`` or ``"slower"`` (``a`` against ``b``) only when the middle halves of their
-        measurements do not overlap; ``"same within noise"`` when they do; ``"too noisy"`` when
-        either timing is not steady."""
+        """``"faster"`` or ``"slower"`` (``a`` against ``b``) only when the difference is larger
+        than the noise: when both timings are steady, their middle halves (interquartile
+        ranges) must not overlap; when either is noisy, no measurement of one may overlap any
+        of the other (every run of ``a`` faster than every run of ``b``: a twentyfold
+        difference survives a noisy machine, a 10 % one does not). Otherwise
+        ``"same within noise"`` (steady, overlapping) or ``"too noisy"``."""
         ta, tb = self.timings[a], self.timings[b]
-        if not (ta.steady and tb.steady):
-            return "too noisy"
-        if ta.q3 < tb.q1:
+        if ta.steady and tb.steady:
+            if ta.q3 < tb.q1:
+                return "faster"
+            if ta.q1 > tb.q3:
+                return "slower"
+            return "same within noise"
+        if ta.slowest < tb.fastest:
             return "faster"
-        if ta.q1 > tb.q3:
+        if ta.fastest > tb.slowest:
             return "slower"
-        return "same within noise"
+        return "too noisy"
 
     def conclusion(self, a: str, b: str) -> str:
         """One sentence that says no more than the measurements do."""
@@ -249,12 +262,16 @@ class Comparison:
         if verdict == "too noisy":
             return (
                 f"{a} vs {b}: too noisy to conclude on this machine (spread {ta.spread:.0%} and "
-                f"{tb.spread:.0%}; a steady timing has at most {STEADY_SPREAD:.0%}). "
-                "Run the cell again when the machine is quieter."
+                f"{tb.spread:.0%}; a steady timing has at most {STEADY_SPREAD:.0%}, and the "
+                "measurements of the two overlap). Run the cell again when the machine is quieter."
             )
         ratio = self.ratio(a, b)
-        low, high = ta.q1 / tb.q3, ta.q3 / tb.q1
-        span = f"between {low:.2f}× and {high:.2f}× over the middle half of the measurements"
+        if ta.steady and tb.steady:
+            low, high = ta.q1 / tb.q3, ta.q3 / tb.q1
+            span = f"between {low:.2f}× and {high:.2f}× over the middle half of the measurements"
+        else:
+            low, high = ta.fastest / tb.slowest, ta.slowest / tb.fastest
+            span = f"between {low:.2f}× and {high:.2f}× over all measurements, which were noisy"
         if verdict == "same within noise":
             return f"{a} and {b} take the same time within the noise here ({ratio:.2f}×, {span})."
         return f"{a} is {verdict} than {b} here: {ratio:.2f}× the time ({span})."

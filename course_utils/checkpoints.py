@@ -4,14 +4,16 @@ Three small tools, each for a failure that costs a night of training:
 
 * ``save_atomically(obj, path)``: a crash half-way through ``torch.save(obj, path)`` leaves a
   truncated file in place of your last good checkpoint. Writing to a temporary file in the same
-  folder, flushing it to disk, then ``os.replace`` onto the real name means the name always
-  points at a complete file: the old one or the new one, never half of either.
+  folder, flushing it to disk, then ``os.replace`` onto the real name means a crash during the
+  write leaves the old file whole. On POSIX (Linux, macOS) the rename within one file system is
+  atomic, so the name always points at a complete file: the old one or the new one, never half
+  of either. On Windows ``os.replace`` replaces an existing file too, without that promise.
 * ``rng_state(loader)`` / ``restore_rng_state(state, loader)``: dropout masks and shuffling draw
   from random number generators, so a resumed run only repeats the uninterrupted one if it
   continues from the same generator states: the global ones, and those a ``DataLoader`` holds
   itself (``DataLoader(..., generator=torch.Generator().manual_seed(0))``, chapter 06).
-  Everything is stored as tensors, ints, floats, strings, lists and dicts, so the checkpoint
-  loads with ``torch.load(..., weights_only=True)``.
+  Everything is stored as tensors, ints, floats, strings, tuples, lists and dicts, so the
+  checkpoint loads with ``torch.load(..., weights_only=True)``.
 * ``save_checkpoint(path, epoch, model, optimizer, scheduler, scaler, loader)``: everything a
   run needs to continue, written atomically; ``None`` for a part the run does not have.
   ``load_checkpoint`` puts it back. Writing that by hand is the learner's exercise in
@@ -37,9 +39,11 @@ import torch
 def save_atomically(obj, path) -> Path:
     """``torch.save(obj, path)``, such that ``path`` never holds a half-written file.
 
-    The data goes to a temporary file in the same folder (``os.replace`` is atomic only within
-    one file system), is flushed and fsync'ed (so it is on the disk, not only in the operating
-    system's cache), and then replaces ``path`` in one step. If anything fails before that step,
+    The data goes to a temporary file in the same folder (``os.replace`` cannot rename across
+    file systems, and is atomic on POSIX only within one), is flushed and fsync'ed (so it is on
+    the disk, not only in the operating system's cache), and then replaces ``path`` in one step:
+    an atomic rename on POSIX; on Windows a replace that Windows does not promise to be atomic,
+    though a crash while writing still leaves ``path`` whole. If anything fails before that step,
     ``path`` still holds the previous checkpoint and the temporary file is removed. The folder
     must exist: a save never creates folders, so a typo in a path is an error, not a new folder.
     """
@@ -77,7 +81,7 @@ def _cannot_write(path: Path, error: OSError) -> OSError:
 
 
 def _fsync_folder(folder: Path) -> None:
-    """Make the rename itself durable (POSIX); Windows cannot open a folder, and needs nothing."""
+    """Make the rename itself durable (POSIX); ``os.open`` cannot open a folder on Windows."""
     if os.name != "posix":
         return
     descriptor = os.open(folder, os.O_RDONLY)

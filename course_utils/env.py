@@ -2,7 +2,9 @@
 
 The health check exists because the most common setup problem is silent: torch installs fine,
 every notebook runs, and the GPU sits unused because the wheel was a CPU-only build or the
-driver is too old for it. The check runs real computations and names such problems in plain
+driver is too old for it (``torch.cuda.is_available()`` is then False). The opposite case is
+as real: a GPU that torch finds but that its build has no kernels for is "available" and fails
+at its first computation. The check runs real computations and names such problems in plain
 words, with the command that fixes them.
 
 Everything that reads the outside world (``nvidia-smi``, which accelerators torch sees) sits
@@ -362,10 +364,22 @@ def _accelerator_fix(device: torch.device, message: str) -> str:
             "this ROCm version supports it, or reinstall torch with the ROCm build from "
             f"{INSTALL_SELECTOR}; until then use device='cpu'"
         )
+    if device.type == "cuda" and ("PTX" in message or "unsupported toolchain" in message):
+        return (
+            "the driver is older than this torch's CUDA, and too old to compile the build's PTX for "
+            "this GPU (minor-version compatibility does not cover that): update the NVIDIA driver, "
+            f"or install a build for an older CUDA from {INSTALL_SELECTOR}; until then use device='cpu'"
+        )
+    if device.type == "cuda" and "busy or unavailable" in message:
+        return (
+            "the GPU is reserved by another process (exclusive-process mode) or hidden from this "
+            "one: `nvidia-smi` shows its compute mode and processes; until then use device='cpu'"
+        )
     if device.type == "cuda":
         return (
-            "usually the driver and torch's CUDA runtime do not match: update the GPU driver, or "
-            f"reinstall torch with the matching build from {INSTALL_SELECTOR}; until then use device='cpu'"
+            "`nvidia-smi` shows the GPU's state, its processes and the driver; if the driver is "
+            "older than torch's CUDA runtime, update it, or reinstall torch with the matching build "
+            f"from {INSTALL_SELECTOR}; until then use device='cpu'"
         )
     if device.type == "mps":
         return "update macOS and reinstall torch; until then use device='cpu'"
@@ -553,23 +567,34 @@ def _runtime_newer_than_driver(
 ) -> Check:
     mismatch = (
         f"this torch is built for CUDA {torch_cuda_version}, but the NVIDIA driver "
-        f"({gpu_info.driver_version or 'unknown version'}) supports CUDA up to {gpu_info.cuda_version}"
+        f"({gpu_info.driver_version or 'unknown version'}) was released for CUDA {gpu_info.cuda_version}"
     )
     fix = (
         "update the NVIDIA driver, or install a torch build for an older CUDA "
         f"(no newer than {gpu_info.cuda_version}) with the command from {INSTALL_SELECTOR}"
     )
+    runtime, driver = _version_tuple(torch_cuda_version), _version_tuple(gpu_info.cuda_version)
+    same_major = bool(runtime and driver and runtime[0] == driver[0])
     if cuda_available:
-        # CUDA's minor-version compatibility lets a newer runtime of the same major version
-        # run on an older driver, except for features such as PTX JIT compilation.
-        return Check(
-            FALLBACK_CHECK, "warning",
-            f"{mismatch}; torch can use {gpu_info.gpus} for now, but some GPU operations may fail", fix,
+        if same_major:
+            # NVIDIA's documented minor-version compatibility: a newer runtime of the same major
+            # version runs on this driver, with a limited feature set (no PTX JIT compilation).
+            how = (
+                "CUDA's minor-version compatibility lets a newer runtime of the same major version "
+                f"run on this driver, so torch can use {gpu_info.gpus}; what needs the newer driver "
+                "fails, such as compiling PTX at run time for a GPU the build has no kernels for"
+            )
+        else:
+            how = f"torch can use {gpu_info.gpus}, but what needs the newer driver can fail"
+        return Check(FALLBACK_CHECK, "warning", f"{mismatch}; {how}", fix)
+    if runtime and driver and not same_major:
+        detail = (
+            f"{mismatch}: a driver does not serve a newer major version of CUDA, so torch cannot "
+            f"use {gpu_info.gpus} and everything runs on the CPU"
         )
-    return Check(
-        FALLBACK_CHECK, "failed",
-        f"{mismatch}: torch cannot use {gpu_info.gpus}, so everything runs on the CPU", fix,
-    )
+    else:
+        detail = f"{mismatch}, and torch cannot use {gpu_info.gpus}: everything runs on the CPU"
+    return Check(FALLBACK_CHECK, "failed", detail, fix)
 
 
 def _version_tuple(version: str | None) -> tuple[int, ...] | None:

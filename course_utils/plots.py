@@ -194,11 +194,13 @@ def _in_kernel() -> bool:
     return in_notebook_kernel()
 
 
-def plot_curves(history: dict, *, title: str, ylabel: str = "loss", logy: bool = False):
+def plot_curves(history: dict, *, title: str, ylabel: str = "loss", logy: bool = False,
+                xlabel: str = "epoch"):
     """Several runs' curves on one axis, to compare them at a glance.
 
     ``history`` maps a run's name to its values per epoch, or to (epoch, value) pairs such as
-    ``LiveLossPlot.history``. The figure is closed in pyplot before it is returned, so a
+    ``LiveLossPlot.history``. ``xlabel`` names what the values are counted in when it is not
+    epochs (optimizer steps, layers). The figure is closed in pyplot before it is returned, so a
     notebook shows it once, as the cell's value.
     """
     import matplotlib.pyplot as plt
@@ -207,7 +209,7 @@ def plot_curves(history: dict, *, title: str, ylabel: str = "loss", logy: bool =
     _draw_curves(ax, history)
     if logy:
         ax.set_yscale("log")  # non-positive values are left out by matplotlib, as they must be
-    ax.set_xlabel("epoch")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3, which="both" if logy else "major")

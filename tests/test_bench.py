@@ -330,8 +330,8 @@ def test_budget_table_prints_every_part_and_the_total():
 # --- what a timing may be said to show -------------------------------------------------------
 
 
-def _t(label, q1, median, q3):
-    return Timing(label, median, q3 - q1, 100, 10, q1, q3)
+def _t(label, q1, median, q3, fastest=None, slowest=None):
+    return Timing(label, median, q3 - q1, 100, 10, q1, q3, fastest, slowest)
 
 
 def test_a_timing_whose_quartiles_spread_past_ten_percent_is_not_steady():
@@ -347,9 +347,11 @@ def test_a_timing_whose_quartiles_spread_past_ten_percent_is_not_steady():
         (_t("a", 0.48, 0.5, 0.52), _t("b", 0.97, 1.0, 1.03), "faster"),
         (_t("a", 1.95, 2.0, 2.05), _t("b", 0.97, 1.0, 1.03), "slower"),
         (_t("a", 0.97, 1.01, 1.04), _t("b", 0.97, 1.0, 1.03), "same within noise"),
-        (_t("a", 0.03, 0.05, 0.09), _t("b", 0.97, 1.0, 1.03), "too noisy"),  # 20× apart, but noise
+        (_t("a", 0.03, 0.05, 0.09, 0.02, 0.98), _t("b", 0.97, 1.0, 1.03), "too noisy"),  # one slow run overlaps
+        (_t("a", 0.03, 0.05, 0.09, 0.02, 0.2), _t("b", 0.97, 1.0, 1.03, 0.9, 1.2), "faster"),  # noisy, 20× apart
+        (_t("a", 0.9, 1.0, 1.5, 0.8, 1.9), _t("b", 0.45, 0.5, 0.7, 0.4, 0.75), "slower"),
     ],
-    ids=["faster", "slower", "overlapping", "noisy"],
+    ids=["faster", "slower", "overlapping", "noisy-overlapping", "noisy-apart", "noisy-slower"],
 )
 def test_a_verdict_claims_no_more_than_the_quartiles_show(a, b, verdict):
     comparison = Comparison({"a": a, "b": b})
@@ -362,7 +364,10 @@ def test_a_verdict_claims_no_more_than_the_quartiles_show(a, b, verdict):
         assert "same time within the noise" in sentence
     else:
         assert f"a is {verdict} than b here: {a.median / b.median:.2f}× the time" in sentence
-        assert f"between {a.q1 / b.q3:.2f}× and {a.q3 / b.q1:.2f}×" in sentence
+        if a.steady and b.steady:
+            assert f"between {a.q1 / b.q3:.2f}× and {a.q3 / b.q1:.2f}× over the middle half" in sentence
+        else:
+            assert f"between {a.fastest / b.slowest:.2f}× and {a.slowest / b.fastest:.2f}× over all" in sentence
 
 
 def test_a_comparison_marks_noisy_rows_and_says_not_to_read_them():

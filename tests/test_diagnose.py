@@ -480,3 +480,32 @@ def test_a_forward_that_raises_is_reported_not_raised():
     found = first_non_finite(healthy(), torch.randn(3, 5))
     assert not found and isinstance(found.error, RuntimeError)
     assert str(found).startswith("no nan or inf before the forward raised RuntimeError: mat1")
+
+
+# --------------------------------------------------------------------------------------------
+# One module per tool; course_utils.diagnose gathers them
+# --------------------------------------------------------------------------------------------
+
+
+def test_each_tool_lives_in_its_own_module_and_diagnose_re_exports_it():
+    import course_utils.diagnose as diagnose
+    from course_utils import describe as describe_module
+    from course_utils import grad_norms, nonfinite
+    from course_utils import shape_trace as shape_trace_module
+
+    homes = {
+        "describe": describe_module,
+        "tensor_summary": describe_module,
+        "shape_trace": shape_trace_module,
+        "ShapeTrace": shape_trace_module,
+        "LayerCall": shape_trace_module,
+        "gradient_norms": grad_norms,
+        "GradientNorms": grad_norms,
+        "ParameterGradient": grad_norms,
+        "first_non_finite": nonfinite,
+        "NonFinite": nonfinite,
+    }
+    for name, module in homes.items():
+        assert getattr(diagnose, name) is getattr(module, name), name
+        assert getattr(module, name).__module__ == module.__name__, name
+    assert set(homes) <= set(diagnose.__all__)

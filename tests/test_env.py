@@ -216,6 +216,29 @@ def test_driver_older_by_a_minor_version_but_working_warns():
     check = diagnose_build("12.6", True, H200)
     assert check.status == "warning"
     assert "update the NVIDIA driver" in check.fix
+    # NVIDIA documents this as minor-version compatibility: no "sometimes", and it names the limit.
+    assert "minor-version compatibility" in check.detail
+    assert "PTX" in check.detail
+    assert "sometimes" not in check.detail and "may" not in check.detail.split()
+
+
+def test_driver_of_an_older_major_version_names_the_major_version_as_the_cause():
+    check = diagnose_build("13.0", False, H200)
+    assert check.status == "failed"
+    assert "newer major version" in check.detail
+    assert "everything runs on the CPU" in check.detail
+    assert "update the NVIDIA driver" in check.fix
+
+
+def test_the_health_check_does_not_blame_an_old_driver_for_a_gpu_that_is_available():
+    # A too-old driver makes is_available() False (torch warns "driver ... too old"); the
+    # available-but-broken case is a GPU the build has no kernels for.
+    fix = env._accelerator_fix(torch.device("cuda"), "CUDA error: no kernel image is available for execution on the device")
+    assert "no code for this GPU's architecture" in fix
+    ptx = env._accelerator_fix(torch.device("cuda"), "CUDA error: the provided PTX was compiled with an unsupported toolchain.")
+    assert "update the NVIDIA driver" in ptx and "PTX" in ptx
+    busy = env._accelerator_fix(torch.device("cuda"), "CUDA error: CUDA-capable device(s) is/are busy or unavailable")
+    assert "exclusive-process" in busy
 
 
 def test_cuda_build_without_a_driver_warns():

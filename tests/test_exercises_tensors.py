@@ -211,6 +211,205 @@ def mse_type_error(pred, target):
     return ((pred - target) ** 2).mean()
 
 
+# -- zero_negative_rows -------------------------------------------------------------------------
+def zero_rows_masked_fill(x):
+    negative = x.sum(1) < 0
+    x.masked_fill_(negative[:, None], 0)
+    return negative.sum()
+
+
+def zero_rows_index_fill(x):
+    rows = torch.nonzero(x.sum(dim=1) < 0).flatten()
+    x.index_fill_(0, rows, 0.0)
+    return len(rows)
+
+
+def zero_rows_copy_where(x):
+    negative = x.sum(dim=1, keepdim=True) < 0
+    x.copy_(torch.where(negative, torch.zeros_like(x), x))
+    return negative.count_nonzero().item()
+
+
+def zero_rows_by_mean(x):
+    negative = x.mean(dim=1) < 0
+    x[negative, :] = 0.0
+    return len(x[negative])
+
+
+def zero_rows_chained(x):
+    negative = x.sum(dim=1) < 0
+    x[negative][:] = 0
+    return int(negative.sum())
+
+
+def zero_rows_new_tensor(x):
+    negative = x.sum(dim=1) < 0
+    x = torch.where(negative[:, None], torch.zeros_like(x), x)
+    return int(negative.sum())
+
+
+def zero_rows_returns_x(x):
+    x[x.sum(dim=1) < 0] = 0
+    return x
+
+
+def zero_rows_negative_elements(x):
+    negative = x < 0
+    x[negative] = 0
+    return int(negative.any(dim=1).sum())
+
+
+def zero_rows_of_column_sums(x):
+    negative = x.sum(dim=0) < 0
+    x[:, negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_keepdim_mask(x):
+    negative = x.sum(dim=1, keepdim=True) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_counted_after(x):
+    x[x.sum(dim=1) < 0] = 0
+    return int((x.sum(dim=1) < 0).sum())
+
+
+def zero_rows_or_equal(x):
+    negative = x.sum(dim=1) <= 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_multiply(x):
+    keep = x.sum(dim=1) >= 0
+    x *= keep[:, None]
+    return int((~keep).sum())
+
+
+def zero_rows_contiguous_first(x):
+    x = x.contiguous()  # "to be safe": a copy when x is not contiguous
+    negative = x.sum(dim=1) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_through_data(x):
+    negative = x.sum(dim=1) < 0
+    x.data = torch.where(negative[:, None], torch.zeros_like(x), x)
+    return int(negative.sum())
+
+
+_masks = {}
+
+
+def zero_rows_cached_mask(x):
+    if id(x) not in _masks:  # the mask of the first call, kept for the same x
+        _masks[id(x)] = x.sum(dim=1) < 0
+    negative = _masks[id(x)]
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_loop(x):
+    count = 0
+    for i in range(len(x)):
+        if x[i].sum() < 0:
+            x[i] = 0
+            count += 1
+    return count
+
+
+def zero_rows_where_square_mask(x):
+    negative = x.sum(dim=1) < 0
+    x.copy_(torch.where(negative, 0.0, x))
+    return int(negative.sum())
+
+
+def zero_rows_float_count(x):
+    negative = x.sum(dim=1) < 0
+    x[negative] = 0
+    return negative.float().sum()
+
+
+# -- best_match ---------------------------------------------------------------------------------
+def best_match_loop(q, k):
+    return torch.stack([(qi @ (k if k.dim() == 2 else k[i]).T).argmax(dim=1) for i, qi in enumerate(q)])
+
+
+def best_match_bmm(q, k):
+    return torch.bmm(q, k.transpose(1, 2)).argmax(dim=2)
+
+
+def best_match_normalises_q_in_place(q, k):
+    q /= q.norm(dim=-1, keepdim=True)
+    return (q @ k.mT).argmax(dim=-1)
+
+
+def best_match_reshape_view(q, k):
+    b, n, d = q.shape
+    scores = q.view(b * n, d) @ k.reshape(-1, d).T if k.dim() == 2 else q @ k.mT
+    return scores.view(b, n, -1).argmax(dim=-1)
+
+
+def best_match_einsum_ellipsis(q, k):
+    return torch.einsum("...nd,...md->...nm", q, k).argmax(dim=-1)
+
+
+def best_match_broadcast_product(q, k):
+    scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-1)
+    return scores.softmax(dim=-1).argmax(dim=-1)
+
+
+def best_match_max_indices(q, k):
+    return torch.matmul(q, k.transpose(-2, -1)).max(dim=-1).indices
+
+
+def best_match_untransposed(q, k):
+    return (q @ k).argmax(dim=-1)
+
+
+def best_match_flat_argmax(q, k):
+    return (q @ k.mT).argmax()
+
+
+def best_match_over_queries(q, k):
+    return (q @ k.mT).argmax(dim=1)
+
+
+def best_match_max_pair(q, k):
+    return (q @ k.mT).max(dim=-1)
+
+
+def best_match_max_values(q, k):
+    return (q @ k.mT).max(dim=-1).values
+
+
+def best_match_argmin(q, k):
+    return (q @ k.mT).argmin(dim=-1)
+
+
+def best_match_squeezed(q, k):
+    return (q @ k.mT).argmax(dim=-1).squeeze()
+
+
+def best_match_dot_T(q, k):
+    return (q @ k.T).argmax(dim=-1)
+
+
+def best_match_einsum_3d(q, k):
+    return torch.einsum("bnd,bmd->bnm", q, k).argmax(dim=-1)
+
+
+def best_match_int32(q, k):
+    return (q @ k.mT).argmax(dim=-1).int()
+
+
+def best_match_swaps_batch_and_keys(q, k):
+    return (q @ k.transpose(0, 1).mT).argmax(dim=-1) if k.dim() == 3 else (q @ k.mT).argmax(dim=-1)
+
+
 # -- round 3 of outside testing -----------------------------------------------------------------
 def match_through_float32(x, reference):
     return x.float().to(reference.dtype).to(reference.device)  # float32 rounds float64, big ints
@@ -626,8 +825,80 @@ CATALOGUE = Catalogue({
 })
 
 
-CATALOGUE = Catalogue({exercise: entries + ROUND_3.get(exercise, [])
-                       for exercise, entries in CATALOGUE.entries.items()})
+ISSUE_15 = {
+    ex.zero_negative_rows: [
+        right("masked_fill_ with a column mask, a 0-d count", zero_rows_masked_fill),
+        right("index_fill_ of the row indices", zero_rows_index_fill),
+        right("copy_ of torch.where, count_nonzero().item()", zero_rows_copy_where),
+        right("the mean below 0: the sum's sign", zero_rows_by_mean),
+        wrong("writes through a chained index: into a copy", zero_rows_chained,
+              "The caller's x is unchanged", "indexes twice", "x[negative] = 0"),
+        wrong("builds a new tensor and rebinds the name x", zero_rows_new_tensor,
+              "The caller's x is unchanged", "Assigning a new tensor to the name x"),
+        wrong("returns x instead of the count", zero_rows_returns_x,
+              "returned a tensor shaped like x", "int(negative.sum())"),
+        wrong("zeroes the negative elements", zero_rows_negative_elements,
+              "zeroed the negative elements, not the rows"),
+        wrong("sums the columns", zero_rows_of_column_sums, "zeroed the columns", "sum(dim=1)"),
+        wrong("a keepdim mask does not fit x", zero_rows_keepdim_mask,
+              "The shape of the mask", "Likely cause:", "keepdim=True", outcome=RAISED),
+        wrong("counts after zeroing", zero_rows_counted_after,
+              "returned 0; 2 rows were to be zeroed", "Counting after the zeroing finds none"),
+        wrong("a loop over the rows", zero_rows_loop, "asks for no Python loop", "for i in range(len(x))"),
+        wrong("a float count", zero_rows_float_count, "float32 tensor", "as an int"),
+        wrong("torch.where with an (N,) mask lines up with the columns", zero_rows_where_square_mask,
+              "must match the size of tensor", "Likely cause:", "lines up with the columns",
+              outcome=RAISED),
+        wrong("<= zeroes the rows summing to exactly 0", zero_rows_or_equal,
+              "sum is exactly 0", "< 0, not <= 0", kind=EDGE),
+        wrong("multiplies by a keep mask: -inf * 0 is nan", zero_rows_multiply,
+              "holds nan", "holding inf and -inf", kind=EDGE),
+        wrong("contiguous() first: a copy of a non-contiguous x", zero_rows_contiguous_first,
+              "(not contiguous)", "works for every contiguous x", "contiguous()", kind=EDGE),
+        wrong("replaces x.data: the caller's other views miss it", zero_rows_through_data,
+              "gave x new memory", "x.data", kind=EDGE),
+        wrong("remembers the first call's mask", zero_rows_cached_mask,
+              "second call", "returned 2; expected 0", "remembers rows of an earlier call",
+              kind=STATEFUL),
+    ],
+    ex.best_match: [
+        right("einsum with an ellipsis", best_match_einsum_ellipsis),
+        right("broadcast product, summed, softmax then argmax", best_match_broadcast_product),
+        right("matmul, transpose(-2, -1), max().indices", best_match_max_indices),
+        wrong("q @ k without a transpose", best_match_untransposed,
+              "Expected size for first two dimensions of batch2 tensor", "Likely cause:", "q @ k.mT",
+              outcome=RAISED),
+        wrong("argmax() without a dim", best_match_flat_argmax, "a single number", "argmax(dim=-1)"),
+        wrong("argmax over the queries", best_match_over_queries,
+              "one index per key instead of one per query"),
+        wrong("returns max's (values, indices) pair", best_match_max_pair,
+              "returned max(values, indices)", ".max(dim=-1).indices"),
+        wrong("returns the largest scores", best_match_max_values,
+              "the largest scores themselves, not their indices"),
+        wrong("argmin", best_match_argmin, "smallest dot product"),
+        wrong("a loop over the batch", best_match_loop, "asks for no Python loop"),
+        wrong("int32 indices", best_match_int32, "has dtype torch.int32; expected torch.int64"),
+        wrong("k.T reverses every dimension of a 3-D k", best_match_dot_T,
+              "must match the size of tensor", "Likely cause:", "k.T reverses", outcome=RAISED),
+        wrong("swaps the batch and key dimensions of k", best_match_swaps_batch_and_keys,
+              "must match the size of tensor", "Likely cause:", "transpose(0, 1)", outcome=RAISED),
+        wrong("torch.bmm and transpose(1, 2): no (m, d) keys", best_match_bmm,
+              "Dimension out of range", "Likely cause:", "k.mT", kind=EDGE, outcome=RAISED),
+        wrong("einsum for 3-D keys only", best_match_einsum_3d,
+              "does not match the number of dimensions", "Likely cause:", "ellipsis",
+              kind=EDGE, outcome=RAISED),
+        wrong("view of a non-contiguous q", best_match_reshape_view,
+              "view size is not compatible", "Likely cause:", "non-contiguous", kind=EDGE,
+              outcome=RAISED),
+        wrong("squeeze() drops the batch of one", best_match_squeezed,
+              "the batch dimension of a batch of one is gone", "squeeze()", kind=EDGE),
+        wrong("normalises the caller's q in place", best_match_normalises_q_in_place,
+              "changed the numbers in its input q", kind=STATEFUL),
+    ],
+}
+
+CATALOGUE = Catalogue({**{exercise: entries + ROUND_3.get(exercise, [])
+                          for exercise, entries in CATALOGUE.entries.items()}, **ISSUE_15})
 
 
 @pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)

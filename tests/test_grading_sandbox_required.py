@@ -68,7 +68,7 @@ def grader(submissions: Path, out: Path, *extra: str) -> subprocess.CompletedPro
     env["COURSE_NO_PROGRESS"] = "1"
     return subprocess.run(
         [PYTHON, "-m", "course_utils.grading", str(submissions), "--out", str(out), "--workers", "1",
-         "--cell-timeout", "60", *extra],
+         "--cell-timeout", "60", "--course", str(gf.GRADING_COURSE), *extra],
         cwd=gf.ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -172,7 +172,7 @@ def test_where_bwrap_works_it_is_the_sandbox():
 # The Python API: unsandboxed only when the batch says no_sandbox
 # --------------------------------------------------------------------------------------------
 def _batch(submissions: Path, out: Path, **kwargs) -> Batch:
-    return Batch(gf.ROOT, submissions, out, Limits(), **kwargs)
+    return Batch(gf.GRADING_COURSE, submissions, out, Limits(), **kwargs)
 
 
 def test_run_batch_refuses_without_a_sandbox_unless_the_batch_says_no_sandbox(
@@ -213,7 +213,7 @@ def test_the_kernel_spec_knows_only_bubblewrap_or_none(tmp_path):
 def test_a_result_made_without_a_sandbox_never_stands_in_for_a_sandboxed_one(batch_dirs):
     submissions, out, _ = batch_dirs
     (learner,) = discover(submissions)
-    batch, version = _batch(submissions, out), course_version(gf.ROOT)
+    batch, version = _batch(submissions, out), course_version(gf.GRADING_COURSE)
     sandboxed = cache_key(learner, batch, version, "bubblewrap")
     assert cache_key(learner, batch, version, "none: a") == cache_key(learner, batch, version, "none: b")
     assert cache_key(learner, batch, version, "none: a") != sandboxed

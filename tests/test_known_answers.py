@@ -223,6 +223,29 @@ def checked_mse_value_and_shape_error(f, tmp_path):
     assert "(3, 1)" in message or "[3, 1]" in message, message
 
 
+@known("tensors.zero_negative_rows")
+def zero_negative_rows_zeroes_and_counts_in_place(f, tmp_path):
+    # row sums -1.5, 3, 0, -0.5: rows 0 and 3 are negative; row 2 sums to exactly 0 and stays
+    x = torch.tensor([[1.0, -3.0, 0.5], [2.0, 1.0, 0.0], [1.0, -1.0, 0.0], [-0.5, -0.25, 0.25]])
+    assert int(f(x)) == 2
+    tensor_equal(x, torch.tensor([[0.0, 0.0, 0.0], [2.0, 1.0, 0.0], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]]))
+    assert int(f(x)) == 0  # nothing negative is left
+    base = torch.tensor([[1.0, 4.0], [-3.0, 1.0]])
+    assert int(f(base.T)) == 1  # base.T = [[1, -3], [4, 1]]: row 0 sums to -2
+    tensor_equal(base, torch.tensor([[0.0, 4.0], [0.0, 1.0]]))  # written through the view
+
+
+@known("tensors.best_match")
+def best_match_of_small_dot_products(f, tmp_path):
+    q = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, 2, 2)
+    k = torch.tensor([[[2.0, 1.0], [0.0, 3.0], [-1.0, -1.0]]])  # (1, 3, 2)
+    # query [1, 0] scores 2, 0, -1; query [0, 1] scores 1, 3, -1
+    tensor_equal(f(q, k), torch.tensor([[0, 1]]))
+    # the same (3, 2) keys for a batch of two single queries: [1, 1] scores 1, 2, -2; [-1, 0] scores -1, 0, 2
+    shared = torch.tensor([[1.0, 0.0], [0.0, 2.0], [-2.0, 0.0]])
+    tensor_equal(f(torch.tensor([[[1.0, 1.0]], [[-1.0, 0.0]]]), shared), torch.tensor([[1], [2]]))
+
+
 # --- 02 autograd ------------------------------------------------------------------------------
 
 
@@ -283,6 +306,25 @@ def softplus_values_and_sigmoid_gradient(f, tmp_path):
     assert_close(f(x32).detach(), torch.tensor([LOG2]), rtol=0, atol=1e-6)
 
 
+@known("autograd.input_gradient")
+def input_gradient_of_a_linear_layer_is_its_column_sums(f, tmp_path):
+    layer = linear(3, 2, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], [0.5, -0.5])
+    x = torch.tensor([[1.0, 0.0, -1.0], [2.0, 2.0, 2.0]])
+    # d/dx of the sum of x @ W.T + b: every row is W's column sums, [1 + 4, 2 + 5, 3 + 6]
+    assert_close(f(layer, x), torch.tensor([[5.0, 7.0, 9.0], [5.0, 7.0, 9.0]]), rtol=0, atol=1e-6)
+    assert layer.weight.grad is None and layer.bias.grad is None
+    assert not x.requires_grad and x.grad is None
+    tensor_equal(x, torch.tensor([[1.0, 0.0, -1.0], [2.0, 2.0, 2.0]]))
+    # d(t**3)/dt = 3 t**2: [12, 3]; an old gradient in t.grad stays as it was
+    t = torch.tensor([2.0, -1.0], dtype=torch.float64, requires_grad=True)
+    t.grad = torch.tensor([7.0, 7.0], dtype=torch.float64)
+    tensor_equal(f(lambda v: v**3, t), torch.tensor([12.0, 3.0], dtype=torch.float64))
+    tensor_equal(t.grad, torch.tensor([7.0, 7.0], dtype=torch.float64))
+    assert t.requires_grad
+    # a single number: d mean(t**2) / dt = 2t / 2 = t
+    assert_close(f(lambda v: (v * v).mean(), torch.tensor([1.0, 3.0])), torch.tensor([1.0, 3.0]), rtol=0, atol=1e-6)
+
+
 # --- 03 models --------------------------------------------------------------------------------
 
 
@@ -337,6 +379,23 @@ def cross_entropy_of_even_logits_is_log_classes(f, tmp_path):
     assert_close(f(batch, torch.tensor([0, 1])), torch.tensor(LOG2 / 2), rtol=0, atol=1e-6)
     # the wrong class at +1000: log(e**1000 + 1) = 1000
     assert_close(f(torch.tensor([[1000.0, 0.0]]), torch.tensor([1])), torch.tensor(1000.0), rtol=0, atol=1e-3)
+
+
+@known("models.multilabel_loss")
+def multilabel_loss_of_even_logits_is_log_two(f, tmp_path):
+    logits = torch.tensor([[0.0, 0.0]], requires_grad=True)
+    loss = f(logits, torch.tensor([[1.0, 0.0]]))
+    assert loss.shape == ()
+    assert_close(loss.detach(), torch.tensor(LOG2), rtol=0, atol=1e-6)  # -log(1/2) per entry
+    loss.backward()
+    assert_close(logits.grad, torch.tensor([[-0.25, 0.25]]), rtol=0, atol=1e-6)  # (sigmoid - t) / 2
+    # integer and bool targets count as 0 and 1; a float64 loss for float64 logits
+    assert_close(f(torch.zeros(2, 3), torch.tensor([[1, 0, 1], [0, 0, 1]])), torch.tensor(LOG2), rtol=0, atol=1e-6)
+    tensor_equal(f(torch.zeros(1, 1, dtype=torch.float64), torch.tensor([[True]])),
+                 torch.tensor(LOG2, dtype=torch.float64))
+    # a wrong label at logit +1000 costs log(1 + e**1000) = 1000; a right one at -1000 costs 0
+    assert_close(f(torch.tensor([[1000.0, -1000.0]]), torch.tensor([[0.0, 0.0]])), torch.tensor(500.0),
+                 rtol=0, atol=1e-3)
 
 
 @known("models.decay_groups")
@@ -464,6 +523,31 @@ def accumulation_step_averages_the_micro_batches(f, tmp_path):
     assert_close(model.weight.detach(), torch.tensor([[0.5]]), rtol=0, atol=1e-6)
     f(model, optimizer, nn.MSELoss(), batches)  # gradient 5, w = 0.5 - 0.25
     assert_close(model.weight.detach(), torch.tensor([[0.25]]), rtol=0, atol=1e-6)
+
+
+@known("speed_and_memory.scaled_clipped_step")
+def scaled_clipped_step_unscales_clips_and_skips(f, tmp_path):
+    model = linear(1, 1, [[0.0]])
+    model.weight.grad = torch.tensor([[math.inf]])  # left by a skipped step, to be cleared
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+    x = torch.tensor([[1.0]])
+    # loss (w - 2)**2 at w = 0: gradient -4 (scaled: -16, unscaled: -4), norm 4 clipped to 1:
+    # w = 0 + 1 * 1 = 1 (clipping the scaled -16 instead would give w = 1/4)
+    assert f(model, optimizer, scaler, nn.MSELoss(), (x, torch.tensor([[2.0]])), 1.0) is None
+    assert_close(model.weight.detach(), torch.tensor([[1.0]]), rtol=0, atol=1e-5)
+    assert scaler.get_scale() == 4.0
+    # at w = 1: gradient -2, clipped to -1: w = 2
+    f(model, optimizer, scaler, nn.MSELoss(), (x, torch.tensor([[2.0]])), 1.0)
+    assert_close(model.weight.detach(), torch.tensor([[2.0]]), rtol=0, atol=1e-5)
+    # target 1e5: gradient 2 * (2 - 1e5) * 4 is beyond float16's 65504: inf, step skipped, scale halved
+    f(model, optimizer, scaler, nn.MSELoss(), (x, torch.tensor([[1e5]])), 1.0)
+    assert_close(model.weight.detach(), torch.tensor([[2.0]]), rtol=0, atol=1e-5)
+    assert scaler.get_scale() == 2.0
+    # at w = 2, target 3: gradient -2, clipped to -1: w = 3 (the inf of the skipped step is gone)
+    f(model, optimizer, scaler, nn.MSELoss(), (x, torch.tensor([[3.0]])), 1.0)
+    assert_close(model.weight.detach(), torch.tensor([[3.0]]), rtol=0, atol=1e-5)
+    assert scaler.get_scale() == 2.0
 
 
 @known("speed_and_memory.split_step_time")

@@ -495,8 +495,8 @@ def _probe_position_weights(answer, run):
 
 
 _DEVICE_FIX = (
-    "A tensor made inside forward is created on the CPU, with a dtype of its own, wherever the "
-    "input is; "
+    "A tensor made inside forward without device= is created on the default device (the CPU "
+    "unless the program set another), with a dtype of its own, wherever the input is; "
     "on a GPU this is the classic \"Expected all tensors to be on the same device\". Create it "
     "where the input lives: torch.arange(..., device=x.device, dtype=x.dtype)."
 )

@@ -1,4 +1,5 @@
-"""Chapter 01 — Tensors: the three attributes, shared memory, views, dimensions, broadcasting.
+"""Chapter 01 — Tensors: the three attributes, shared memory, views, masks, dimensions,
+broadcasting, matrix products.
 
 Each probe runs the learner's function on several generated inputs (several dtypes, a
 non-contiguous layout, an empty or a one-element size where the task allows them), calls it
@@ -17,7 +18,7 @@ import textwrap
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.core import Exercise, Function, a_or_an
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
 
@@ -693,6 +694,375 @@ flatten_transposed = Exercise(
 
 
 # ============================================================================================
+# T9 — a write through a mask, in place
+# ============================================================================================
+def zero_negative_rows(x):
+    negative = x.sum(dim=1) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+_INF = float("inf")
+# Rows chosen so that each classic mistake shows: a negative row with a positive element (a
+# mask of elements zeroes less), a row summing to exactly 0 that is not all zeros (<= zeroes
+# it), an all-zero row (<= counts it), columns whose sums are negative (a column mask).
+_ROWS_4x3 = [[1.0, -3.0, 0.5], [2.0, 1.5, -0.5], [1.0, -1.0, 0.0], [-0.5, -0.25, 0.25]]
+_ROWS_3x3 = [[0.5, 2.0, -0.75], [-2.0, 0.5, 1.0], [1.25, -1.5, -0.5]]
+_ROWS_INF = [[1.0, -_INF, 2.0], [_INF, 1.0, -3.0], [-1.0, 0.5, 0.25], [0.0, 0.0, 0.0]]
+
+
+def _rows(values, dtype):
+    return lambda generator: torch.tensor(values, dtype=dtype)
+
+
+def _random_rows(n, m, dtype):
+    """Multiples of 0.25 between -2 and 2: sums are exact in every float dtype."""
+    def make(generator):
+        return ((torch.rand(n, m, generator=generator) * 16).floor() / 4 - 2).to(dtype)
+    return make
+
+
+# (description, make the base tensor, the view of it passed as x)
+_ZERO_ROWS_CASES = [
+    ("x of shape (4, 3), float32", _rows(_ROWS_4x3, torch.float32), lambda base: base),
+    ("x of shape (3, 3), float32", _rows(_ROWS_3x3, torch.float32), lambda base: base),
+    ("x of shape (6, 2), float64", _random_rows(6, 2, torch.float64), lambda base: base),
+    ("x of shape (5, 4), float16", _random_rows(5, 4, torch.float16), lambda base: base),
+    ("x of shape (5, 3), float32, the transpose of a (3, 5) tensor (not contiguous)",
+     _random_rows(3, 5, torch.float32), lambda base: base.T),
+    ("x of shape (4, 3), float64, every other column of a (4, 6) tensor (not contiguous)",
+     _random_rows(4, 6, torch.float64), lambda base: base[:, ::2]),
+    ("x of shape (4, 3), float32, rows 1 to 4 of a (6, 3) tensor",
+     _random_rows(6, 3, torch.float32), lambda base: base[1:5]),
+    ("x of shape (4, 3), float32, holding inf and -inf", _rows(_ROWS_INF, torch.float32),
+     lambda base: base),
+    ("x of shape (1, 3), float32 (one row)", _rows([[-1.0, 0.5, 0.25]], torch.float32),
+     lambda base: base),
+    ("x of shape (0, 3), float32 (no rows)", _random_rows(0, 3, torch.float32), lambda base: base),
+    ("x of shape (3, 0), float32 (no columns)", _random_rows(3, 0, torch.float32), lambda base: base),
+]
+_ZERO_LOOP_ROWS, _ZERO_LOOP_CALLS = 60, 30
+
+
+def _count_facts(value) -> dict:
+    """What the answer returned as its count: the kind, and the number when it is one."""
+    if isinstance(value, bool):
+        return {"kind": "bool", "value": None, "text": repr(value)}
+    if isinstance(value, (int, np.integer)):
+        return {"kind": "int", "value": int(value), "text": repr(int(value))}
+    if isinstance(value, torch.Tensor):
+        tensor = torch.Tensor.detach(value)
+        text = f"a {_dtype_name(tensor.dtype)} tensor of shape {shape_text(list(tensor.shape))}"
+        if tensor.numel() == 1 and tensor.device.type != "meta":
+            number = tensor.reshape(()).to("cpu").item()
+            integral = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex
+                            or tensor.dtype == torch.bool)
+            return {"kind": "tensor" if integral else "other tensor",
+                    "value": int(number) if integral else None,
+                    "text": f"{text} holding {number!r}"}
+        return {"kind": "other tensor", "value": None, "text": text}
+    facts = value_facts(value)
+    return {"kind": facts["kind"], "value": None, "text": f"{a_or_an(facts['kind'])} ({facts['repr']})"}
+
+
+def _assigned_names(answer) -> set:
+    """Names the answer's own source assigns to (x = ..., x += ...)."""
+    names = set()
+    for node in _answer_nodes(answer):
+        for inner in ast.walk(node):
+            targets = inner.targets if isinstance(inner, ast.Assign) else (
+                [inner.target] if isinstance(inner, (ast.AugAssign, ast.AnnAssign)) else [])
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _chained_write(answer) -> str | None:
+    """The first assignment in the answer's source to an index of an index, x[m][...] = v."""
+    for node in _answer_nodes(answer):
+        for inner in ast.walk(node):
+            targets = inner.targets if isinstance(inner, ast.Assign) else (
+                [inner.target] if isinstance(inner, ast.AugAssign) else [])
+            for target in targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Subscript):
+                    return ast.unparse(target)
+    return None
+
+
+def _after(base, view, change):
+    """The values of ``view(base.clone())`` after ``change`` was applied to it."""
+    x = view(base.clone())
+    change(x)
+    return value_facts(x)["values"]
+
+
+def _zero_rows_where(mask_of):
+    def change(x):
+        x[mask_of(x)] = 0
+    return change
+
+
+def _zero_columns_where(mask_of):
+    def change(x):
+        x[:, mask_of(x)] = 0
+    return change
+
+
+def _probe_zero_negative_rows(answer, run):
+    generator = _generator(11)
+    record = {"loops": _loops_in(answer), "calls": _calls_in(answer),
+              "assigned": sorted(_assigned_names(answer)), "chained": _chained_write(answer)}
+    big = _random_rows(_ZERO_LOOP_ROWS, 3, torch.float32)(generator)
+    counter = _TorchCalls()
+    with counter:
+        run(answer, big, on=f"x of shape ({_ZERO_LOOP_ROWS}, 3), float32")
+    record["torch_calls"] = counter.count
+    record["cases"] = cases = []
+    if record["loops"] or counter.count >= _ZERO_LOOP_CALLS:
+        return record
+    for on, make, view in _ZERO_ROWS_CASES:
+        base = make(generator)
+        kept = base.clone()
+        x = view(base)
+        square = x.dim() == 2 and x.shape[0] == x.shape[1]
+        expected_base = base.clone()
+        expected_x = view(expected_base)
+        negative = expected_x.sum(dim=1) < 0
+        expected_x[negative] = 0
+        case = {
+            "on": on,
+            "rows": int(x.shape[0]),
+            "columns": int(x.shape[1]),
+            "contiguous": bool(x.is_contiguous()),
+            "has_inf": bool(torch.isinf(kept).any()),
+            "negative_rows": [int(i) for i in torch.nonzero(negative).flatten()],
+            "expected_count": int(negative.sum()),
+            "expected_x": value_facts(expected_x),
+            "expected_base": value_facts(expected_base),
+            "x_before": value_facts(view(kept)),
+            "elements": _after(kept, view, _zero_rows_where(lambda v: v < 0)),
+            "by_columns": _after(kept, view, _zero_columns_where(lambda v: v.sum(dim=0) < 0)),
+            "row_mask_on_columns": _after(kept, view, _zero_columns_where(
+                lambda v: v.sum(dim=1) < 0)) if square else None,
+            "or_equal": _after(kept, view, _zero_rows_where(lambda v: v.sum(dim=1) <= 0)),
+        }
+        storage = base.untyped_storage().data_ptr()
+        try:
+            returned = run(answer, x, on=on)
+        except LearnerRaised:
+            # A mistake the earlier inputs already showed is the one to report.
+            try:
+                shown = bool(cases) and _judge_zero_negative_rows(record) is not None
+            except Exception:  # a judge that cannot decide on a part of the record
+                shown = False
+            if shown:
+                break
+            raise
+        case["count"] = _count_facts(returned)
+        case["returned"] = value_facts(returned) if isinstance(returned, torch.Tensor) else None
+        case["x_after"] = value_facts(x)
+        case["base_after"] = value_facts(base)
+        case["same_memory"] = x.untyped_storage().data_ptr() == storage
+        left = {"count": case["count"], "x_after": case["x_after"]}
+        if (case["same_memory"] and tensor_problem(case["x_after"], case["expected_x"],
+                                                   rtol=0, atol=0) is None):
+            returned = run(answer, x, on=on + ", second call on the same x")
+            left = {"count": _count_facts(returned), "x_after": value_facts(x)}
+        case["again"] = left
+        cases.append(case)
+    return record
+
+
+def _rows_text(rows) -> str:
+    return "row " + str(rows[0]) if len(rows) == 1 else "rows " + ", ".join(map(str, rows))
+
+
+def _judge_zero_negative_rows(record):
+    if record["loops"]:
+        return (
+            f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
+            "One mask marks every row at once: negative = x.sum(dim=1) < 0, then x[negative] = 0."
+        )
+    if record["torch_calls"] >= _ZERO_LOOP_CALLS:
+        return (
+            f"The task asks for no Python loop; for x of {_ZERO_LOOP_ROWS} rows your function "
+            f"made {record['torch_calls']} torch calls, one or more per row. One mask marks "
+            "every row at once: negative = x.sum(dim=1) < 0, then x[negative] = 0."
+        )
+    cases = record["cases"]
+    for case in cases:
+        on, after, expected = case["on"], case["x_after"], case["expected_x"]
+        rows = case["negative_rows"]
+        if after["shape"] != case["x_before"]["shape"] or after["dtype"] != case["x_before"]["dtype"]:
+            return _input_changed(case["x_before"], after, "x", on) + (
+                " Here the task does ask for a change in place, but only of the numbers: "
+                "x[negative] = 0.")
+        got = after.get("values")
+        unchanged = same_values(got, case["x_before"]["values"], rtol=0, atol=0)
+        if unchanged and rows:
+            returned = case["returned"]
+            if record["chained"]:
+                return (
+                    f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
+                    f"afterwards. Your write `{record['chained']} = ...` indexes twice: the "
+                    "first indexing, with a mask, makes a copy, and the second writes into that "
+                    "copy, which is thrown away. Write with one indexing: x[negative] = 0."
+                )
+            if returned is not None and same_values(returned.get("values", []), expected["values"]):
+                return (
+                    f"Your function returned a new tensor with the rows zeroed, but the caller's "
+                    f"x is unchanged ({on}). The task asks for x itself to change, in place "
+                    "(x[negative] = 0), and for the number of rows zeroed as the result."
+                )
+            contiguous_right = all(
+                same_values(c["x_after"].get("values"), c["expected_x"]["values"], rtol=0, atol=0)
+                for c in cases if c["contiguous"])
+            if not case["contiguous"] and contiguous_right:
+                return (
+                    f"The caller's x is unchanged ({on}), though your function works for every "
+                    "contiguous x: it wrote into a copy. contiguous() (and reshape, flatten) "
+                    "of a non-contiguous tensor is a copy; index x itself: x[negative] = 0."
+                )
+            if "x" in record["assigned"]:
+                return (
+                    f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
+                    "afterwards. Assigning a new tensor to the name x (x = ...) inside your "
+                    "function does not change the caller's tensor; write into it: "
+                    "x[negative] = 0."
+                )
+            return (
+                f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
+                "afterwards. Change x in place, with one indexing: x[negative] = 0."
+            )
+        if not same_values(got, expected["values"], rtol=0, atol=0):
+            if case["has_inf"] and np.isnan(np.asarray(got, dtype=np.float64)).any() and not np.isnan(
+                    np.asarray(expected["values"], dtype=np.float64)).any():
+                return (
+                    f"Your x holds nan afterwards ({on}): a row with -inf was multiplied by 0, and "
+                    "inf * 0 is nan. Assign the zeros instead of multiplying: x[negative] = 0."
+                )
+            if same_values(got, case["elements"], rtol=0, atol=0):
+                return (
+                    f"You zeroed the negative elements, not the rows whose sum is negative "
+                    f"({on}). The mask needs one value per row: x.sum(dim=1) < 0."
+                )
+            if same_values(got, case["by_columns"], rtol=0, atol=0):
+                return (
+                    f"You zeroed the columns whose sum is negative ({on}): sum(dim=0) adds down "
+                    "each column. The rows' sums are sum(dim=1)."
+                )
+            if case["row_mask_on_columns"] is not None and same_values(
+                    got, case["row_mask_on_columns"], rtol=0, atol=0):
+                return (
+                    f"Your row mask zeroed columns ({on}): a mask of shape (N,) meeting x of shape "
+                    "(N, N) in an element-wise operation (torch.where, a product) lines up with "
+                    "the last dimension, the columns. Give it a column dimension, negative[:, None], "
+                    "or index with it: x[negative] = 0."
+                )
+            if same_values(got, case["or_equal"], rtol=0, atol=0):
+                return (
+                    f"You also zeroed rows whose sum is exactly 0 ({on}). The task says strictly "
+                    "below 0: < 0, not <= 0."
+                )
+            return tensor_problem(after, expected, what="the caller's x after your call", on=on,
+                                  rtol=0, atol=0)
+        if not same_values(case["base_after"]["values"], case["expected_base"]["values"], rtol=0, atol=0):
+            return (
+                f"x shows the zeros but the memory it was a view of does not ({on}): your function "
+                "gave x new memory (x.data = ..., or x.set_(...)), so every other view of the "
+                "caller's tensor misses the change. Write into x's own memory: x[negative] = 0."
+            )
+        problem = _count_problem(case["count"], case, on)
+        if problem:
+            return problem
+    for case in cases:
+        on, again = case["on"], case["again"]
+        if not same_values(again["x_after"].get("values"), case["expected_x"]["values"], rtol=0, atol=0):
+            return (
+                f"A second call on the same x changed it again ({on}, second call): its negative "
+                "rows were already zeros, so nothing was left to change. "
+                + (tensor_problem(again["x_after"], case["expected_x"], what="x", rtol=0, atol=0) or "")
+            )
+        count = again["count"]
+        if count["kind"] in ("int", "tensor") and count["value"] != 0:
+            first = case["expected_count"]
+            note = (" It is the first call's count: your function remembers rows of an earlier "
+                    "call. Count the rows this call zeroed.") if count["value"] == first else (
+                " Count only the rows this call zeroed.")
+            return (
+                f"On a second call with the same x ({on}), whose negative rows were already zeros, "
+                f"your function returned {count['value']}; expected 0.{note}"
+            )
+    return None
+
+
+def _count_problem(count, case, on) -> str | None:
+    expected = case["expected_count"]
+    if count["kind"] not in ("int", "tensor"):
+        if count["kind"] == "other tensor" and case["returned"] is not None and (
+                case["returned"]["shape"] == case["x_before"]["shape"]):
+            return (
+                f"Your function returned a tensor shaped like x ({on}); it should return the "
+                f"number of rows it zeroed, here {expected}, as an int: int(negative.sum())."
+            )
+        return (
+            f"Your function returned {count['text']} ({on}); expected the number of rows "
+            f"zeroed, {expected}, as an int (int(negative.sum())) or a 0-d integer tensor."
+        )
+    got = count["value"]
+    if got == expected:
+        return None
+    rows, columns = case["rows"], case["columns"]
+    if expected and got == 0:
+        note = (" Counting after the zeroing finds none: the zeroed rows now sum to 0. Keep the "
+                "mask you made before the write and count it.")
+    elif expected and got == expected * columns and columns > 1:
+        note = " That is the number of elements zeroed; count the rows: negative.sum()."
+    elif got == rows - expected:
+        note = " That is the number of rows kept; count the rows zeroed."
+    else:
+        note = ""
+    return f"Your function returned {got}; {expected} rows were to be zeroed ({on}).{note}"
+
+
+zero_negative_rows = Exercise(
+    "zero_negative_rows",
+    chapter=CHAPTER,
+    title="Zero the rows whose sum is negative, in place",
+    expects=Function("zero_negative_rows", ("x",),
+                     returns="the number of rows zeroed, an int (x itself changed in place)"),
+    probe=_probe_zero_negative_rows,
+    judge=_judge_zero_negative_rows,
+    reference=zero_negative_rows,
+    passed_message="Correct: the rows are zeroed in the caller's x, and counted.",
+    hints=[
+        "One value per row: negative = x.sum(dim=1) < 0 is a mask of shape (N,).",
+        "Write through the mask in one indexing operation: x[negative] = 0. "
+        "x[negative][...] = 0 writes into a copy.",
+        "Count the mask, made before the write: int(negative.sum()).",
+    ],
+    error_notes=[
+        (
+            "The shape of the mask",
+            "a boolean mask must have the shape of the dimensions it indexes. x.sum(dim=1) < 0 "
+            "is (N,), one value per row, and x[mask] picks rows; with keepdim=True it is (N, 1), "
+            "which does not fit x's (N, M).",
+        ),
+        (
+            "must match the size of tensor",
+            "a row mask of shape (N,) meeting x of shape (N, M) in an element-wise operation "
+            "lines up with the columns. Give it a column dimension, mask[:, None], or index "
+            "with it: x[mask] = 0.",
+        ),
+        (
+            "view size is not compatible",
+            "x may be a non-contiguous view, which view() cannot reshape. Index x itself: "
+            "x[mask] = 0.",
+        ),
+    ],
+)
+
+
+# ============================================================================================
 # T6 — squeeze only drops size-1 dimensions
 # ============================================================================================
 def remove_batch_dim(x):
@@ -1171,6 +1541,237 @@ residuals = Exercise(
             "stack expects a non-empty TensorList",
             "an empty batch (N = 0) gives a loop over the samples nothing to collect, and "
             "torch.stack refuses an empty list. pred.squeeze(1) - target handles every N, 0 too.",
+        ),
+    ],
+)
+
+
+# ============================================================================================
+# T10 — batched matrix products and argmax along a dimension
+# ============================================================================================
+def best_match(q, k):
+    return (q @ k.mT).argmax(dim=-1)
+
+
+# (B, n, m, d, dtype, k shared by every batch (m, d), q and k given as transposed views).
+# n == m == d in one case, so that q @ k (no transpose) and an argmax over the queries keep the
+# right shape; B == m in another, so that swapping k's first two dimensions does too.
+_MATCH_SHAPES = [
+    (2, 3, 4, 5, torch.float32, False, False),
+    (3, 4, 4, 4, torch.float32, False, False),
+    (1, 2, 3, 4, torch.float64, False, False),
+    (2, 1, 3, 2, torch.float32, False, False),
+    (2, 3, 1, 2, torch.float32, False, False),
+    (3, 2, 3, 4, torch.float64, False, False),
+    (2, 3, 4, 5, torch.float32, True, False),
+    (2, 3, 4, 5, torch.float32, False, True),
+    (3, 2, 5, 3, torch.float64, True, True),
+    (1, 3, 4, 2, torch.float32, True, False),
+    (0, 2, 3, 4, torch.float32, False, False),
+]
+_MATCH_LOOP_B, _MATCH_LOOP_CALLS = 40, 30
+
+
+def _match_input(shape, dtype, transposed, generator):
+    if transposed:  # the transpose of a contiguous tensor: not contiguous
+        *batch, rows, columns = shape
+        return (torch.randn(*batch, columns, rows, generator=generator)).to(dtype).mT
+    return torch.randn(*shape, generator=generator).to(dtype)
+
+
+def _match_text(b, n, m, d, dtype, shared, transposed):
+    k_shape = (m, d) if shared else (b, m, d)
+    text = (f"q of shape {shape_text([b, n, d])}, k of shape {shape_text(list(k_shape))}, "
+            f"{_dtype_name(dtype)}")
+    if shared:
+        text += ", the same keys for every batch"
+    if transposed:
+        text += ", q and k transposed views (not contiguous)"
+    return text
+
+
+def _probe_best_match(answer, run):
+    generator = _generator(12)
+    record = {"loops": _loops_in(answer), "calls": _calls_in(answer)}
+    q = torch.randn(_MATCH_LOOP_B, 2, 3, generator=generator)
+    k = torch.randn(_MATCH_LOOP_B, 4, 3, generator=generator)
+    counter = _TorchCalls()
+    with counter:
+        run(answer, q, k, on=f"q of shape ({_MATCH_LOOP_B}, 2, 3), k of shape ({_MATCH_LOOP_B}, 4, 3)")
+    record["torch_calls"] = counter.count
+    record["cases"] = cases = []
+    if record["loops"] or counter.count >= _MATCH_LOOP_CALLS:
+        return record
+    for b, n, m, d, dtype, shared, transposed in _MATCH_SHAPES:
+        q = _match_input((b, n, d), dtype, transposed, generator)
+        k = _match_input((m, d) if shared else (b, m, d), dtype, transposed, generator)
+        on = _match_text(b, n, m, d, dtype, shared, transposed)
+        scores = q.double() @ k.double().mT
+        case = {
+            "on": on, "b": b, "n": n, "m": m, "d": d, "shared": shared,
+            "expected": value_facts(scores.argmax(dim=-1)),
+            "smallest": value_facts(scores.argmin(dim=-1))["values"],
+            "over_queries": value_facts(scores.argmax(dim=-2))["values"] if b else None,
+            "untransposed": (value_facts((q.double() @ k.double()).argmax(dim=-1))["values"]
+                             if d == m and b else None),
+            "q_before": value_facts(q), "k_before": value_facts(k),
+        }
+        kept_q, kept_k = q.clone(), k.clone()
+        try:
+            got = run(answer, q, k, on=on)
+        except LearnerRaised:
+            try:
+                shown = bool(cases) and _judge_best_match(record) is not None
+            except Exception:  # a judge that cannot decide on a part of the record
+                shown = False
+            if shown:
+                break
+            raise
+        case["got"] = value_facts(got)
+        case["q_after"], case["k_after"] = value_facts(q), value_facts(k)
+        left = _left_as_it_was(q, kept_q) and _left_as_it_was(k, kept_k)
+        case["again"] = value_facts(run(answer, q, k, on=on + ", second call")) if left else case["got"]
+        cases.append(case)
+    return record
+
+
+def _judge_best_match(record):
+    if record["loops"]:
+        return (
+            f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
+            "One matrix product handles every batch: (q @ k.mT).argmax(dim=-1)."
+        )
+    if record["torch_calls"] >= _MATCH_LOOP_CALLS:
+        return (
+            f"The task asks for no Python loop; for a batch of {_MATCH_LOOP_B} your function "
+            f"made {record['torch_calls']} torch calls, one or more per batch. One matrix "
+            "product handles every batch: (q @ k.mT).argmax(dim=-1)."
+        )
+    calls = record["calls"]
+    for case in record["cases"]:
+        on, got, expected = case["on"], case["got"], case["expected"]
+        b, n, m = case["b"], case["n"], case["m"]
+        for name in ("q", "k"):
+            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            if changed:
+                return changed
+        kind = got["kind"]
+        if "return_types" in kind:
+            return (
+                f"Your function returned {kind.split('.')[-1]}(values, indices) ({on}): a pair. "
+                "Return only the indices: .argmax(dim=-1), or .max(dim=-1).indices."
+            )
+        if kind == "tensor":
+            shape, values = got["shape"], got.get("values")
+            if shape == [] and expected["shape"] != []:
+                return (
+                    f"Your result is a single number ({on}): argmax() without a dim gives one "
+                    "index into all the scores, flattened. Give it the keys' dimension: "
+                    "argmax(dim=-1)."
+                )
+            if shape == expected["shape"] and values is not None and got["dtype"] != "torch.int64" and (
+                    got["dtype"].startswith("torch.float")):
+                return (
+                    f"Your result has dtype {got['dtype']} ({on}): these are the largest scores "
+                    "themselves, not their indices. argmax(dim=-1) gives the index of each."
+                )
+            if shape == [b, m] and n != m and b:
+                return (
+                    f"Your result has shape {shape_text(shape)}; expected {shape_text(expected['shape'])} "
+                    f"({on}): one index per key instead of one per query. The scores are "
+                    "(B, n, m), the keys last: argmax(dim=-1)."
+                )
+            if shape == expected["shape"] and values is not None and not same_values(
+                    values, expected["values"], rtol=0, atol=0):
+                if case["over_queries"] is not None and same_values(values, case["over_queries"], rtol=0, atol=0):
+                    return (
+                        f"Your argmax runs over the queries ({on}): for each key it gives the "
+                        "best query. The scores are (B, n, m), the keys last: argmax(dim=-1)."
+                    )
+                if case["untransposed"] is not None and same_values(values, case["untransposed"], rtol=0, atol=0):
+                    return (
+                        f"Your product multiplies q by k without transposing it ({on}): with "
+                        "n = m = d the shapes happen to fit, but each query meets k's columns, "
+                        "not its keys. Transpose k's last two dimensions: q @ k.mT."
+                    )
+                if same_values(values, case["smallest"], rtol=0, atol=0):
+                    return (
+                        f"Your result picks the key with the smallest dot product ({on}); the "
+                        "task asks for the largest: argmax."
+                    )
+            if b == 1 and shape == [n] and expected["shape"] == [1, n]:
+                note = " squeeze() drops it; name the dimension." if "squeeze()" in calls else ""
+                return (
+                    f"Your result has shape {shape_text(shape)}; expected (1, {n}) ({on}): the "
+                    f"batch dimension of a batch of one is gone.{note}"
+                )
+        problem = tensor_problem(got, expected, on=on, rtol=0, atol=0)
+        if problem:
+            return problem
+        problem = tensor_problem(case["again"], expected, what="the second result", on=on, rtol=0, atol=0)
+        if problem:
+            return f"Your function was right on its first call, not on a second call with the same q and k: {problem}"
+    return None
+
+
+best_match = Exercise(
+    "best_match",
+    chapter=CHAPTER,
+    title="The best key for every query",
+    expects=Function("best_match", ("q", "k"),
+                     returns="an int64 tensor of shape (B, n): the index of each query's best key"),
+    probe=_probe_best_match,
+    judge=_judge_best_match,
+    reference=best_match,
+    passed_message="Correct: one batched product, one argmax over the keys.",
+    hints=[
+        "Every query against every key of its batch: (B, n, d) @ (B, d, m) gives the (B, n, m) scores.",
+        "k.mT (or k.transpose(-2, -1)) swaps only the last two dimensions, for (B, m, d) and (m, d) alike.",
+        "The keys are the last dimension of the scores: argmax(dim=-1).",
+    ],
+    error_notes=[
+        (
+            "Expected size for first two dimensions of batch2 tensor",
+            "q @ k multiplies each (n, d) matrix of queries by an (m, d) matrix of keys: the "
+            "inner sizes, d and m, do not fit. Transpose the keys' last two dimensions: q @ k.mT.",
+        ),
+        (
+            "shapes cannot be multiplied",
+            "q @ k multiplies (n, d) queries by (m, d) keys: the inner sizes, d and m, do not "
+            "fit. Transpose the keys' last two dimensions: q @ k.mT.",
+        ),
+        (
+            "must be a 3D tensor",
+            "torch.bmm takes two 3-D tensors only, and k may be (m, d), the same keys for every "
+            "batch. @ (torch.matmul) broadcasts the batch dimensions: q @ k.mT.",
+        ),
+        (
+            "Dimension out of range",
+            "k may have two dimensions, (m, d), so dimension 2 does not exist. Count from the "
+            "end, which works for both: k.transpose(-2, -1), or k.mT.",
+        ),
+        (
+            "does not match the number of dimensions",
+            "k may have two dimensions, (m, d), the same keys for every batch, and an einsum "
+            "equation names a fixed number of them. q @ k.mT broadcasts the batch dimensions "
+            "(so does an ellipsis: \"...nd,...md->...nm\").",
+        ),
+        (
+            "must match the size of tensor",
+            "the batch dimensions of a product broadcast like an element-wise operation, and "
+            "these do not fit. Often a transpose moved k's batch dimension (k.T reverses all the "
+            "dimensions of a 3-D k; transpose(0, 1) swaps batch and keys). k.mT swaps only the "
+            "last two.",
+        ),
+        (
+            "stack expects a non-empty TensorList",
+            "with an empty batch (B = 0) a loop over the batch gives torch.stack an empty list. "
+            "One product handles every B: (q @ k.mT).argmax(dim=-1).",
+        ),
+        (
+            "view size is not compatible",
+            "q and k may be non-contiguous views, which view() cannot reshape; @ needs no "
+            "reshaping: (q @ k.mT).argmax(dim=-1).",
         ),
     ],
 )
