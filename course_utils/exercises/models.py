@@ -743,6 +743,29 @@ _CE_MISTAKES = [
 ]
 
 
+def _not_a_loss(case, got, on, how_to_reduce: str) -> str | None:
+    """What both loss exercises say when the result cannot be a loss to call backward() on."""
+    if case.get("logits_tracked"):
+        return (
+            f"Your function switched on requires_grad of the caller's logits (on {on}): "
+            "they come from the model, which decides what is tracked; from then on every "
+            "operation on them is recorded. Leave the inputs as they are."
+        )
+    if got["kind"] == "NoneType":
+        return f"Your function returned None (on {on}); end it with `return`."
+    if got["kind"] != "tensor":
+        return (
+            f"Your function returned {got['kind']} ({got['repr']}, on {on}); return the loss "
+            "as a 0-d tensor, so loss.backward() works."
+        )
+    if got["shape"] != []:
+        return (
+            f"Your loss has shape {shape_text(got['shape'])} (on {on}); expected one number, "
+            f"shape (): {how_to_reduce}."
+        )
+    return None
+
+
 def _loss_on_meta_problem(meta) -> str | None:
     """A loss computed from logits and targets on ``meta`` must be a 0-d tensor there too."""
     if meta is not None and (meta["kind"] != "tensor" or meta["device"] != "meta" or meta["shape"] != []):
@@ -775,24 +798,9 @@ def _judge_cross_entropy(record):
                 "tensors are not yours to change. Make new tensors from them (targets[:, None] or "
                 "targets.unsqueeze(1), not a method ending in _ such as unsqueeze_)."
             )
-        if case.get("logits_tracked"):
-            return (
-                f"Your function switched on requires_grad of the caller's logits (on {on}): "
-                "they come from the model, which decides what is tracked; from then on every "
-                "operation on them is recorded. Leave the inputs as they are."
-            )
-        if got["kind"] == "NoneType":
-            return f"Your function returned None (on {on}); end it with `return`."
-        if got["kind"] != "tensor":
-            return (
-                f"Your function returned {got['kind']} ({got['repr']}, on {on}); return the loss "
-                "as a 0-d tensor, so loss.backward() works."
-            )
-        if got["shape"] != []:
-            return (
-                f"Your loss has shape {shape_text(got['shape'])} (on {on}); expected one number, "
-                "shape (): average over the batch (F.nll_loss does it by default)."
-            )
+        problem = _not_a_loss(case, got, on, "average over the batch (F.nll_loss does it by default)")
+        if problem:
+            return problem
         # a float64 loss from float32 logits (log_softmax(..., dtype=torch.float64)) is only
         # more precise; a float32 loss from float64 logits loses digits
         wider = case["dtype"] == "torch.float32" and got["dtype"] == "torch.float64"
@@ -1018,24 +1026,9 @@ def _judge_multilabel_loss(record):
                 f"Your function changed its input targets in place (on {on}): the caller's "
                 "tensors are not yours to change. Make a new tensor: targets.to(logits.dtype)."
             )
-        if case.get("logits_tracked"):
-            return (
-                f"Your function switched on requires_grad of the caller's logits (on {on}): "
-                "they come from the model, which decides what is tracked. Leave the inputs as "
-                "they are."
-            )
-        if got["kind"] == "NoneType":
-            return f"Your function returned None (on {on}); end it with `return`."
-        if got["kind"] != "tensor":
-            return (
-                f"Your function returned {got['kind']} ({got['repr']}, on {on}); return the loss "
-                "as a 0-d tensor, so loss.backward() works."
-            )
-        if got["shape"] != []:
-            return (
-                f"Your loss has shape {shape_text(got['shape'])} (on {on}); expected one number, "
-                "shape (): the mean over every example and label."
-            )
+        problem = _not_a_loss(case, got, on, "the mean over every example and label")
+        if problem:
+            return problem
         wider = case["dtype"] == "torch.float32" and got["dtype"] == "torch.float64"
         if got["dtype"] != case["dtype"] and not wider:
             hint = (" binary_cross_entropy_with_logits returns the targets' dtype: convert them "
