@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parent
 RUN_SETTINGS = ("COURSE_STRICT", "COURSE_EXPECT", "COURSE_SIMULATED_MACHINE", "PYTHONPATH")
 RUN_ENV_FILE = "run-env.json"
 # A fixed copy of two chapters that the grader's tests grade (tests/grading_course/README.md):
-# test data, not notebooks to run.
-collect_ignore = ["tests/grading_course"]
+# test data, not notebooks to run. The browser tests run apart, in an environment of their own
+# (./course test-browser), since Playwright is not in the learner's .venv.
+collect_ignore = ["tests/grading_course", "tests/browser"]
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:

@@ -144,8 +144,16 @@ class ProgressReport:
     chapters: list[ChapterProgress]
     path: Path
 
+    @property
+    def shown_path(self) -> str:
+        """The file as a learner would type it: ``~/...`` under their home folder."""
+        try:
+            return str(Path("~") / self.path.relative_to(Path.home()))
+        except (ValueError, RuntimeError):  # elsewhere, or no home folder
+            return str(self.path)
+
     def __str__(self) -> str:
-        lines = [f"Your progress ({self.path})"]
+        lines = [f"Your progress ({self.shown_path})"]
         for chapter in self.chapters:
             total = len(chapter.done) + len(chapter.todo)
             lines.append(f"  {chapter.chapter:<24} {len(chapter.done)}/{total}")
@@ -166,7 +174,7 @@ class ProgressReport:
                 f"<td style='text-align:left'>{'<br>'.join(marks)}</td></tr>"
             )
         return (
-            f"<div><b>Your progress</b> <small>({html.escape(str(self.path))})</small>"
+            f"<div><b>Your progress</b> <small>({html.escape(self.shown_path)})</small>"
             "<table><tr><th>chapter</th><th>done</th><th>exercises</th></tr>"
             f"{''.join(rows)}</table></div>"
         )

@@ -30,9 +30,36 @@ def test_a_job_runs_every_notebook_on_pypis_cuda_build_without_a_gpu():
     assert "torch.version.cuda and not torch.cuda.is_available()" in test_step["run"]
 
 
-def test_every_job_runs_the_readme_test_command():
+def runs(job, command):
+    """Whether a step of ``job`` runs ``command`` (``./course test`` is not ``./course test-browser``)."""
+    pattern = re.compile(rf"(^|\s){re.escape(command)}(\s|$)", re.M)
+    return any(pattern.search(step.get("run", "")) for step in job["steps"])
+
+
+def test_every_job_runs_the_readme_test_command_or_the_browser_tests():
     for name, job in jobs().items():
-        assert any("./course test" in step.get("run", "") for step in job["steps"]), name
+        assert runs(job, "./course test") or runs(job, "./course test-browser"), name
+    assert runs(jobs()["browser"], "./course book") and runs(jobs()["browser"], "./course test-browser")
+
+
+def test_the_website_is_built_tested_and_published_from_main():
+    workflow = yaml.safe_load((ROOT / ".github/workflows/pages.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))
+    assert triggers["push"]["branches"] == ["main"]
+    build = workflow["jobs"]["build"]
+    order = [step.get("run") or step.get("uses", "") for step in build["steps"]]
+    book, browser = order.index("./course book"), order.index("./course test-browser")
+    upload = next(i for i, step in enumerate(order) if step.startswith("actions/upload-pages-artifact"))
+    assert book < browser < upload, "published only once the browser tests pass"
+    assert build["steps"][upload]["with"]["path"] == "_site"
+    deploy = workflow["jobs"]["deploy"]
+    assert deploy["needs"] == "build" and deploy["steps"][0]["uses"].startswith("actions/deploy-pages")
+    assert workflow["permissions"]["pages"] == "write" and workflow["permissions"]["id-token"] == "write"
+
+
+def test_ci_run_runs_the_test_command_then_the_browser_tests():
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert lines.index('./course test "$@"') < lines.index("./course book") < lines.index("./course test-browser")
 
 
 def test_a_weekly_job_runs_the_notebooks_at_full_length():

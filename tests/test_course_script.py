@@ -67,6 +67,8 @@ elif args[:3] == ["-m", "course_utils.torch_build", "key"]:
     # What course_utils.torch_build.key() prints (tests/test_torch_build.py covers it).
     print("COURSE_TORCH=%s TORCH_INDEX_URL=%s"
           % (os.environ.get("COURSE_TORCH", ""), os.environ.get("TORCH_INDEX_URL", "")))
+elif args[:2] == ["-m", "course_utils.tool_env"]:
+    print(me)  # the tool environment's Python: this stand-in again
 elif args[:2] == ["-m", "pytest"]:
     if os.environ.get("COURSE_SUMMARY_FILE") and os.environ.get("FAKE_PYTEST_SUMMARY"):
         with open(os.environ["COURSE_SUMMARY_FILE"], "w") as f:
@@ -466,6 +468,34 @@ def test_course_lab_opens_the_workspace_as_it_is_when_it_cannot_be_synced(set_up
     assert result.returncode == 0, out(result)
     assert "course: could not bring my-work/ up to date (see above); opening it as it is." in result.stdout
     assert any(c.startswith("-m jupyterlab") for c in set_up.calls())
+
+
+def test_course_book_builds_the_site_with_the_venvs_python_and_passes_its_options(set_up):
+    result = set_up.run("book", "--out", "my site")
+    assert result.returncode == 0, out(result)
+    root = str(set_up.root.resolve())
+    assert set_up.calls() == [f"-m course_utils.book --root {root} --out my site"]
+    assert set_up.run("book", FAKE_FAIL="course_utils.book").returncode == 1
+
+
+def test_course_test_browser_builds_a_missing_site_then_runs_the_browser_tests_apart(set_up):
+    root = set_up.root.resolve()
+    result = set_up.run("test-browser", "-k", "site", FAKE_PYTEST_RC="3")
+    assert result.returncode == 3, out(result)
+    assert "No website in _site/ yet: building it first" in result.stdout
+    assert set_up.calls() == [
+        f"-m course_utils.book --root {root}",
+        f"-m course_utils.tool_env --root {root} browser {root}/requirements-browser.txt",
+        f"-m pytest -p no:cacheprovider -c {root}/tests/browser/pytest.ini --rootdir {root}/tests/browser "
+        f"{root}/tests/browser --site {root}/_site --course-python {root}/.venv/bin/python -k site",
+    ]
+    (root / "_site").mkdir()
+    (root / "_site" / "index.html").write_text("<html></html>")
+    again = set_up.run("test-browser")
+    assert again.returncode == 0, out(again)
+    assert not any("course_utils.book" in call for call in set_up.calls())
+    no_tools = set_up.run("test-browser", FAKE_FAIL="course_utils.tool_env")
+    assert no_tools.returncode == 1 and "could not make the browser tests' environment" in no_tools.stderr
 
 
 def test_course_update_outside_a_git_clone_explains_and_exits_1(course):

@@ -72,3 +72,19 @@ def test_check_cells_and_exercises_match_one_to_one(path):
 def test_exercise_modules_follow_the_syllabus_order():
     order = [c.notebook for c in syllabus.CHAPTERS]
     assert list(EXERCISE_MODULES) == [n for n in order if n in EXERCISE_MODULES]
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_every_exercise_opens_with_a_marked_heading(path):
+    """README: "solve the exercises marked ✎". A learner scanning a chapter, and the website's
+    table of contents, find each exercise by its "✎ Exercise:" heading, one per check."""
+    nb = nbformat.read(path, as_version=4)
+    heading = re.compile(r"^#{2,4} ✎ Exercise: \S", re.MULTILINE)
+    since_heading = 0  # exercise headings seen since the last check cell
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            since_heading += len(heading.findall(cell.source))
+        elif cell.metadata.get("nbgrader", {}).get("grade"):
+            name = cell.metadata["nbgrader"]["grade_id"]
+            assert since_heading == 1, f"{path.name}: {name} has {since_heading} '✎ Exercise:' headings before it"
+            since_heading = 0

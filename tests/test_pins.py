@@ -158,3 +158,20 @@ def test_pyproject_ranges_admit_the_pins():
                 f"{req.name}: requirements.txt pins {version}, pyproject.toml asks {ranges[name]}"
             )
     assert not problems, "\n".join(problems)
+
+
+def test_the_tools_requirements_pin_one_exact_version_of_each_package_for_every_python():
+    """requirements-book.txt and requirements-browser.txt: tools installed apart from .venv."""
+    for name in ("requirements-book.txt", "requirements-browser.txt"):
+        reqs = [Requirement(line.split("#", 1)[0].strip())
+                for line in (ROOT / name).read_text(encoding="utf-8").splitlines()
+                if line.split("#", 1)[0].strip()]
+        assert reqs, name
+        for minor in range(10, 15):
+            env = {**default_environment(), "python_version": f"3.{minor}",
+                   "python_full_version": f"3.{minor}.0"}
+            applying = [req for req in reqs if req.marker is None or req.marker.evaluate(env)]
+            names = [canonicalize_name(req.name) for req in applying]
+            assert len(names) == len(set(names)), (name, minor, names)
+            for req in applying:
+                assert len(req.specifier) == 1 and next(iter(req.specifier)).operator == "==", (name, str(req))
