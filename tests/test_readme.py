@@ -25,8 +25,15 @@ def test_updating_and_other_editors_are_covered():
 
 
 def test_the_instructors_material_has_its_own_page_linked_from_the_readme():
+    """The README keeps instructors to one short section (practice and exam releases), linked
+    to INSTRUCTORS.md; the learner's part of the README never mentions grading."""
     assert "(INSTRUCTORS.md)" in README
     instructors = (ROOT / "INSTRUCTORS.md").read_text(encoding="utf-8")
+    before, section = README.split("\n## For instructors\n", 1)
+    section, after = section.split("\n## ", 1)
+    learners_part = before + after
     for topic in ("course_utils.authoring release", "course_utils.grading", "nbgrader_roundtrip"):
-        assert topic in instructors and topic not in README
+        assert topic in instructors and topic not in learners_part
+    assert "--exam" in section and "practice" in section and "(INSTRUCTORS.md)" in section
+    assert len(section.splitlines()) <= 15, "a few lines; the details are in INSTRUCTORS.md"
     assert "./course test" in README, "the README names the test command CI runs"

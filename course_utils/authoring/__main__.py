@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from course_utils.authoring.errors import AuthoringError
 from course_utils.authoring.project import (
@@ -27,9 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--root", default=".", help=root_help)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
-        "release", parents=[common], help=f"regenerate {NOTEBOOKS}/ from {SOLUTIONS}/"
+    release = commands.add_parser(
+        "release", parents=[common], help=f"regenerate {NOTEBOOKS}/ from {SOLUTIONS}/, or write an exam release"
     )
+    release.add_argument("--exam", metavar="OUT", type=Path,
+                         help="instead, write an exam release into OUT: the learner notebooks and "
+                              "the package, no solutions, checks on public cases only")
+    release.add_argument("--chapters", nargs="+", metavar="CHAPTER",
+                         help="with --exam: the chapters to include (01, 01_tensors or tensors; default all)")
+    release.add_argument("--hints", choices=("none", "first", "all"), default="none",
+                         help="with --exam: which hints the release shows (default: none)")
     commands.add_parser(
         "check",
         parents=[common],
@@ -43,7 +51,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "refresh":
         return run_refresh(args.notebooks)
+    if args.command == "release" and args.exam is not None:
+        return run_exam_release(args.root, args.exam, args.chapters, args.hints)
+    if args.command == "release" and (args.chapters or args.hints != "none"):
+        parser.error("--chapters and --hints go with --exam OUT")
     return run_release(args.root) if args.command == "release" else run_check(args.root)
+
+
+def run_exam_release(root: str, out: Path, chapters: list[str] | None, hints: str) -> int:
+    from course_utils.authoring.exam import release_exam
+
+    try:
+        made = release_exam(Path(root).resolve(), out.resolve(), chapters, hints)
+    except AuthoringError as error:
+        print("No exam release written:", file=sys.stderr)
+        for problem in error.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    print(f"Exam release in {made.out}: chapters {', '.join(made.chapters)}, {made.exercises} "
+          f"exercises checked on public cases, hints: {hints}; {made.size_bytes / 1e6:.1f} MB, "
+          f"written in {made.seconds:.1f} s. No reference solution or withheld hint is in it "
+          "(every file was scanned).")
+    return 0
 
 
 def run_refresh(paths: list[str]) -> int:

@@ -12,6 +12,7 @@ import numbers
 
 import numpy as np
 import torch
+from course_utils.exercises.torch_calls import TorchCallRecorder
 import torch.nn.functional as F
 from torch import nn
 
@@ -636,16 +637,6 @@ def cross_entropy_from_logits(logits, targets):
     return F.nll_loss(log_probs, targets)
 
 
-class _CallRecorder(torch.overrides.TorchFunctionMode):
-    """Notes which torch functions the learner's code calls (by name), and changes nothing."""
-
-    def __init__(self):
-        super().__init__()
-        self.names: set[str] = set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.names.add(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
 
 
 _FORBIDDEN_SHORTCUTS = {"cross_entropy", "cross_entropy_loss"}
@@ -699,7 +690,7 @@ def _probe_cross_entropy(answer, run):
         given, given_targets = logits.clone(), targets.clone()
         if not logits.is_contiguous():
             given = logits.t().clone().t()
-        recorder = _CallRecorder()
+        recorder = TorchCallRecorder()
         with recorder:
             got = run(answer, given, given_targets, on=on)
         cases.append(_ce_record(on, logits, targets, got, recorder.names,
@@ -711,7 +702,7 @@ def _probe_cross_entropy(answer, run):
     # Differentiable: the loss is what loss.backward() starts from.
     _, logits, targets = _ce_cases()[0]
     leaf = logits.clone().requires_grad_(True)
-    recorder = _CallRecorder()
+    recorder = TorchCallRecorder()
     with recorder:
         got = run(answer, leaf, targets.clone(), on=_GRADIENT_CASE)
     case = _ce_record(_GRADIENT_CASE, logits, targets, got, recorder.names, False, False)

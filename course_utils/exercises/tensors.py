@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 import textwrap
 
 import numpy as np
 import torch
+from course_utils.exercises.shape_mentions import mentions, shape_forms
+from course_utils.exercises.torch_calls import TorchCallCounter
 
 from course_utils.exercises.core import Exercise, Function, a_or_an
 from course_utils.exercises.running import LearnerRaised
@@ -103,16 +104,6 @@ def _reshapes_to_two_sizes(answer) -> bool:
     return False
 
 
-class _TorchCalls(torch.overrides.TorchFunctionMode):
-    """Counts the torch functions and tensor methods called inside it."""
-
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _left_as_it_was(given, kept) -> bool:
@@ -812,7 +803,7 @@ def _probe_zero_negative_rows(answer, run):
     record = {"loops": _loops_in(answer), "calls": _calls_in(answer),
               "assigned": sorted(_assigned_names(answer)), "chained": _chained_write(answer)}
     big = _random_rows(_ZERO_LOOP_ROWS, 3, torch.float32)(generator)
-    counter = _TorchCalls()
+    counter = TorchCallCounter()
     with counter:
         run(answer, big, on=f"x of shape ({_ZERO_LOOP_ROWS}, 3), float32")
     record["torch_calls"] = counter.count
@@ -1219,7 +1210,7 @@ def _probe_outer_sum(answer, run):
     generator = _generator(7)
     record = {"loops": _loops_in(answer)}
     a, b = _outer_input(_LOOP_N, torch.float32, generator), _outer_input(_LOOP_M, torch.float32, generator)
-    counter = _TorchCalls()
+    counter = TorchCallCounter()
     with counter:
         big = run(answer, a, b, on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
     record["torch_calls"] = counter.count
@@ -1595,7 +1586,7 @@ def _probe_best_match(answer, run):
     record = {"loops": _loops_in(answer), "calls": _calls_in(answer)}
     q = torch.randn(_MATCH_LOOP_B, 2, 3, generator=generator)
     k = torch.randn(_MATCH_LOOP_B, 4, 3, generator=generator)
-    counter = _TorchCalls()
+    counter = TorchCallCounter()
     with counter:
         run(answer, q, k, on=f"q of shape ({_MATCH_LOOP_B}, 2, 3), k of shape ({_MATCH_LOOP_B}, 4, 3)")
     record["torch_calls"] = counter.count
@@ -1803,15 +1794,6 @@ _MSE_BAD = [
 ]
 
 
-def _shape_forms(shape) -> list[str]:
-    """How a message may write a shape: (4, 1), [4, 1], torch.Size([4, 1]), 4x1; (4,), [4]."""
-    dims = [str(n) for n in shape]
-    forms = [str(tuple(shape)), str(list(shape)), "(" + ", ".join(dims) + ")"]
-    if len(dims) > 1:
-        forms += [sep.join(dims) for sep in ("x", "×", "*", " x ", " × ")]
-    return forms
-
-
 def _probe_checked_mse(answer, run):
     generator = _generator(9)
     cases = []
@@ -1862,27 +1844,11 @@ def _probe_checked_mse(answer, run):
             refusals.append(
                 {"on": on, "raised": type(error).__name__, "message": message,
                  "asked_type": isinstance(error, (AssertionError, ValueError)),
-                 "pred_forms": _shape_forms(pred_shape), "target_forms": _shape_forms(target_shape)}
+                 "pred_forms": shape_forms(pred_shape), "target_forms": shape_forms(target_shape)}
             )
         else:
             refusals.append({"on": on, "raised": None, "returned": value_facts(returned)})
     return {"cases": cases, "refusals": refusals}
-
-
-def _mentions(message: str, forms) -> bool:
-    """Whether a shape appears in the message, in one of the forms of ``_shape_forms``.
-
-    A 1-D shape (4,) may also be written as the bare number 4, when no other size is
-    attached to it (as in "4x1" or "(4, 1)").
-    """
-    compact = message.replace(" ", "")
-    if any(form.replace(" ", "") in compact for form in forms):
-        return True
-    bare = forms[0][1:-2] if forms[0].endswith(",)") else None  # "(4,)" -> "4"
-    if bare is None:
-        return False
-    pattern = rf"(?<![\w.×*(\[,])(?<!, )(?<!x )(?<!× ){bare}(?![\w)\]]|\s*[x×*,.]\s*\d)"
-    return re.search(pattern, message) is not None
 
 
 def _judge_checked_mse(record):
@@ -1921,7 +1887,7 @@ def _judge_checked_mse(record):
                 "computing."
             )
         message = refusal["message"]
-        mentions_both = bool(message) and _mentions(message, refusal["pred_forms"]) and _mentions(
+        mentions_both = bool(message) and mentions(message, refusal["pred_forms"]) and mentions(
             message, refusal["target_forms"])
         if not refusal["asked_type"]:
             shown = f" ({message})" if message else ""

@@ -47,6 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-processes", type=int, default=defaults.max_processes)
     parser.add_argument("--output-cap-kb", type=int, default=defaults.output_cap_kb)
     parser.add_argument("--no-cache", action="store_true", help="grade everything again")
+    parser.add_argument("--exam", action="store_true",
+                        help="submissions of an exam release: score each exercise on its public cases "
+                             "(the check learners saw) and on hidden ones (the practice check), "
+                             "one gradebook column each")
+    parser.add_argument("--reveal-hidden", action="store_true",
+                        help="with --exam: feedback pages say what the hidden cases found (their "
+                             "inputs included), not only passed or failed")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="grade WITHOUT the bubblewrap sandbox: submissions can then read and change "
                              "your files and use the network. Only for submissions you trust.")
@@ -61,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     limits = Limits(args.cell_timeout, args.notebook_timeout, args.memory_mb, args.max_processes,
                     defaults.max_file_mb, args.output_cap_kb)
+    if args.reveal_hidden and not args.exam:
+        parser.error("--reveal-hidden goes with --exam")
     batch = Batch(args.course.resolve(), args.submissions.resolve(), args.out.resolve(), limits,
-                  not args.no_cache, args.no_sandbox)
+                  not args.no_cache, args.no_sandbox, args.exam, args.reveal_hidden)
     learners = [l for l in discover(batch.submissions) if in_shard(l.id, args.shard)]
     print(f"Grading {len(learners)} learners with {args.workers} workers; sandbox: {sandbox}")
     if sandbox != SANDBOXED:

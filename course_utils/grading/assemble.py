@@ -51,16 +51,21 @@ def course_answer_ids(course_nb) -> set[str]:
 SETUP_SOURCE = "import course_utils.grading.kernel_probe"
 
 
-def probe_source(module: str, probe: Probe, alias: str) -> str:
+def probe_source(module: str, probe: Probe, alias: str, exam: bool = False) -> str:
     # An import statement, not a name lookup: an answer cell cannot rebind what it finds.
+    public = ", public=True" if exam else ""
     return (
         f"import course_utils.grading.kernel_probe as {alias}\n"
-        f"{alias}.record({module!r}, {probe.exercise!r}, {probe.variable!r}, {probe.record_name!r})"
+        f"{alias}.record({module!r}, {probe.exercise!r}, {probe.variable!r}, {probe.record_name!r}{public})"
     )
 
 
-def assemble(chapter: str, course_nb, answers: dict[str, str]) -> Assembly:
-    """The notebook to run for ``chapter``, given the learner's answer sources by grade_id."""
+def assemble(chapter: str, course_nb, answers: dict[str, str], exam: bool = False) -> Assembly:
+    """The notebook to run for ``chapter``, given the learner's answer sources by grade_id.
+
+    ``exam``: each probe cell also records the answer on the exercise's public cases, which an
+    exam release checks in the learner's notebook (the practice probe is then the hidden part).
+    """
     module = CHAPTERS[chapter]
     nb = copy.deepcopy(course_nb)
     token = secrets.token_hex(16)
@@ -84,7 +89,7 @@ def assemble(chapter: str, course_nb, answers: dict[str, str]) -> Assembly:
             probe = Probe(meta["grade_id"], exercise, variable, variable, f"{token}-{index}.json")
             probes.append(probe)
             result.cell_of_probe[index] = probe
-            cell.source = probe_source(module, probe, f"_probe_{token[:12]}")
+            cell.source = probe_source(module, probe, f"_probe_{token[:12]}", exam)
     # First of all, before any of the learner's code: the probe's copies are taken then.
     setup = nbformat.v4.new_code_cell(SETUP_SOURCE)
     setup.id = f"grader-setup-{token[:8]}"

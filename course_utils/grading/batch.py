@@ -38,6 +38,8 @@ class Batch:
     limits: Limits
     use_cache: bool = True
     no_sandbox: bool = False  # grade without a sandbox: only ever an explicit choice
+    exam: bool = False  # score public and hidden cases (submissions of an exam release)
+    reveal_hidden: bool = False  # feedback pages say what the hidden cases found, not only pass/fail
 
 
 def course_notebooks(course: Path) -> dict[str, nbformat.NotebookNode]:
@@ -51,12 +53,15 @@ def course_notebooks(course: Path) -> dict[str, nbformat.NotebookNode]:
 
 def exercise_columns(results: list[dict]) -> list[str]:
     """The gradebook's exercise columns: the exercises the graded course's notebooks check, in
-    course order (a course given with ``--course`` may check fewer than the package defines)."""
+    course order (a course given with ``--course`` may check fewer than the package defines).
+    An exam's exercise has two: ``chapter/name public`` and ``chapter/name hidden``."""
     names: dict[str, list[str]] = {}
+    exam = any(result.get("exam") for result in results)
     for result in results:
         for chapter, notebook in result["notebooks"].items():
             names.setdefault(chapter, list(notebook["exercises"]))
-    return [f"{c}/{name}" for c in CHAPTERS if c in names for name in names[c]]
+    columns = [f"{c}/{name}" for c in CHAPTERS if c in names for name in names[c]]
+    return [f"{column} {part}" for column in columns for part in ("public", "hidden")] if exam else columns
 
 
 def graded_exercises(chapter: str, course_notebook: nbformat.NotebookNode) -> list[str]:
@@ -83,7 +88,7 @@ def in_shard(learner_id: str, shard: tuple[int, int] | None) -> bool:
 def cache_key(learner: Learner, batch: Batch, version: str, sandbox: str = SANDBOXED) -> str:
     sandboxed = sandbox == SANDBOXED
     digest = hashlib.sha256(
-        f"{GRADER_VERSION}\0{version}\0{json.dumps(asdict(batch.limits))}\0{sandboxed}".encode())
+        f"{GRADER_VERSION}\0{version}\0{json.dumps(asdict(batch.limits))}\0{sandboxed}\0{batch.exam}".encode())
     for path in learner.files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -113,7 +118,7 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
 
     courses = course_notebooks(batch.course)
     result = {"learner": learner.id, "sandbox": sandbox, "grader_version": GRADER_VERSION,
-              "notebooks": {}, "problems": []}
+              "notebooks": {}, "problems": [], "exam": batch.exam, "reveal_hidden": batch.reveal_hidden}
     if not learner.files:
         result["problems"].append("no notebook submitted")
     hidden = [batch.course / "solutions", batch.course / ".git", batch.submissions, batch.out]
@@ -123,7 +128,7 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
         except Unreadable as error:
             result["problems"].append(str(error))
             if path.stem in courses and path.stem not in result["notebooks"]:
-                result["notebooks"][path.stem] = _nothing_graded(path.stem, courses[path.stem], str(error))
+                result["notebooks"][path.stem] = _nothing_graded(path.stem, courses[path.stem], str(error), batch.exam)
             continue
         chapter = _chapter_of(path, nb, courses)
         if chapter is None:
@@ -133,7 +138,7 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
             result["problems"].append(f"{path.name}: a second notebook for {chapter}; only the first counts")
             continue
         answers, duplicated = answer_sources(nb)
-        assembly = assemble(chapter, courses[chapter], answers)
+        assembly = assemble(chapter, courses[chapter], answers, batch.exam)
         problems = [f"answer cell {d} appears more than once; the last one was graded" for d in duplicated]
         RUNS_ROOT.mkdir(mode=0o700, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="run-", dir=RUNS_ROOT) as root:
@@ -145,34 +150,39 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
         if execution.truncated_outputs:
             problems.append(f"output was cut off {execution.truncated_outputs} times (over "
                             f"{batch.limits.output_cap_kb} KB in a cell)")
-        scores = score_notebook(CHAPTERS[chapter], assembly, execution, answers)
+        scores = [s.to_dict() for s in score_notebook(CHAPTERS[chapter], assembly, execution, answers, batch.exam)]
         result["notebooks"][chapter] = {
-            "exercises": {s.exercise: s.to_dict() for s in scores},
-            "score": sum(s.score for s in scores),
-            "max": sum(s.max for s in scores),
+            "exercises": {name: entry for name, entry in zip((p.exercise for p in assembly.probes), scores)},
+            "score": sum(entry["score"] for entry in scores),
+            "max": sum(entry["max"] for entry in scores),
             "problems": problems,
         }
-    _add_unsubmitted(result, courses)
+    _add_unsubmitted(result, courses, batch.exam)
     result["total"] = sum(n["score"] for n in result["notebooks"].values())
     result["max"] = sum(n["max"] for n in result["notebooks"].values())
     return result
 
 
-def _nothing_graded(chapter: str, course_notebook: nbformat.NotebookNode, why: str) -> dict:
+def _nothing_graded(chapter: str, course_notebook: nbformat.NotebookNode, why: str, exam: bool = False) -> dict:
+    from course_utils.grading.scoring import ExerciseScore
+
     exercises = graded_exercises(chapter, course_notebook)
-    return {
-        "exercises": {name: {"score": 0, "max": 1, "outcome": "missing", "reason": why} for name in exercises},
-        "score": 0, "max": len(exercises), "problems": [why],
-    }
+    entries = {}
+    for name in exercises:
+        score = ExerciseScore(name, 0, 1, "missing", why)
+        if exam:
+            score.public = ExerciseScore(name, 0, 1, "missing", why)
+        entries[name] = score.to_dict()
+    return {"exercises": entries, "score": 0, "max": sum(e["max"] for e in entries.values()), "problems": [why]}
 
 
-def _add_unsubmitted(result: dict, courses: dict) -> None:
+def _add_unsubmitted(result: dict, courses: dict, exam: bool = False) -> None:
     """A learner with nothing gradable still gets a row: the first chapter, every exercise 0."""
     if result["notebooks"] or not courses:
         return
     why = "; ".join(result["problems"]) or "nothing graded"
     first = next(iter(courses))
-    result["notebooks"][first] = _nothing_graded(first, courses[first], why)
+    result["notebooks"][first] = _nothing_graded(first, courses[first], why, exam)
 
 
 def _grade_safely(learner: Learner, batch: Batch, sandbox: str) -> dict:
@@ -208,6 +218,7 @@ def run_batch(
         if batch.use_cache and cached.exists():
             result = json.loads(cached.read_text(encoding="utf-8"))
             result["learner"] = learner.id  # the same bytes may come from another learner
+            result["reveal_hidden"] = batch.reveal_hidden  # a choice about the page, not the grade
             write_learner(batch.out, result)
             results.append(result)
             report(f"{learner.id}: {result['total']}/{result['max']} (cached)")

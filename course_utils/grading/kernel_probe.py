@@ -20,6 +20,7 @@ from pathlib import Path
 
 from course_utils.exercises import CHAPTERS, plain
 from course_utils.exercises.core import Exercise, ProbeResult, Status
+from course_utils.exercises.exam import public_probe_exercise
 
 _MISSING = object()
 _PROBE = Exercise.probe
@@ -45,16 +46,30 @@ def code_fingerprint(code: types.CodeType) -> str:
     return digest.hexdigest()
 
 
-def record(module_name: str, exercise_name: str, variable: str, record_name: str) -> None:
+# The public cases' probes (exam grading), copied with the rest before any answer cell runs.
+_PUBLIC = {key: public_probe_exercise(exercise) for key, exercise in _EXERCISES.items()}
+
+
+def record(module_name: str, exercise_name: str, variable: str, record_name: str,
+           public: bool = False) -> None:
     namespace = sys._getframe(1).f_globals
     exercise = _EXERCISES[(module_name, exercise_name)]
     answer = namespace.get(variable, _MISSING)
+    public_result = None
     if answer is _MISSING:
         result, code = ProbeResult(Status.NOT_ATTEMPTED), None
+        public_result = result if public else None
     else:
         result = _PROBE(exercise, answer)
+        if public:
+            public_exercise = _PUBLIC[(module_name, exercise_name)]
+            public_result = (_PROBE(public_exercise, answer) if public_exercise is not None
+                             else ProbeResult(Status.BAD_ANSWER, error={"message": "no public cases"}))
         function_code = getattr(answer, "__code__", None)
         code = code_fingerprint(function_code) if isinstance(function_code, types.CodeType) else None
     folder = Path("probes")
     folder.mkdir(exist_ok=True)
-    _SAVE({"probe": result.to_plain(), "code": code}, folder / record_name)
+    saved = {"probe": result.to_plain(), "code": code}
+    if public_result is not None:
+        saved["public"] = public_result.to_plain()
+    _SAVE(saved, folder / record_name)

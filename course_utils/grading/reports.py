@@ -50,11 +50,13 @@ def write_gradebook(out: Path, results: list[dict], columns: list[str]) -> Path:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["learner", *columns, "total"])
     for result in sorted(results, key=lambda r: r["learner"]):
-        scores = {
-            f"{chapter}/{name}": entry["score"]
-            for chapter, notebook in result["notebooks"].items()
-            for name, entry in notebook["exercises"].items()
-        }
+        scores = {}
+        for chapter, notebook in result["notebooks"].items():
+            for name, entry in notebook["exercises"].items():
+                scores[f"{chapter}/{name}"] = entry["score"]
+                for part in ("public", "hidden"):
+                    if part in entry:
+                        scores[f"{chapter}/{name} {part}"] = entry[part]["score"]
         writer.writerow([result["learner"], *(scores.get(c, 0) for c in columns), result["total"]])
     path = out / "gradebook.csv"
     write_atomically(path, buffer.getvalue())
@@ -62,6 +64,8 @@ def write_gradebook(out: Path, results: list[dict], columns: list[str]) -> Path:
 
 
 _OUTCOME_COLOUR = {"passed": "#2e7d32", "not attempted": "#757575"}
+HIDDEN_NOT_SHOWN = ("the hidden cases' inputs are not shown (other inputs, shapes and dtypes than "
+                    "the public ones, and repeated calls)")
 
 
 def feedback_page(result: dict) -> str:
@@ -82,12 +86,19 @@ def feedback_page(result: dict) -> str:
             parts.append(f"<p>⚠ {e(problem)}</p>")
         parts.append("<table><tr><th>exercise</th><th>score</th><th>result</th><th>why</th></tr>")
         for name, entry in notebook["exercises"].items():
-            colour = _OUTCOME_COLOUR.get(entry["outcome"], "#c62828")
-            reason = e(entry["reason"]).replace("\n", "<br>")
-            parts.append(
-                f"<tr><td>{e(name)}</td><td>{entry['score']} / {entry['max']}</td>"
-                f"<td style='color:{colour}'>{e(entry['outcome'])}</td><td>{reason}</td></tr>"
-            )
+            rows = [(name, entry)]
+            if "public" in entry:
+                hidden = dict(entry["hidden"])
+                if not result.get("reveal_hidden"):
+                    hidden["reason"] = HIDDEN_NOT_SHOWN
+                rows = [(f"{name}: public cases", entry["public"]), (f"{name}: hidden cases", hidden)]
+            for label, part in rows:
+                colour = _OUTCOME_COLOUR.get(part["outcome"], "#c62828")
+                reason = e(part["reason"]).replace("\n", "<br>")
+                parts.append(
+                    f"<tr><td>{e(label)}</td><td>{part['score']} / {part['max']}</td>"
+                    f"<td style='color:{colour}'>{e(part['outcome'])}</td><td>{reason}</td></tr>"
+                )
         parts.append("</table>")
     parts.append(f"<p><small>graded with {e(result['sandbox'])} sandbox</small></p>")
     return "\n".join(parts) + "\n"

@@ -29,9 +29,19 @@ class ExerciseScore:
     max: int
     outcome: str
     reason: str
+    # An exam's exercise scores twice: its public cases (the check the learner saw) and the
+    # hidden ones (the practice check); then score, max, outcome and reason are the hidden part's.
+    public: "ExerciseScore | None" = None
+
+    def part(self) -> dict:
+        return {"score": self.score, "max": self.max, "outcome": self.outcome, "reason": self.reason}
 
     def to_dict(self) -> dict:
-        return {"score": self.score, "max": self.max, "outcome": self.outcome, "reason": self.reason}
+        if self.public is None:
+            return self.part()
+        return {"score": self.score + self.public.score, "max": self.max + self.public.max,
+                "outcome": self.outcome, "reason": self.reason,
+                "public": self.public.part(), "hidden": self.part()}
 
 
 # Errors that an answer cell meets when it reaches one of the grader's limits, and the option
@@ -132,11 +142,45 @@ def defined_in(fingerprint: str, source: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=None)
+def _public_judge(module: str, name: str):
+    """The exam's public check of an exercise, its expectations computed here from the reference."""
+    from course_utils.exercises.exam import exam_exercise, expected_public_record, face_of
+    from course_utils.exercises.public import spec_of
+
+    exercise = _exercise(module, name)
+    spec = spec_of(exercise)
+    return exam_exercise(face_of(exercise, "all"), spec, expected_public_record(exercise, spec))
+
+
+def public_score(module: str, name: str, record, hidden: ExerciseScore) -> ExerciseScore:
+    """The public half of an exam exercise. Where the hidden half never got a verdict (no answer,
+    the notebook stopped, a function not from the answer cell), the public half shares its fate."""
+    if record is None or "public" not in record or hidden.outcome in ("missing", "timeout", "kernel died") or (
+            hidden.reason.startswith("the ") and "not a function written in your answer cell" in hidden.reason):
+        return ExerciseScore(name, 0, 1, hidden.outcome, hidden.reason)
+    try:
+        result = ProbeResult.from_plain(record["public"])
+    except (ValueError, TypeError, KeyError) as error:
+        return ExerciseScore(name, 0, 1, "no result", f"unreadable public check result ({error})")
+    verdict = _public_judge(module, name).judge(result)
+    return ExerciseScore(name, int(verdict.passed), 1, verdict.outcome.value, verdict.message)
+
+
 def score_notebook(
-    module: str, assembly: Assembly, execution: Execution, answers: dict[str, str] | None = None
+    module: str, assembly: Assembly, execution: Execution, answers: dict[str, str] | None = None,
+    exam: bool = False,
 ) -> list[ExerciseScore]:
-    """Score every exercise; ``answers`` (grade_id → source) enables the code check."""
-    answers = answers or {}
+    """Score every exercise; ``answers`` (grade_id → source) enables the code check; ``exam``
+    scores the public cases too (``ExerciseScore.public``)."""
+    scores = _score_hidden(module, assembly, execution, answers or {})
+    if exam:
+        for probe, score in zip(assembly.probes, scores):
+            score.public = public_score(module, probe.exercise, execution.records.get(probe.grade_id), score)
+    return scores
+
+
+def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers: dict[str, str]) -> list[ExerciseScore]:
     scores = []
     for probe in assembly.probes:
         name = probe.exercise

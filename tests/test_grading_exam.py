@@ -1,0 +1,99 @@
+"""The batch grader on exam submissions (``--exam``): every exercise scored on its public cases
+(the check the learner saw in the exam release) and on hidden ones (the practice check), a
+gradebook column for each, and feedback pages that keep the hidden inputs to themselves unless
+``--reveal-hidden``."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import grading_fixtures as gf
+from grading_fixtures import TENSOR_EXERCISES, TENSORS
+from test_grading_options import gradebook, grade, results
+
+from course_utils.exercises import tensors
+from course_utils.exercises.exam import expected_public_record
+from course_utils.exercises.public import spec_of
+
+
+def memorised_outer_sum() -> str:
+    """An outer_sum that knows the public cases by heart: the shipped results for exactly those
+    inputs, as literals in its source, and an error for anything else."""
+    spec = spec_of(tensors.outer_sum)
+    record = expected_public_record(tensors.outer_sum, spec)
+    known = []
+    for case, expected in zip(spec.cases, record):
+        a, b = case.arguments()
+        returned = expected["facts"]["returned"]
+        known.append((a.tolist(), b.tolist(), returned["values"].tolist(), returned["dtype"]))
+    return (
+        "def outer_sum(a, b):\n"
+        f"    known = {known!r}\n"
+        "    for a_values, b_values, result, dtype in known:\n"
+        "        if a.tolist() == a_values and b.tolist() == b_values:\n"
+        "            return torch.tensor(result, dtype=getattr(torch, dtype.split('.')[-1]))\n"
+        "    raise LookupError('not one of the public inputs')\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def exam_grading(tmp_path_factory):
+    base = tmp_path_factory.mktemp("grading-exam")
+    course = base / "course"
+    (course / "notebooks").mkdir(parents=True)
+    shutil.copy2(gf.NOTEBOOKS / f"{TENSORS}.ipynb", course / "notebooks" / f"{TENSORS}.ipynb")
+    submissions = base / "submissions"
+    gf.write_submission(submissions, "alice", gf.submission())
+    gf.write_submission(submissions, "dan", gf.submission(answers={"outer_sum": memorised_outer_sum()}))
+    gf.write_submission(submissions, "erin", gf.submission(answers=gf.all_wrong()))
+    out = base / "results"
+    run = grade(submissions, out, course, "--exam")
+    revealed = base / "revealed"
+    shutil.copytree(out / ".cache", revealed / ".cache")
+    reveal_run = grade(submissions, revealed, course, "--exam", "--reveal-hidden")
+    return run, out, reveal_run, revealed
+
+
+def test_right_answers_score_full_marks_on_public_and_hidden_cases(exam_grading):
+    run, out, _, _ = exam_grading
+    assert run.returncode == 0, run.log()
+    row = gradebook(out)["alice"]
+    for name in TENSOR_EXERCISES:
+        assert row[f"{TENSORS}/{name} public"] == "1" and row[f"{TENSORS}/{name} hidden"] == "1", name
+    assert row["total"] == str(2 * len(TENSOR_EXERCISES))
+    entry = results(out)["alice"]["notebooks"][TENSORS]["exercises"]["outer_sum"]
+    assert entry["public"]["outcome"] == entry["hidden"]["outcome"] == "passed"
+
+
+def test_an_answer_that_memorised_the_public_cases_scores_0_on_the_hidden_ones(exam_grading):
+    _, out, _, _ = exam_grading
+    row = gradebook(out)["dan"]
+    assert row[f"{TENSORS}/outer_sum public"] == "1", "it returns the shipped results for the public inputs"
+    assert row[f"{TENSORS}/outer_sum hidden"] == "0"
+    hidden = results(out)["dan"]["notebooks"][TENSORS]["exercises"]["outer_sum"]["hidden"]
+    assert hidden["outcome"] == "your code raised" and "not one of the public inputs" in hidden["reason"]
+
+
+def test_wrong_answers_fail_the_public_cases_with_the_message_the_learner_saw(exam_grading):
+    _, out, _, _ = exam_grading
+    exercises = results(out)["erin"]["notebooks"][TENSORS]["exercises"]
+    for name in TENSOR_EXERCISES:
+        assert exercises[name]["hidden"]["score"] == 0, name
+    failed_public = [name for name in TENSOR_EXERCISES if exercises[name]["public"]["score"] == 0]
+    assert len(failed_public) >= len(TENSOR_EXERCISES) - 2, failed_public
+    for name in failed_public:
+        assert exercises[name]["public"]["reason"].strip(), name
+
+
+def test_feedback_shows_hidden_results_as_pass_or_fail_unless_revealed(exam_grading):
+    _, out, reveal_run, revealed = exam_grading
+    page = (out / "feedback" / "dan.html").read_text()
+    hidden_reason = results(out)["dan"]["notebooks"][TENSORS]["exercises"]["outer_sum"]["hidden"]["reason"]
+    assert "outer_sum: public cases" in page and "outer_sum: hidden cases" in page
+    assert "not one of the public inputs" not in page and "inputs are not shown" in page
+    assert reveal_run.returncode == 0, reveal_run.log()
+    assert reveal_run.counts() == (0, 3), "revealing is a choice about the page: the grades come from the cache"
+    shown = (revealed / "feedback" / "dan.html").read_text()
+    assert "not one of the public inputs" in shown and hidden_reason.split("\n")[0][:40] in shown.replace("&#x27;", "'")
