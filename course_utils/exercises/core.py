@@ -64,6 +64,47 @@ _COLOUR = {  # background, border
 }
 
 
+class Mistake(str):
+    """A judge's message that names a classic mistake, with a stable id beside it.
+
+    A judge returns ``Mistake("broadcast-every-pair", "Your result has shape ...")`` where it
+    recognises the mistake, and a plain ``str`` otherwise: the id, prefixed with the exercise's
+    name (``residuals.broadcast-every-pair``), is what a class report counts
+    (``Verdict.mistake``); the text is what the learner reads.
+    """
+
+    id: str
+
+    def __new__(cls, id: str, message: str) -> "Mistake":
+        named = super().__new__(cls, message)
+        named.id = id
+        return named
+
+
+# Failures no judge named, by what their message says differs (facts.tensor_problem's words).
+_GENERIC_MISTAKES = (
+    ("has shape", "shape"), ("has dtype", "dtype"), (" is on ", "device"),
+    ("wrong values", "values"), ("changed its input", "changed-input"), ("changed the caller", "changed-input"),
+    ("was stopped after", "timeout"), ("check() got", "not-a-function"), ("could not handle", "unusable-result"),
+)
+
+
+def mistake_of(outcome: "Outcome", message: str, named: str | None = None) -> str | None:
+    """The stable id of what went wrong: the judge's own name for it, else a generic kind."""
+    if outcome is Outcome.PASSED:
+        return None
+    if named:
+        return named
+    if outcome is Outcome.NOT_ATTEMPTED:
+        return "not-attempted"
+    if outcome is Outcome.RAISED:
+        return "raised:" + message.split(":", 1)[0].strip() if ":" in message else "raised"
+    for sign, kind in _GENERIC_MISTAKES:
+        if sign in message:
+            return kind
+    return "other"
+
+
 @dataclass
 class Verdict:
     """What a check decided, and the one message a learner needs to act on it."""
@@ -73,6 +114,8 @@ class Verdict:
     outcome: Outcome
     message: str
     _shown: bool = field(default=False, repr=False, compare=False)
+    # The stable id of the mistake (``mistake_of``); None when passed.
+    mistake: str | None = field(default=None, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -104,6 +147,7 @@ class Verdict:
             "title": self.title,
             "outcome": self.outcome.value,
             "message": self.message,
+            "mistake": self.mistake,
         }
 
 
@@ -353,7 +397,7 @@ class Exercise:
             )
         if problem is None:
             return self._verdict(Outcome.PASSED, self.passed_message)
-        return self._verdict(Outcome.FAILED, problem)
+        return self._verdict(Outcome.FAILED, str(problem), getattr(problem, "id", None))
 
     def _raised_message(self, error: dict) -> str:
         """The learner's error, the input and line it came from, and what to look at.
@@ -368,8 +412,9 @@ class Exercise:
         cause = notes[0] if notes else likely_cause(error["type"], error["message"])
         return message + "\nLikely cause: " + cause
 
-    def _verdict(self, outcome: Outcome, message: str) -> Verdict:
-        return Verdict(self.id, self.title, outcome, message)
+    def _verdict(self, outcome: Outcome, message: str, named: str | None = None) -> Verdict:
+        return Verdict(self.id, self.title, outcome, message,
+                       mistake=mistake_of(outcome, message, named and f"{self.name}.{named}"))
 
     # -- what learners call ----------------------------------------------------------------
     def verdict(self, answer=____) -> Verdict:

@@ -19,7 +19,7 @@ import torch
 from course_utils.exercises.shape_mentions import mentions, shape_forms
 from course_utils.exercises.torch_calls import TorchCallCounter
 
-from course_utils.exercises.core import Exercise, Function, a_or_an
+from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
 
@@ -1282,21 +1282,21 @@ def _judge_outer_sum(record):
         if got["kind"] == "tensor" and got["shape"] == [n] and n == m and same_values(
             got.get("values", []), case["elementwise"]
         ):
-            return (
+            return Mistake("elementwise-not-outer", (
                 f"Your result has shape ({n},); expected ({n}, {m}) ({on}): it holds a[i] + b[i]. "
                 "Two (N,) tensors meet element by element: a + b pairs a[i] with b[i] only. "
                 "Give a a second dimension, a[:, None], so it broadcasts against b."
-            )
+            ))
         if got["kind"] == "tensor" and got["shape"] == [m, n] and n != m:
-            return (
+            return Mistake("transposed", (
                 f"Your result has shape ({m}, {n}); expected ({n}, {m}) ({on}): rows should "
                 "follow a, columns b. Put the new dimension on the other side."
-            )
+            ))
         if got["kind"] == "tensor" and got["shape"] == [n, m] and "values" in got and not same_values(
             got["values"], case["expected"]["values"]
         ):
             if n == m and n > 1 and same_values(got["values"], case["swapped"]):
-                return f"Your result is transposed ({on}): out[i, j] should be a[i] + b[j]."
+                return Mistake("transposed", f"Your result is transposed ({on}): out[i, j] should be a[i] + b[j].")
             if same_values(got["values"], case["product"]):
                 return (
                     f"Your result holds the products a[i] * b[j] ({on}); out[i, j] should be "
@@ -1449,12 +1449,12 @@ def _judge_residuals(record):
         if got["kind"] == "tensor" and got["shape"] == [n, n] and n > 1 and same_values(
             got.get("values", []), case["every_pair"]
         ):
-            return (
+            return Mistake("broadcast-every-pair", (
                 f"Your result has shape ({n}, {n}); expected ({n},) ({on}). The classic "
                 f"broadcasting bug: a ({n}, 1) tensor met a ({n},) tensor and broadcast to "
                 f"({n}, {n}), every prediction minus every target. Drop pred's last dimension "
                 "first: pred.squeeze(1), or pred[:, 0]."
-            )
+            ))
         if got["kind"] == "tensor" and got["shape"] == [n, 1]:
             return (
                 f"Your result has shape ({n}, 1); expected ({n},) ({on}). One value per "
@@ -1476,10 +1476,10 @@ def _judge_residuals(record):
             values, right = np.asarray(got["values"], dtype=np.float64), np.asarray(expected["values"], dtype=np.float64)
             if not same_values(values, right):
                 if same_values(values, -right):
-                    return (
+                    return Mistake("opposite-sign", (
                         f"Your result has the opposite sign ({on}): it is target - pred; the "
                         "task asks for pred - target."
-                    )
+                    ))
                 if same_values(values, np.abs(right)):
                     return (
                         f"Your result holds the absolute errors |pred - target| ({on}); the "
@@ -1866,11 +1866,11 @@ def _judge_checked_mse(record):
                 and case["rows"] != case["numel"]
                 and same_values(got["values"], case["rows_mean"], rtol=1e-4)
             ):
-                return (
+                return Mistake("mean-over-rows", (
                     f"Your loss divides the sum of squares by the number of rows, "
                     f"{case['rows']}, not by the number of elements, {case['numel']} ({on}). "
                     "The mean is over every element: .mean(), or divide by pred.numel()."
-                )
+                ))
             return problem
         problem = tensor_problem(case["again"], expected, what="the second loss", on=on, rtol=1e-4)
         if problem:
@@ -1880,12 +1880,12 @@ def _judge_checked_mse(record):
         if refusal["raised"] is None:
             returned = refusal["returned"]
             shown = f" of shape {shape_text(returned['shape'])}" if returned["kind"] == "tensor" else ""
-            return (
+            return Mistake("no-shape-check", (
                 f"For {on} your function returned {_kind_text(returned)}{shown} instead of "
                 "stopping. Unequal shapes must not reach the arithmetic, where broadcasting (or "
                 "a reshape) makes them fit silently: assert pred.shape == target.shape before "
                 "computing."
-            )
+            ))
         message = refusal["message"]
         mentions_both = bool(message) and mentions(message, refusal["pred_forms"]) and mentions(
             message, refusal["target_forms"])

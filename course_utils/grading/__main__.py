@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 
 from course_utils.grading.batch import Batch, exercise_columns, in_shard, run_batch
+from course_utils.grading.class_report import write_class_report
+from course_utils.grading.lms import write_lms
+from course_utils.grading.regrade import write_regrade
 from course_utils.grading.reports import read_results, write_gradebook
 from course_utils.grading.sandbox import SANDBOXED, Limits, SandboxUnavailable, choose_sandbox
 from course_utils.grading.submissions import discover
@@ -29,11 +32,29 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["merge"]:
+        from course_utils.grading.merge import main as merge_main
+
+        return merge_main(argv[1:])
+    if argv[:1] == ["gradescope"]:
+        from course_utils.grading.gradescope import main as gradescope_main
+
+        return gradescope_main(argv[1:])
+    return grade_main(argv)
+
+
+# Files the results folder holds besides one NAME.json per learner.
+REPORT_NAMES = {"class_report", "regrade", "gradebook", "canvas"}
+
+
+def grade_main(argv: list[str]) -> int:
     defaults = Limits()
     parser = argparse.ArgumentParser(
         prog="python -m course_utils.grading",
         description="Grade learners' notebooks: one folder per learner (SUBMISSIONS/alice/01_tensors.ipynb) "
-        "or one file per learner (SUBMISSIONS/alice.ipynb).",
+        "or one file per learner (SUBMISSIONS/alice.ipynb). Also: `merge SHARD_RESULTS... --out RESULTS` "
+        "joins --shard runs; `gradescope --out autograder.zip` builds a Gradescope autograder.",
     )
     parser.add_argument("submissions", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="results folder (created)")
@@ -51,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="submissions of an exam release: score each exercise on its public cases "
                              "(the check learners saw) and on hidden ones (the practice check), "
                              "one gradebook column each")
+    parser.add_argument("--lms", choices=("canvas",),
+                        help="also write the LMS's gradebook import file (canvas: canvas.csv)")
+    parser.add_argument("--regrade", type=Path, metavar="PREVIOUS_RESULTS",
+                        help="grade again into --out and report, per learner, what changed since "
+                             "PREVIOUS_RESULTS and why (regrade.html); PREVIOUS_RESULTS is kept as it is")
     parser.add_argument("--reveal-hidden", action="store_true",
                         help="with --exam: feedback pages say what the hidden cases found (their "
                              "inputs included), not only passed or failed")
@@ -70,9 +96,15 @@ def main(argv: list[str] | None = None) -> int:
                     defaults.max_file_mb, args.output_cap_kb)
     if args.reveal_hidden and not args.exam:
         parser.error("--reveal-hidden goes with --exam")
+    if args.regrade is not None and args.regrade.resolve() == args.out.resolve():
+        parser.error("--regrade keeps the previous results: give a new --out folder")
     batch = Batch(args.course.resolve(), args.submissions.resolve(), args.out.resolve(), limits,
                   not args.no_cache, args.no_sandbox, args.exam, args.reveal_hidden)
     learners = [l for l in discover(batch.submissions) if in_shard(l.id, args.shard)]
+    clashing = sorted({l.id for l in learners} & REPORT_NAMES)
+    if clashing:
+        parser.error(f"a learner is named {', '.join(clashing)}, as a report in the results folder "
+                     "is: rename that submission")
     print(f"Grading {len(learners)} learners with {args.workers} workers; sandbox: {sandbox}")
     if sandbox != SANDBOXED:
         print("WARNING: not sandboxed (--no-sandbox). Submissions run with limits only: they can "
@@ -81,8 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     results, cached = run_batch(batch, learners, args.workers, print, sandbox)
     everything = read_results(batch.out)
     gradebook = write_gradebook(batch.out, everything, exercise_columns(everything))
+    report = write_class_report(batch.out, everything)
+    if args.lms:
+        write_lms(batch.out, everything, args.lms)
     print(f"Done in {time.perf_counter() - start:.1f} s: {len(results) - cached} graded, "
-          f"{cached} from the cache; gradebook: {gradebook}")
+          f"{cached} from the cache; gradebook: {gradebook}; class report: {report}")
+    if args.regrade is not None:
+        moved = write_regrade(args.regrade, batch.out)["moved"]
+        print(f"Regrade: {moved} learners changed since {args.regrade}; see {batch.out / 'regrade.html'}")
     return 0
 
 

@@ -117,7 +117,9 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
     from course_utils.grading.scoring import score_notebook
 
     courses = course_notebooks(batch.course)
+    # The audit trail: what graded this result, so a regrade can say why a score moved.
     result = {"learner": learner.id, "sandbox": sandbox, "grader_version": GRADER_VERSION,
+              "course_version": course_version(batch.course), "limits": asdict(batch.limits),
               "notebooks": {}, "problems": [], "exam": batch.exam, "reveal_hidden": batch.reveal_hidden}
     if not learner.files:
         result["problems"].append("no notebook submitted")

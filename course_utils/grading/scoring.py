@@ -32,9 +32,17 @@ class ExerciseScore:
     # An exam's exercise scores twice: its public cases (the check the learner saw) and the
     # hidden ones (the practice check); then score, max, outcome and reason are the hidden part's.
     public: "ExerciseScore | None" = None
+    # What went wrong, as a stable id (core.mistake_of): the judge's name for a classic mistake,
+    # else a kind; also for what the grader itself decided (missing, timeout, no result).
+    mistake: str | None = None
+
+    def __post_init__(self):
+        if self.mistake is None and self.outcome != "passed":
+            self.mistake = self.outcome.replace(" ", "-")
 
     def part(self) -> dict:
-        return {"score": self.score, "max": self.max, "outcome": self.outcome, "reason": self.reason}
+        return {"score": self.score, "max": self.max, "outcome": self.outcome, "reason": self.reason,
+                "mistake": self.mistake}
 
     def to_dict(self) -> dict:
         if self.public is None:
@@ -158,13 +166,13 @@ def public_score(module: str, name: str, record, hidden: ExerciseScore) -> Exerc
     the notebook stopped, a function not from the answer cell), the public half shares its fate."""
     if record is None or "public" not in record or hidden.outcome in ("missing", "timeout", "kernel died") or (
             hidden.reason.startswith("the ") and "not a function written in your answer cell" in hidden.reason):
-        return ExerciseScore(name, 0, 1, hidden.outcome, hidden.reason)
+        return ExerciseScore(name, 0, 1, hidden.outcome, hidden.reason, mistake=hidden.mistake)
     try:
         result = ProbeResult.from_plain(record["public"])
     except (ValueError, TypeError, KeyError) as error:
         return ExerciseScore(name, 0, 1, "no result", f"unreadable public check result ({error})")
     verdict = _public_judge(module, name).judge(result)
-    return ExerciseScore(name, int(verdict.passed), 1, verdict.outcome.value, verdict.message)
+    return ExerciseScore(name, int(verdict.passed), 1, verdict.outcome.value, verdict.message, mistake=verdict.mistake)
 
 
 def score_notebook(
@@ -222,8 +230,10 @@ def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers
         reason = verdict.message
         error = execution.answer_errors.get(probe.answer_id)
         outcome = verdict.outcome.value
+        mistake = verdict.mistake
         if not verdict.passed and error and result.status.value == "not_attempted":
             # The stub was still in place because the answer cell stopped before defining it.
             reason, outcome = answer_raised(error), "your code raised"
-        scores.append(ExerciseScore(name, int(verdict.passed), 1, outcome, reason))
+            mistake = "raised:" + error.split(":", 1)[0].strip()
+        scores.append(ExerciseScore(name, int(verdict.passed), 1, outcome, reason, mistake=mistake))
     return scores
