@@ -14,6 +14,7 @@ ends. The environment holds only what Python needs: nothing says that grading is
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -61,7 +62,9 @@ def kernel_environment(folder: RunFolder) -> dict[str, str]:
     }
 
 
-RUNS_ROOT = Path(tempfile.gettempdir()) / "course-grading"
+# One per user: on a machine others share (a cluster node), a folder someone else made first
+# would be theirs, and this grader could not make its run folders in it.
+RUNS_ROOT = Path(tempfile.gettempdir()) / f"course-grading-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
 
 
 def _needed_inside() -> list[Path]:
