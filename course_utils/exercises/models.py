@@ -16,7 +16,7 @@ from course_utils.exercises.torch_calls import TorchCallRecorder
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, a_or_an
+from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
 from course_utils.exercises.running import LearnerRaised, set_up_torch_once
 from course_utils.exercises.facts import (
     not_a_module,
@@ -343,7 +343,7 @@ def _judge_skip_block(cases):
                 return f"forward returned its input x unchanged (on {on_call}); expected x + project(relu(expand(x)))."
             for key, message in _SKIP_MISTAKES:
                 if any(same_values(values, v[key], rtol=1e-4, atol=1e-5) for v in variants):
-                    return f"{message} (on {on_call})"
+                    return Mistake(key.replace("_", "-"), f"{message} (on {on_call})")
             return tensor_problem(got, {**expected, "values": variants[0]["expected"]},
                                   what="forward's output", on=on_call, rtol=1e-4, atol=1e-5,
                                   check_device=False) + (
@@ -826,7 +826,8 @@ def _judge_cross_entropy(record):
             continue
         for key, message in _CE_MISTAKES:
             if same_values(value, case[key]["values"], rtol=1e-4, atol=1e-5):
-                return f"{message} (on {on}: got {value:.4f}, expected {float(expected['values']):.4f})"
+                return Mistake(key.replace("_", "-"),
+                               f"{message} (on {on}: got {value:.4f}, expected {float(expected['values']):.4f})")
         return f"Your loss is {value:.4f}; expected {float(expected['values']):.4f} (on {on})."
     return _loss_on_meta_problem(record["meta"])
 
@@ -1065,7 +1066,7 @@ def _judge_multilabel_loss(record):
             continue
         for key, message in _ML_MISTAKES:
             if same_values(value, case[key]["values"], rtol=1e-4, atol=1e-5):
-                return f"{message} (on {on}: got {value:.4f}, expected {right:.4f})"
+                return Mistake(key.replace("_", "-"), f"{message} (on {on}: got {value:.4f}, expected {right:.4f})")
         first = record["cases"][0]["got"]
         if case["on"].endswith(_ML_AGAIN):
             return (

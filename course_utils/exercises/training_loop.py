@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.running import set_up_torch_once
 from course_utils.exercises.facts import same_values
 
@@ -337,12 +337,12 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient):
     if kind == "sgd":
         gradient = call["gradient"]
         if index == 1 and same_values(params, before - lr * (gradient + first_gradient)):
-            return (
+            return Mistake("no-zero-grad", (
                 f"On {on}, your update used the sum of both batches' gradients: gradients "
                 "accumulate. backward() adds to .grad, so without optimizer.zero_grad() every "
                 "step also applies all the earlier gradients again. Clear them once per batch, "
                 "before backward()."
-            )
+            ))
         if call["backwards"] > 1 and same_values(params, before - call["backwards"] * lr * gradient):
             return (
                 f"backward() ran {call['backwards']} times in one call (on {on}), and the "
