@@ -13,13 +13,7 @@ import pytest
 
 import grading_fixtures as gf
 from grading_fixtures import TENSOR_EXERCISES, TENSORS
-from test_grading_options import PYTHON, clean_env, finish, grade, gradebook, start_grader
-from test_grading_options import results as all_json
-
-
-def results(out):
-    """The learners' results in a results folder (its reports left out)."""
-    return {name: data for name, data in all_json(out).items() if "learner" in data}
+from test_grading_options import PYTHON, clean_env, finish, grade, gradebook, results, start_grader
 
 # dan makes a classic mistake that the checks name, in three exercises.
 NAMED = {

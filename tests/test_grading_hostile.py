@@ -255,7 +255,7 @@ def batch(tmp_path_factory) -> Batch:
     for path in escaped:  # e.g. ROOT/HACKED-...: never leave it in the course folder
         Path(path).unlink(missing_ok=True)
     after = gf.tree_digest(submissions)
-    names = {p.stem for p in out.glob("*.json")}
+    names = {p.stem for p in out.glob("*.json")} - {"class_report"}  # a NAME.json per learner, and the report
     gradebook = (out / "gradebook.csv").read_text(encoding="utf-8") if (out / "gradebook.csv").exists() else ""
     batch = Batch(base, submissions, out, marker, run, seconds, before, after, survivors, most, escaped,
                   names, gradebook, paths)

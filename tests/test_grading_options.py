@@ -126,7 +126,10 @@ def grade(submissions: Path, out: Path, course: Path, *extra: str) -> Run:
 
 
 def results(out: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(out.glob("*.json"))}
+    """The learners' results in a results folder (one NAME.json each; the class report and a
+    regrade report, JSON files too, are left out)."""
+    found = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(out.glob("*.json"))}
+    return {name: data for name, data in found.items() if "learner" in data}
 
 
 def gradebook(out: Path) -> dict[str, dict]:
