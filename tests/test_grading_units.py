@@ -1,6 +1,7 @@
 """The grader's parts: reading submissions, assembling what runs, judging records, limits."""
 
 import copy
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -223,3 +224,27 @@ def test_the_gradebook_has_a_column_for_each_check_the_graded_course_has():
     assert names == [n for n in graded_exercises("01_tensors", course) if n != "outer_sum"]
     results = [{"notebooks": {"01_tensors": {"exercises": dict.fromkeys(names)}}}]
     assert exercise_columns(results) == [f"01_tensors/{n}" for n in names]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root, to run a process as a user of its own")
+def test_the_process_limit_leaves_room_for_every_thread_the_user_already_runs():
+    """RLIMIT_NPROC counts threads: a baseline of processes alone left a grader whose user ran
+    many threads (torch's, another shard's) too little room to start a kernel at all."""
+    from course_utils.grading.limits import _tasks_of
+
+    uid = 54321  # a user of its own, so nothing else runs as it
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, sys, threading\n"
+         f"os.setgid({uid}); os.setuid({uid})\n"
+         "for _ in range(12): threading.Thread(target=sys.stdin.read, daemon=True).start()\n"
+         "print('ready', flush=True)\n"
+         "sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert _tasks_of(uid) == 13, "the main thread and its 12 threads"
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)

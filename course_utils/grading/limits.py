@@ -29,13 +29,15 @@ def _set(limit: int, value: int) -> None:
     resource.setrlimit(limit, (value, value))
 
 
-def _processes_of(uid: int) -> int:
+def _tasks_of(uid: int) -> int:
+    """How many threads ``uid`` runs now: what the kernel counts against RLIMIT_NPROC (every
+    thread, not every process: a torch process with 40 threads uses 40 of it)."""
     count = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += 1
+                    count += len(os.listdir(f"/proc/{entry}/task"))
             except OSError:
                 pass
     return count
@@ -67,8 +69,8 @@ def main(argv: list[str] | None = None) -> None:
         with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as procs:
             procs.write(str(os.getpid()))
     elif args.max_processes:
-        # The limit counts every process of the user; leave room for what already runs.
-        _set(resource.RLIMIT_NPROC, _processes_of(os.geteuid()) + args.max_processes)
+        # The limit counts every thread of the user; leave room for what already runs.
+        _set(resource.RLIMIT_NPROC, _tasks_of(os.geteuid()) + args.max_processes)
     if args.log:
         log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(log, 1)
