@@ -16,7 +16,7 @@ from typing import Sequence
 
 from course_utils.display import show
 from course_utils.exercises import plain
-from course_utils.exercises.core import Exercise, Function, ProbeResult, Runner, Status, _Note
+from course_utils.exercises.core import Exercise, Function, Status, _Note
 from course_utils.exercises.public import PublicCases, public_judge, spec_of
 
 EXAM_DATA = Path(__file__).resolve().parent / "exam_data"
@@ -135,14 +135,20 @@ def public_probe_exercise(exercise: Exercise) -> Exercise | None:
     return None if spec is None else _as_exercise(exercise, spec, exercise.time_limit_s)
 
 
-def public_verdict(exercise: Exercise, answer, expected: list | None = None):
-    """The verdict an exam's check gives ``answer`` for ``exercise`` (tests and the grader)."""
+def public_exercise(exercise: Exercise, expected: list | None = None) -> ExamExercise:
+    """The exam's check of ``exercise`` (every hint shown), its expectations computed here from
+    the reference unless given: for tests and the grader, which have the reference."""
     spec = spec_of(exercise)
     if spec is None:
         raise LookupError(f"{exercise.id} has no public cases")
     if expected is None:
         expected = expected_public_record(exercise, spec)
-    return exam_exercise(face_of(exercise, "all"), spec, expected).verdict(answer)
+    return exam_exercise(face_of(exercise, "all"), spec, expected)
+
+
+def public_verdict(exercise: Exercise, answer, expected: list | None = None):
+    """The verdict an exam's check gives ``answer`` for ``exercise``."""
+    return public_exercise(exercise, expected).verdict(answer)
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,4 +187,4 @@ def load_chapter(module: str, folder: Path = EXAM_DATA) -> dict[str, ExamExercis
 
 
 __all__ = ["ExamExercise", "exam_exercise", "expected_public_record", "face_of", "load_chapter",
-           "public_verdict", "released_hints", "write_chapter", "ProbeResult", "Runner"]
+           "public_exercise", "public_verdict", "released_hints", "write_chapter"]

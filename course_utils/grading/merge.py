@@ -9,7 +9,6 @@ choice: the shards were not cut from one class.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path

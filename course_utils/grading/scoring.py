@@ -153,12 +153,9 @@ def defined_in(fingerprint: str, source: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def _public_judge(module: str, name: str):
     """The exam's public check of an exercise, its expectations computed here from the reference."""
-    from course_utils.exercises.exam import exam_exercise, expected_public_record, face_of
-    from course_utils.exercises.public import spec_of
+    from course_utils.exercises.exam import public_exercise
 
-    exercise = _exercise(module, name)
-    spec = spec_of(exercise)
-    return exam_exercise(face_of(exercise, "all"), spec, expected_public_record(exercise, spec))
+    return public_exercise(_exercise(module, name))
 
 
 def public_score(module: str, name: str, record, hidden: ExerciseScore) -> ExerciseScore:
