@@ -22,6 +22,7 @@ exercise cannot be added (or a case removed) without its catalogue.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -40,6 +41,13 @@ CATALOGUE_TIME_LIMIT_S = 60
 # coincides on easy inputs, a chained or overlapping mapping).
 TYPICAL, STATEFUL, EDGE = "typical", "stateful", "edge"
 KINDS = (TYPICAL, STATEFUL, EDGE)
+
+# Every failing verdict carries a mistake id (core.mistake_of) that a class report counts: a
+# typical mistake gets the judge's own name for it (``exercise.kebab-case-id``), unless its
+# message is one of the generic comparisons below, which name no mistake of the topic; no
+# wrong answer may end as "other", the id of a message nobody named.
+NAMED_OR_GENERIC_COMPARISON = frozenset({"shape", "dtype", "device", "values", "changed-input", "wrong-signature"})
+MISTAKE_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 
 # What the course promises per exercise (issue 13).
 MIN_WRONG = 8
@@ -100,6 +108,19 @@ class Case:
         )
         missing = [fragment for fragment in self.entry.says if fragment not in verdict.message]
         assert not missing, f"{self.entry.mistake}: message lacks {missing}:\n{verdict.message}"
+        assert verdict.mistake != "other", (
+            f"{self.entry.mistake}: its verdict has no mistake id (\"other\"): wrap the judge's message in "
+            f"core.Mistake(id, message) where it is written:\n{verdict.message}"
+        )
+        if self.entry.kind == TYPICAL and verdict.outcome is Outcome.FAILED:
+            assert verdict.mistake in NAMED_OR_GENERIC_COMPARISON or verdict.mistake.startswith(
+                f"{self.exercise.name}."), (
+                f"{self.entry.mistake}: a typical mistake whose verdict does not name it (mistake id "
+                f"{verdict.mistake!r}): wrap the judge's message in core.Mistake(id, message)\n{verdict.message}"
+            )
+        if verdict.mistake and verdict.mistake.startswith(f"{self.exercise.name}."):
+            named = verdict.mistake.split(".", 1)[1]
+            assert MISTAKE_ID.fullmatch(named), f"mistake id {named!r} is not lower-case-with-hyphens"
         if verdict.outcome is Outcome.RAISED:
             assert "Likely cause:" in verdict.message, (
                 f"{self.entry.mistake}: an error from learner code without a likely cause:\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
 from course_utils.exercises.running import set_up_torch_once
 
@@ -22,6 +22,14 @@ set_up_torch_once()  # input_gradient's probe uses the meta device: pay its one-
 def _grad_fn_name(tensor) -> str | None:
     grad_fn = getattr(tensor, "grad_fn", None)
     return None if grad_fn is None else type(grad_fn).__name__
+
+
+def _no_tensor_named(problem: str | None, got: dict) -> str | None:
+    """tensor_problem's message, named where the answer is no tensor at all (a NumPy array, a
+    float): its words ("... is a numpy.ndarray; expected a torch.Tensor") name no generic kind."""
+    if problem and got["kind"] != "tensor":
+        return Mistake("not-a-tensor", problem)
+    return problem
 
 
 # ============================================================================================
@@ -75,39 +83,41 @@ def _judge_new_parameter(record):
     for case in cases:
         got, on = case["got"], case["on"]
         if got["kind"] == "NoneType":
-            return f"new_parameter returned None (on {on}); end your function with `return`."
+            return Mistake("returned-none",
+                           f"new_parameter returned None (on {on}); end your function with `return`.")
         expected = {"kind": "tensor", "shape": case["shape"], "dtype": "torch.float32"}
         problem = tensor_problem(got, expected, what="your parameter", on=on, check_device=False)
         if problem:
-            return problem
+            return _no_tensor_named(problem, got)
         if "values" not in got:
-            return (
+            return Mistake("off-default-device", (
                 f"Your parameter is on the {got['device']} device, where its numbers cannot be "
                 f"read (on {on}); make it on the default device: torch.randn(shape) * 0.01."
-            )
+            ))
         if case["grad_fn"] is not None:
-            return (
+            return Mistake("not-a-leaf", (
                 f"Your tensor was made by an operation (grad_fn={case['grad_fn']}, on {on}), so "
                 "it is not a leaf: backward() leaves its .grad None and sends the gradient to "
                 "the hidden tensor it was computed from. Do every operation (scaling, reshaping, "
                 "copying) first, then switch tracking on and return that very tensor: "
                 "(torch.randn(shape) * 0.01).requires_grad_()."
-            )
+            ))
         if not got["requires_grad"]:
-            return (
+            return Mistake("requires-grad-never-on", (
                 f"Your tensor does not require grad (on {on}): autograd will never compute a "
                 "gradient for it, so training would not change it. Switch tracking on after "
                 "scaling: .requires_grad_()."
-            )
+            ))
         if not case["is_leaf"]:
-            return f"Your tensor is not a leaf (on {on}); create it fresh, not from another tensor."
+            return Mistake("not-a-leaf",
+                           f"Your tensor is not a leaf (on {on}); create it fresh, not from another tensor.")
         if not case["grad_enabled_after"]:
-            return (
+            return Mistake("grad-mode-left-off", (
                 f"After new_parameter ran, autograd was switched off for the whole session (on "
                 f"{on}): torch.set_grad_enabled(False) stays off, so no later forward pass would "
                 "be recorded and backward() would fail. No switch is needed here: scale first, "
                 "then .requires_grad_() (or use `with torch.no_grad():`, which switches back on)."
-            )
+            ))
     # Judge the spread on all the large draws together: thousands of numbers leave no room
     # for a correct answer to fail by bad luck.
     large = [case for case in cases if len(case["got"]["values"].ravel()) >= _ENOUGH_FOR_STATISTICS]
@@ -115,77 +125,78 @@ def _judge_new_parameter(record):
     on = "shapes " + ", ".join(shape_text(c["shape"]) for c in large)
     std, mean = float(values.std()), float(values.mean())
     if values.min() == values.max():
-        return (
+        return Mistake("constant-values", (
             f"All your values are equal to {values.min():.4g} (on {on}): a parameter needs "
             "random values, torch.randn(shape) * 0.01, or every unit of a layer learns the same."
-        )
+        ))
     if values.min() >= 0:
         if values.max() < _STD * 1.01 and 0.004 < mean < 0.006:
-            return (
+            return Mistake("rand-not-randn", (
                 f"All your values lie in [0, 0.01) (on {on}): that is torch.rand, which draws "
                 "uniformly from [0, 1). Use torch.randn, which draws from a normal distribution "
                 "around 0."
-            )
-        return (
+            ))
+        return Mistake("all-non-negative", (
             f"All your values are ≥ 0 (on {on}); numbers drawn by torch.randn(shape) * 0.01 are "
             "negative about half of the time."
-        )
+        ))
     if 0.7 < std < 1.3 and abs(mean) < 0.1:
-        return (
+        return Mistake("randn-unscaled", (
             f"Your values have a standard deviation of about {std:.1f} (on {on}): that is "
             "torch.randn unscaled. Multiply by 0.01."
-        )
+        ))
     if not 0.008 < std < 0.012 or abs(mean) > 0.002:
-        return (
+        return Mistake("wrong-mean-or-spread", (
             f"Your values have mean {mean:.4f} and standard deviation {std:.4f} (on {on}); "
             "expected mean about 0 and standard deviation about 0.01: torch.randn(shape) * 0.01."
-        )
+        ))
     # A normal distribution puts about 1 draw in 22 beyond two standard deviations; thousands
     # of draws with (almost) none there come from another distribution with the same spread.
     beyond = int(np.sum(np.abs(values - mean) > 2 * _STD))
     if beyond < _TAIL_SHARE_AT_LEAST * values.size:
-        return (
+        return Mistake("not-normal", (
             f"Your values have the right spread, but only {beyond} of {values.size} lie beyond "
             f"±0.02, two standard deviations (on {on}); numbers drawn by torch.randn(shape) * 0.01 "
             "land there about 1 time in 22. They do not come from a normal distribution: draw "
             "with torch.randn(shape)."
-        )
+        ))
     for case in cases:
         values = np.asarray(case["got"]["values"], dtype=np.float64)
         if values.size and np.abs(values).max() > 0.1:
-            return (
+            return Mistake("values-too-large", (
                 f"Some of your values are as large as {np.abs(values).max():.3g} (on {case['on']}); "
                 "torch.randn(shape) * 0.01 keeps them near 0."
-            )
+            ))
     first = cases[_AGAIN_SHAPE_INDEX]
     shape = shape_text(first["shape"])
     if record["same_object"]:
-        return (
+        return Mistake("same-tensor-every-call", (
             f"Calling new_parameter({shape}) again returned the very same tensor object as an "
             "earlier call: two layers built with it would share one weight. Every call must "
             "make a new tensor."
-        )
+        ))
     again, following = record["again"], record["following"]
     template = {"kind": "tensor", "shape": first["shape"], "dtype": "torch.float32"}
     for got in (again, following):
         problem = tensor_problem(got, template, what="your parameter",
                                  on=f"shape={shape} called again", check_device=False)
         if problem:
-            return problem
+            return _no_tensor_named(problem, got)
         if "values" not in got:
-            return f"Your parameter is on the {got['device']} device when called again (shape={shape})."
+            return Mistake("off-default-device",
+                           f"Your parameter is on the {got['device']} device when called again (shape={shape}).")
     if not same_values(again["values"], first["got"]["values"], rtol=0, atol=0):
-        return (
+        return Mistake("not-torch-generator", (
             f"After the same torch.manual_seed, new_parameter({shape}) gave different numbers "
             "than the first time: your function does not draw from torch's random generator, "
             "so seeding cannot make a run reproducible. Draw with torch.randn(shape)."
-        )
+        ))
     if same_values(following["values"], again["values"], rtol=0, atol=0):
-        return (
+        return Mistake("reseeded-every-call", (
             f"Two calls of new_parameter({shape}) in a row returned the same numbers: every "
             "call must draw new ones from torch's generator, without resetting it (no "
             "torch.manual_seed inside the function) or reusing an earlier draw."
-        )
+        ))
     return None
 
 
@@ -299,79 +310,80 @@ def _judge_fresh_gradient(record):
     for call in calls:
         on, got, x = call["on"], call["got"], call["x"]
         if got["kind"] == "NoneType":
-            return (
+            return Mistake("returned-none", (
                 f"fresh_gradient returned None (on {on}). Return the gradient: after "
                 "loss.backward() it is in w.grad."
-            )
+            ))
         if call["x_changed"]:
-            return f"Your function changed its input x (on {on}); leave x as it was."
+            return Mistake("changed-x", f"Your function changed its input x (on {on}); leave x as it was.")
         if call["x_tracked"]:
-            return (
+            return Mistake("requires-grad-on-x", (
                 f"Your function switched on requires_grad of the caller's x (on {on}): x is data "
                 "here, not a parameter. From then on every operation on x is recorded and each "
                 "backward() adds into x.grad too. Leave x as it is; only w requires grad."
-            )
+            ))
         if call["w_changed"]:
-            return f"Your function changed w itself (on {on}); only its gradient may change."
+            return Mistake("changed-w",
+                           f"Your function changed w itself (on {on}); only its gradient may change.")
         if not call.get("grad_enabled_after", True):
-            return (
+            return Mistake("grad-mode-left-off", (
                 f"After fresh_gradient ran, autograd was switched off for the whole session (on "
                 f"{on}): torch.set_grad_enabled(False) stays off, so the next call's loss would "
                 "not be recorded and its backward() would fail. Leave the grad mode alone (or "
                 "use `with torch.no_grad():`, which switches back on)."
-            )
+            ))
         if not call["w_leaf"]:
-            return (
+            return Mistake("w-no-longer-leaf", (
                 f"After your function ran, w is no longer a leaf that requires grad (on {on}); "
                 "leave w as it is and only clear its gradient."
-            )
+            ))
         template = {"kind": "tensor", "shape": list(x.shape), "dtype": str(torch.from_numpy(x).dtype),
                     "device": "cpu"}
         problem = tensor_problem(got, template, what="your gradient", on=on)
         if problem:
-            return problem
+            return _no_tensor_named(problem, got)
         values = got["values"]
         if on == _SECOND and same_values(values, x1 + x):
-            return (
+            return Mistake("never-cleared", (
                 "On the second call with the same w you returned the sum of both calls' "
                 "gradients: gradients accumulate — backward() adds to w.grad, it does not "
                 "overwrite it. Clear it before backward() with `w.grad = None`."
-            )
+            ))
         if on == _STALE and same_values(values, stale + x):
-            return (
+            return Mistake("cleared-after-backward", (
                 "When w.grad already held an old gradient, your result was the old one plus "
                 "the new one: backward() adds to w.grad. Clear it before backward() with "
                 "`w.grad = None`."
-            )
+            ))
         if same_values(values, 2 * x) and call["stored"] == 2:
-            return (
+            return Mistake("backward-twice", (
                 f"Your gradient is twice the right one (on {on}): two backward() calls add up. "
                 "Call backward() once."
-            )
+            ))
         problem = tensor_problem(got, {**template, "values": x}, what="your gradient", on=on)
         if problem:
             return problem + " The gradient of (w * x).sum() with respect to w is x itself."
         if call["returned_x"] and call["stored"]:
-            return (
+            return Mistake("returned-x", (
                 f"Your function returned x itself (on {on}), after backward(): the numbers are "
                 "right only because this loss's gradient happens to equal x. Return the gradient "
                 "backward() computed: w.grad."
-            )
+            ))
         if call["stored"] == 0:
             how = "returned x itself" if call["returned_x"] else "returned the right numbers"
-            return (
+            return Mistake("no-backward", (
                 f"Your function {how}, but no backward() stored a gradient in w.grad (on {on}). "
                 "The task asks for the gradient computed by backward() (x is only what it "
                 "happens to be for this loss): loss = (w * x).sum(); loss.backward(); "
                 "return w.grad."
-            )
+            ))
     if record["first_changed"]:
-        return (
+        return Mistake("returned-live-grad", (
             "The tensor your function returned on the first call changed when you called it "
             "again: you returned w.grad itself, and the next call changed that tensor in "
             "place (as w.grad.zero_() and backward() into a kept w.grad do). Clear with "
             "`w.grad = None` — backward() then makes a new tensor — or return w.grad.clone()."
-        )
+        ))
     return None
 
 
@@ -482,90 +494,90 @@ def _judge_sgd_update(cases):
         start, gradient, w = case["start"], case["gradient"], case["w"]
         expected = start - lr * gradient
         if not case["grad_enabled_after"]:
-            return (
+            return Mistake("grad-mode-left-off", (
                 f"After your function ran, autograd was switched off for the whole session "
                 f"(on {on}): torch.set_grad_enabled(False) stays off. Use "
                 "`with torch.no_grad():`, which switches it back on at the end of the block."
-            )
+            ))
         dtype = str(torch.from_numpy(start).dtype)
         if w["dtype"] != dtype or w["device"] != "cpu":
-            return (
+            return Mistake("changed-w-dtype", (
                 f"After your update, w has dtype {w['dtype']} on {w['device']}; it was {dtype} on "
                 f"cpu (on {on}). Change its numbers in place and nothing else."
-            )
+            ))
         if same_values(w["values"], start, rtol=0, atol=0):
             returned = case["returned"]
             if updated_before:
-                return (
+                return Mistake("kept-first-w", (
                     f"Your function updated the w of an earlier call, but left this call's w "
                     f"unchanged (on {on}): it keeps something from the first call (an optimizer "
                     "built once holds the first w only). Update the w you are given, every call."
-                )
+                ))
             if returned["kind"] == "tensor" and same_values(returned.get("values", []), expected):
-                return (
+                return Mistake("rebinds-name", (
                     f"The caller's w is unchanged (on {on}); your function returned the new "
                     "values instead. `w = w - lr * w.grad` makes a new tensor and binds the "
                     "local name w to it; the caller (and an optimizer) still hold the old one. "
                     "Change the tensor itself, in place: `w -= lr * w.grad` inside "
                     "`with torch.no_grad():`."
-                )
-            return (
+                ))
+            return Mistake("rebinds-name", (
                 f"The caller's w is unchanged after your function ran (on {on}). If you wrote "
                 "`w = w - lr * w.grad`, that binds the local name w to a new tensor. Update the "
                 "tensor itself, in place (`w -= ...`, w.sub_(...)), inside `with torch.no_grad():`."
-            )
+            ))
         updated_before = True
         if same_values(w["values"], start + lr * gradient):
-            return (
+            return Mistake("uphill", (
                 f"You moved w up the gradient (on {on}): w + lr * grad makes the loss larger. "
                 "Gradient descent subtracts: w -= lr * w.grad."
-            )
+            ))
         previous = case["previous_gradient"]
         if previous is not None and not same_values(w["values"], expected) and same_values(
             w["values"], start - lr * (gradient + _MOMENTUM * previous)
         ):
-            return (
+            return Mistake("momentum-kept", (
                 f"On the second call with the same w, your step was lr * (w.grad + 0.9 * the "
                 f"previous gradient) (on {on}): momentum kept from the first call. One step of "
                 "plain gradient descent uses only the gradient in w.grad now: w -= lr * w.grad."
-            )
+            ))
         problem = tensor_problem(w, {**w, "values": expected}, what="w after your update", on=on)
         if problem:
             return problem + " Expected w - lr * w.grad."
         if dtype == "torch.float64" and not same_values(w["values"], expected, rtol=1e-12, atol=1e-14):
-            return (
+            return Mistake("float32-step", (
                 f"w after your update is right only to float32 precision (on {on}): part of the "
                 "update was computed in float32, and a float64 w loses the digits float64 keeps. "
                 "Compute in w's own dtype: w -= lr * w.grad."
-            )
+            ))
         if not w["requires_grad"]:
-            return (
+            return Mistake("requires-grad-switched-off", (
                 f"After your update w no longer requires grad (on {on}): the next backward() "
                 "would not compute its gradient. Leave requires_grad alone; do the update inside "
                 "`with torch.no_grad():` instead."
-            )
+            ))
         if case["grad_fn"] is not None or not case["is_leaf"]:
-            return (
+            return Mistake("update-recorded", (
                 f"After your update w has grad_fn={case['grad_fn']} (on {on}): the update was "
                 "recorded in the graph. Do it inside `with torch.no_grad():`."
-            )
+            ))
         if not case["same_memory"]:
-            return (
+            return Mistake("data-assignment", (
                 f"w has the right values but lives in new memory (on {on}): assigning "
                 "`w.data = ...` swaps in a new tensor's storage instead of changing w's numbers "
                 "in place, so any view of w still sees the old values. Change the numbers "
                 "themselves: `w -= lr * w.grad` inside `with torch.no_grad():`."
-            )
+            ))
         after = case["grad_after"]
         if after["kind"] == "tensor" and "values" in after:
             kept = same_values(after["values"], gradient, rtol=0, atol=0)
             cleared = not np.any(after["values"])
             if not kept and not cleared:
-                return (
+                return Mistake("changed-grad", (
                     f"Your function changed w.grad (on {on}): it no longer holds the gradient "
                     "backward() left there. Use it without changing it: w -= lr * w.grad "
                     "(`w.grad *= lr` changes the caller's gradient)."
-                )
+                ))
     return None
 
 
@@ -701,54 +713,56 @@ def _judge_softplus(cases):
             "values": expected,
         }
         if out["kind"] == "NoneType":
-            return f"softplus returned None (on {on}); end your function with `return`."
+            return Mistake("returned-none",
+                           f"softplus returned None (on {on}); end your function with `return`.")
         if not same_values(case["x_after"], x):
-            return (
+            return Mistake("changed-x", (
                 f"Your function changed its input x (on {on}). Compute new tensors; leave x "
                 "as it was."
-            )
+            ))
         if out["kind"] == "tensor" and out["shape"] == template["shape"] and "values" in out:
             if same_values(out["values"], x, rtol=1e-4, atol=1e-5):
-                return f"Your result is x itself (on {on}): log(exp(x)) — add 1 before the log."
+                return Mistake("forgot-plus-one",
+                               f"Your result is x itself (on {on}): log(exp(x)) — add 1 before the log.")
         problem = tensor_problem(out, template, what="your result", on=on, rtol=1e-4, atol=1e-5)
         if problem:
-            return problem + " softplus(x) = log(exp(x) + 1)."
+            return _no_tensor_named(problem + " softplus(x) = log(exp(x) + 1).", out)
         if not out["requires_grad"]:
-            return (
+            return Mistake("cut-from-x", (
                 f"Your result does not require grad (on {on}): it is cut off from x, so "
                 "backward() cannot reach x. Compute it from x with recorded torch operations "
                 "(no detach(), .data, .numpy() or torch.no_grad() on the way)."
-            )
+            ))
         grad = case["grad"]
         if grad is None or grad["kind"] == "NoneType":
-            return (
+            return Mistake("cut-from-x", (
                 f"After backward() through your result, x.grad is still None (on {on}): your "
                 "result is not computed from x by recorded operations."
-            )
+            ))
         right = upstream / (1 + np.exp(-x.astype(np.float64)))
         if case.get("grad_before_backward"):
-            return (
+            return Mistake("calls-backward", (
                 f"x.grad was already filled when your function returned (on {on}): your function "
                 "calls backward() itself, so the caller's backward() adds a second gradient to "
                 "x.grad. Return the result and leave backward() to the caller."
-            )
+            ))
         if (grad["kind"] == "tensor" and "values" in grad and same_values(grad["values"], upstream)
                 and "ExpBackward0" not in case.get("graph_ops", ["ExpBackward0"])):
-            return (
+            return Mistake("exp-off-graph", (
                 f"Your values are right but the gradient is wrong (on {on}): softplus's "
                 "derivative came out as 1 everywhere instead of sigmoid(x). Autograd recorded no "
                 "exp() on the way from x to your result: the softplus part was computed off the "
                 "graph (detach(), .data or torch.no_grad()), so backward() sees x plus a constant. "
                 "Compute it with recorded operations: torch.log(torch.exp(x) + 1)."
-            )
+            ))
         if grad["kind"] == "tensor" and "values" in grad and same_values(grad["values"], upstream):
-            return (
+            return Mistake("hidden-in-place", (
                 f"Your values are right but the gradient is wrong (on {on}): softplus's "
                 "derivative came out as 1 everywhere instead of sigmoid(x), with no error: "
                 "backward() worked from a changed e + 1 instead of exp's own output. An in-place "
                 "change made through .data (or under torch.no_grad()) is invisible to "
                 "autograd's version check. Use an out-of-place `e + 1` instead."
-            )
+            ))
         problem = tensor_problem(
             grad, {**template, "values": right}, what="the gradient x.grad", on=on, rtol=1e-4, atol=1e-5
         )
@@ -933,79 +947,83 @@ def _judge_input_gradient(record):
     for call in calls:
         on, got = call["on"], call["got"]
         if got["kind"] == "NoneType":
-            return f"input_gradient returned None (on {on}); end your function with `return`."
+            return Mistake("returned-none",
+                           f"input_gradient returned None (on {on}); end your function with `return`.")
         if not call["grad_enabled_after"]:
-            return (
+            return Mistake("grad-mode-left-off", (
                 f"After input_gradient ran, autograd was switched off for the whole session (on "
                 f"{on}): torch.set_grad_enabled(False) stays off, so no later forward pass would "
                 "be recorded. Leave the grad mode as it was."
-            )
+            ))
         if call["x_changed"]:
-            return f"Your function changed the numbers of its input x (on {on}); leave x as it was."
+            return Mistake("changed-x",
+                           f"Your function changed the numbers of its input x (on {on}); leave x as it was.")
         before, after = call["requires_grad_before"], call["requires_grad_after"]
         if not before and after:
-            return (
+            return Mistake("tracks-callers-x", (
                 f"Your function switched on requires_grad of the caller's x (on {on}) and left it "
                 "on: from then on every operation on x is recorded and each backward() adds into "
                 "x.grad. Make a new leaf for yourself instead: x.detach().requires_grad_()."
-            )
+            ))
         if before and not after:
-            return (
+            return Mistake("untracks-callers-x", (
                 f"Your function switched off requires_grad of the caller's x (on {on}): the "
                 "caller's training would no longer compute its gradient. Work on a new leaf, "
                 "x.detach().requires_grad_(), and leave x as it is."
-            )
+            ))
         change = _grad_change(call["x_grad_before"], call["x_grad_after"])
         if change:
-            return (
+            return Mistake("changed-x-grad", (
                 f"Your function {change} x.grad (on {on}); it must hold what it held before. "
                 "backward() stores into the .grad of the tensors it reaches; "
                 "torch.autograd.grad returns the gradient instead and stores nothing."
-            )
+            ))
         if call["params_before"] is not None:
             for name, before_grad in call["params_before"].items():
                 change = _grad_change(before_grad, call["params_after"][name])
                 if change == "filled":
-                    return (
+                    return Mistake("filled-param-grads", (
                         f"Your function left a gradient in the .grad of f's parameters "
                         f"(layer.{name}.grad was None, now holds one; on {on}): backward() stores "
                         "into every leaf that requires grad, the layer's weights included, and the "
                         "next optimizer step would use it. torch.autograd.grad(f(x).sum(), x) "
                         "returns the gradient with respect to x alone and stores nothing."
-                    )
+                    ))
                 if change:
                     how = ("cleared" if change == "cleared"
                            else "changed (added to, or replaced)")
-                    return (
+                    return Mistake("changed-param-grads", (
                         f"Your function {how} the .grad of f's parameters (layer.{name}.grad; "
                         f"on {on}): the old gradient a training loop was accumulating there is "
                         "no longer what it was. Leave it alone: torch.autograd.grad stores "
                         "nothing in any .grad, where backward() adds into them."
-                    )
+                    ))
         template = {"kind": "tensor", "shape": call["shape"], "dtype": call["dtype"], "device": call["device"]}
         problem = tensor_problem(got, template, what="your gradient", on=on)
         if problem:
-            return problem + " Expected a gradient shaped like x, with x's dtype and device."
+            return _no_tensor_named(
+                problem + " Expected a gradient shaped like x, with x's dtype and device.", got)
         expected = _expected_input_gradient(call, weight)
         if expected is None or "values" not in got:
             continue
         values = got["values"]
         if call["returned_x"]:
-            return f"Your function returned x itself (on {on}); return the gradient of f(x).sum()."
+            return Mistake("returned-x",
+                           f"Your function returned x itself (on {on}); return the gradient of f(x).sum().")
         if (on == _IG_TWICE and previous is not None and same_values(previous, expected)
                 and same_values(values, 2 * expected)):
-            return (
+            return Mistake("grad-kept-between-calls", (
                 f"The second call with the same layer and the same x returned twice the right "
                 f"gradient ({on}): gradients accumulate in a .grad that your function keeps "
                 "from one call to the next. Work on a new leaf every call, and let "
                 "torch.autograd.grad return the gradient."
-            )
+            ))
         if call["out_numel"] > 1 and expected.size and same_values(values, expected / call["out_numel"]):
-            return (
+            return Mistake("mean-not-sum", (
                 f"Your gradient is the right one divided by {call['out_numel']}, the number of "
                 f"values f(x) has (on {on}): you took the gradient of the mean of f(x). The task "
                 "asks for f(x).sum()."
-            )
+            ))
         problem = tensor_problem(got, {**template, "values": expected}, what="your gradient", on=on)
         if problem:
             return problem + " Expected the gradient of f(x).sum() with respect to x."

@@ -85,7 +85,9 @@ class Mistake(str):
 _GENERIC_MISTAKES = (
     ("has shape", "shape"), ("has dtype", "dtype"), (" is on ", "device"),
     ("wrong values", "values"), ("changed its input", "changed-input"), ("changed the caller", "changed-input"),
-    ("was stopped after", "timeout"), ("check() got", "not-a-function"), ("could not handle", "unusable-result"),
+    ("was stopped after", "timeout"), ("check() got", "not-a-function"),
+    ("check() needs a function that takes", "wrong-signature"), ("could not handle", "unusable-result"),
+    ("expected a torch.Tensor", "not-a-tensor"),
 )
 
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.facts import not_a_module, same_values, shape_text, value_facts
 from course_utils.exercises.running import LearnerRaised, set_up_torch_once
 
@@ -186,62 +186,62 @@ def _judge_flat_features(cases):
         on, expected = case["on"], case["expected"]
         per_example = shape_text(case["output_shape"])
         if case["parameters_changed"]:
-            return (
+            return Mistake("changed-parameters", (
                 f"Your function changed the stack's parameters ({', '.join(case['parameters_changed'])}, "
                 f"on {on}): a dry run only looks; it never steps an optimizer or moves the stack."
-            )
+            ))
         if case["unfrozen"]:
-            return (
+            return Mistake("unfroze-parameters", (
                 f"Your function switched requires_grad on for parameters the caller had frozen "
                 f"({', '.join(case['unfrozen'][:3])}, on {on}): they would start learning. A "
                 "dry run needs no change to requires_grad at all: run it under "
                 "`with torch.no_grad():`, which changes nothing on the stack."
-            )
+            ))
         if case["requires_grad_changed"]:
-            return (
+            return Mistake("froze-parameters", (
                 f"Your function changed requires_grad of the stack's parameters "
                 f"({', '.join(case['requires_grad_changed'][:3])}, on {on}) and did not put it "
                 "back: they would stop learning. Use `with torch.no_grad():` for the dry run "
                 "instead; it changes nothing on the stack."
-            )
+            ))
         if case["grad_enabled_after"] and not case["grad_enabled_before"]:
-            return (
+            return Mistake("grad-forced-on", (
                 f"After your function returned, autograd was switched on (torch.is_grad_enabled() "
                 f"is True), although the caller had it off (on {on}): code that ran your "
                 "function inside torch.no_grad() now builds graphs it never asked for. Use "
                 "`with torch.no_grad():`, which puts back the state it found, not "
                 "torch.set_grad_enabled(True) at the end."
-            )
+            ))
         if case["grad_enabled_before"] and not case["grad_enabled_after"]:
-            return (
+            return Mistake("grad-left-off", (
                 f"After your function returned, autograd was switched off for the whole session "
                 f"(torch.is_grad_enabled() is False, on {on}): training after it would compute "
                 "no gradients. Use `with torch.no_grad():`, which switches it back on when the "
                 "block ends."
-            )
+            ))
         if case["grads_made"]:
-            return (
+            return Mistake("backward-in-dry-run", (
                 f"Your dry run left gradients in .grad ({', '.join(case['grads_made'][:3])}, on "
                 f"{on}): the next training step would add them to its own. A dry run needs no "
                 "backward(); run it under torch.no_grad()."
-            )
+            ))
         if "shape" in case:
-            return (
+            return Mistake("returned-shape", (
                 f"Your function returned a shape, {shape_text(case['shape'])} (on {on}); return one "
                 f"int, the number of features per example: the product of the output's sizes "
                 f"after the batch dimension, here {per_example} → out[0].numel()."
-            )
+            ))
         if "tensor" in case:
-            return (
+            return Mistake("returned-tensor", (
                 f"Your function returned a tensor of shape {case['tensor']} (on {on}); return a "
                 f"Python int, here {expected}: nn.Linear's in_features is an int "
                 "(out[0].numel() is one; .item() turns a one-value tensor into one)."
-            )
+            ))
         if "value" not in case:
-            return (
+            return Mistake("not-an-int", (
                 f"Your function returned {case['kind']} (on {on}); return one Python int, "
                 "the number of features one example becomes (what nn.Linear's in_features needs)."
-            )
+            ))
         value = case["value"]
         if value != expected:
             earlier = [
@@ -249,73 +249,73 @@ def _judge_flat_features(cases):
                 if shape == case["sample_shape"] and other == value
             ]
             if earlier:
-                return (
+                return Mistake("cached-by-sample-shape", (
                     f"Your function returned {value} on {on}, the number of the earlier stack "
                     f"with the same sample_shape ({earlier[0][0]}); this stack makes {per_example} "
                     f"of one example, {expected} features. The answer depends on the stack: run "
                     "the dry run on the stack you are given, on every call, and keep nothing "
                     "from an earlier call."
-                )
+                ))
             if value > expected and value % expected == 0 and value // expected in case["batch_sizes"]:
-                return (
+                return Mistake("counted-batch-dim", (
                     f"Your function returned {value} (on {on}), {value // expected} times the "
                     f"{expected} features of one example: you counted the batch dimension too. "
                     "numel() of the whole output counts every example; take out[0].numel() or "
                     "multiply the sizes after dimension 0."
-                )
-            return (
+                ))
+            return Mistake("wrong-feature-count", (
                 f"Your function returned {value} (on {on}); one example comes out of the stack "
                 f"with shape {per_example}, so nn.Linear needs in_features={expected}. Run the "
                 "stack on torch.zeros(1, *sample_shape) and count the output's features."
-            )
+            ))
         if case["layers_added"] or case["layers_removed"]:
             names = case["layers_added"] or case["layers_removed"]
             named = f"{'layer' if len(names) == 1 else 'layers'} {', '.join(names[:3])}"
             what = (f"added {named} to the stack" if case["layers_added"]
                     else f"took {named} out of the stack")
-            return (
+            return Mistake("changed-layers", (
                 f"The right number, but your function {what} and left it so (on {on}): the "
                 "model built on it now runs other layers than the caller made. Work on a copy "
                 "(copy.deepcopy(features)), or put the stack back as it was before returning."
-            )
+            ))
         if case["added"]:
-            return (
+            return Mistake("added-state", (
                 f"The right number, but your function added to the stack "
                 f"({', '.join(case['added'][:3])}, on {on}): a registered buffer or parameter "
                 "becomes part of its state_dict, so a checkpoint of the model no longer loads "
                 "into a fresh one with strict=True. Leave the stack as you found it; keep the "
                 "number in a local variable and return it."
-            )
+            ))
         if case["hooks_left"]:
-            return (
+            return Mistake("hook-left-behind", (
                 f"The right number, but your function left a hook on "
                 f"{', '.join(case['hooks_left'][:3])} (on {on}): it runs on every later forward "
                 "pass of the model, in training too, and keeps alive whatever it captures. "
                 "Remove it when the dry run is done: handle = module.register_forward_hook(...), "
                 "then handle.remove() (in a finally: block), or read the shape of the output "
                 "directly."
-            )
+            ))
         if case["buffers_changed"]:
-            return (
+            return Mistake("train-mode-dry-run", (
                 f"The right number, but your dry run changed the stack's buffers "
                 f"({', '.join(case['buffers_changed'])}, on {on}): a forward pass in train mode "
                 "updates BatchNorm's running statistics with your fake input. Run it in eval "
                 "mode (and put the mode back), or on a copy.deepcopy of the stack."
-            )
+            ))
         if case["mode_changed"]:
             if case["was_training"]:
-                return (
+                return Mistake("left-in-eval-mode", (
                     f"The right number, but your function left the stack in eval mode (on {on}); it "
                     "was in train mode before, so its Dropout and BatchNorm would now behave wrongly "
                     "in training. Remember features.training and put it back with "
                     "features.train(was_training), or work on a copy."
-                )
-            return (
+                ))
+            return Mistake("left-in-train-mode", (
                 f"The right number, but your function left the stack in train mode (on {on}); "
                 "it was in eval mode before, so an evaluation after it would use dropout and "
                 "batch statistics. Put back the mode it had: was_training = features.training "
                 "before, features.train(was_training) after, or work on a copy."
-            )
+            ))
         seen.append((case["sample_shape"], expected, on))
     return None
 
@@ -510,140 +510,140 @@ _VIEW_NOTE = (
 
 
 def _not_a_tensor(got, on) -> str:
-    return (
+    return Mistake("not-a-tensor", (
         f"forward returned {got['kind']} (on {on}); return the weighted tensor, shaped like x."
-    )
+    ))
 
 
 def _judge_position_weights(cases):
     first = cases[0]
     if "not_a_module" in first:
-        return not_a_module("PositionWeights(16)", first["not_a_module"], "PositionWeights")
+        return Mistake("not-a-module", not_a_module("PositionWeights(16)", first["not_a_module"], "PositionWeights"))
     on, got, expected = first["on"], first["got"], first["expected"]
     if first["changed_input"]:
-        return (
+        return Mistake("in-place-on-input", (
             f"forward changed its input x in place (on {on}): the caller's tensor now holds "
             "the weighted values. Return a new tensor, x * weights, instead of x.mul_(...) or "
             "x *= ...."
-        )
+        ))
     if got["kind"] != "tensor":
         return _not_a_tensor(got, on)
     if got["device"] != "cpu":
-        return (
+        return Mistake("hard-coded-device", (
             f"forward's output is on {got['device']} for an input on the CPU (on {on}): keep "
             "the output where the input is; make your tensors on x.device."
-        )
+        ))
     if got["shape"] != expected["shape"]:
-        return (
+        return Mistake("wrong-output-shape", (
             f"forward's output has shape {shape_text(got['shape'])} (on {on}); expected "
             f"{shape_text(expected['shape'])}, the input's shape: step t of each sequence is "
             "multiplied by (t + 1) / length."
-        )
+        ))
     if not same_values(got["values"], expected["values"], rtol=1e-5, atol=1e-6):
-        return (
+        return Mistake("wrong-weights", (
             f"forward's output has the right shape but wrong values (on {on}): step t (counting "
             "from 0) of each sequence is multiplied by (t + 1) / length, with length = "
             "x.shape[1], the same weight for every feature."
-        )
+        ))
     again = cases[1]
     on = again["on"]
     if "raised" in again:
-        return (
+        return Mistake("cached-weights", (
             f"{again['raised']} (on {on}). The first call worked: each call must make the "
             "weights for its own input's length x.shape[1] (and device and dtype), not reuse "
             "what an earlier call made."
-        )
+        ))
     got = again["got"]
     if got["kind"] != "tensor":
         return _not_a_tensor(got, on)
     if got["shape"] != again["expected"]["shape"] or "values" not in got or not same_values(
         got["values"], again["expected"]["values"], rtol=1e-5, atol=1e-6
     ):
-        return (
+        return Mistake("cached-weights", (
             f"On a second call with another length the output is wrong (on {on}): shape "
             f"{shape_text(got['shape'])}, expected {shape_text(again['expected']['shape'])} with "
             "weights (t + 1) / 4. The first call was right: make the weights from each call's "
             "own x.shape[1], not from what an earlier call kept."
-        )
+        ))
     if not got["requires_grad"]:
-        return (
+        return Mistake("cut-from-autograd", (
             f"forward's output does not require grad although x does (on {on}): it is cut off "
             "from autograd, so no gradient reaches the layers before it. Compute it with torch "
             "operations on x itself (no .detach(), torch.no_grad() or NumPy inside forward)."
-        )
+        ))
     if again.get("grad") is None or not same_values(again["grad"], again["expected_grad"], rtol=1e-5, atol=1e-6):
-        return (
+        return Mistake("grad-not-through-x", (
             f"After out.sum().backward(), x.grad is not the weights (t + 1) / length (on {on}): "
             "the output must be x times the weights, computed from x by autograd."
-        )
+        ))
     meta = cases[2]
     on = meta["on"]
     if "raised" in meta:
         if meta["plain_tensors"]:
-            return (
+            return Mistake("plain-tensor-attribute", (
                 f"{meta['raised']} (on {on}). {meta['plain_tensors'][0]} is a plain tensor "
                 "attribute: module.to() moves parameters and buffers, and nothing else. Register "
                 "it with self.register_buffer(name, tensor), or create the tensor in forward "
                 "with device=x.device."
-            )
+            ))
         if meta.get("fresh_works"):
-            return (
+            return Mistake("cached-weights", (
                 f"{meta['raised']} (on {on}). A new module moved to meta works on the same input: "
                 "this one kept tensors from its earlier calls on the CPU (a cache of weights), "
                 "and .to() moves parameters and buffers only. Make the weights in every call from "
                 "x (device=x.device, dtype=x.dtype), or keep them in a registered buffer."
-            )
-        return f"{meta['raised']} (on {on}). {_DEVICE_FIX}"
+            ))
+        return Mistake("no-device-in-forward", f"{meta['raised']} (on {on}). {_DEVICE_FIX}")
     got = meta["got"]
     if got["kind"] != "tensor":
         return _not_a_tensor(got, on)
     if got["device"] != "meta":
-        return (
+        return Mistake("moved-input-to-weights", (
             f"forward's output is on {got['device']} although the module and its input are on "
             f"meta (on {on}): never move the input to fit a tensor you made; make the tensor "
             "on x.device."
-        )
+        ))
     if got["shape"] != [2, 5, 4] or got["dtype"] != "torch.float32":
-        return (
+        return Mistake("wrong-meta-output", (
             f"forward's output has shape {shape_text(got['shape'])} and dtype "
             f"{got['dtype'].removeprefix('torch.')} (on {on}); expected (2, 5, 4) and float32, "
             "the input's."
-        )
+        ))
     for case in cases[3:]:
         on, got = case["on"], case["got"]
         if got["kind"] != "tensor":
             return _not_a_tensor(got, on)
         want = case["expected_dtype"].removeprefix("torch.")
         if got["dtype"] != case["expected_dtype"] and case.get("fresh_works"):
-            return (
+            return Mistake("cached-weights", (
                 f"forward's output is {got['dtype'].removeprefix('torch.')} for a {want} input (on "
                 f"{on}), although a new module moved to {want} gives {want}: this one kept "
                 "tensors from its earlier call in float32 (a cache of weights), and .to() converts "
                 "parameters and buffers only. Make the weights in every call from x "
                 "(device=x.device, dtype=x.dtype), or keep them in a registered buffer."
-            )
+            ))
         if got["dtype"] != case["expected_dtype"]:
-            return (
+            return Mistake("no-dtype-in-forward", (
                 f"forward's output is {got['dtype'].removeprefix('torch.')} for a {want} input "
                 f"(on {on}): the weights you create have a dtype of their own, and type "
                 f"promotion gives the product theirs or the input's, whichever is wider; in "
                 "mixed precision every layer after this one would run in float32 and the "
                 "memory doubles, without an error. Create them with dtype=x.dtype (or "
                 ".to(x.dtype))."
-            )
+            ))
         tolerance = 2e-2 if want == "bfloat16" else 1e-6
         if got["shape"] != list(case["expected_values"].shape) or "values" not in got or not same_values(
             got["values"], case["expected_values"], rtol=tolerance, atol=tolerance
         ):
-            return f"forward's output has wrong values for a {want} input (on {on})."
+            return Mistake("wrong-values-for-dtype", f"forward's output has wrong values for a {want} input (on {on}).")
     if first.get("trainable"):
-        return (
+        return Mistake("trainable-weights", (
             f"Right outputs, but your module keeps its weights as trainable parameters "
             f"({', '.join(first['trainable'][:3])}, requires_grad=True): an optimizer built with "
             "model.parameters() would change them in training, and the module would stop "
             "weighting step t by (t + 1) / length. Keep fixed weights out of training: "
             "register_buffer, an nn.Parameter with requires_grad=False, or make them in forward."
-        )
+        ))
     return None
 
 
@@ -772,56 +772,56 @@ def _judge_drop_non_finite(cases):
     for case in cases:
         on = case["on"]
         if case["changed_input"]:
-            return (
+            return Mistake("in-place-on-input", (
                 f"Your function changed the tensors it was given (on {on}); build new ones with "
                 "boolean indexing, x[keep], and leave the data set's tensors as they were."
-            )
+            ))
         if "x" not in case:
-            return (
+            return Mistake("not-two-tensors", (
                 f"Your function returned {case['kind']} (on {on}); return the two tensors: "
                 "return x[keep], y[keep]."
-            )
+            ))
         x, y, expected_x = case["x"], case["y"], case["expected_x"]
         if x["kind"] != "tensor" or y["kind"] != "tensor":
-            return f"Return two tensors, x[keep] and y[keep] (on {on}); got {x['kind']} and {y['kind']}."
+            return Mistake("not-two-tensors", f"Return two tensors, x[keep] and y[keep] (on {on}); got {x['kind']} and {y['kind']}.")
         if x["device"] != "cpu" or y["device"] != "cpu":
-            return (
+            return Mistake("moved-device", (
                 f"Your tensors are on {x['device']} and {y['device']}; the x and y you were given "
                 f"are on the CPU (on {on}). Return them where they were: x[keep], y[keep]."
-            )
+            ))
         if (expected_x["shape"][0] == 1 and x["shape"] == expected_x["shape"][1:]
                 and y["shape"] == case["expected_y"]["shape"][1:]):
-            return (
+            return Mistake("squeezed-index", (
                 f"Exactly one example is finite here, and your x has shape "
                 f"{shape_text(x['shape'])}, without the batch dimension; expected "
                 f"{shape_text(expected_x['shape'])} (on {on}). Indexing with a single number "
                 "(what .nonzero().squeeze() gives for one match) drops dimension 0; index with "
                 "the boolean mask itself, x[keep], which keeps it however many examples remain."
-            )
+            ))
         if x["shape"][1:] != expected_x["shape"][1:]:
-            return (
+            return Mistake("dropped-features", (
                 f"Your x has shape {shape_text(x['shape'])}; expected "
                 f"{shape_text(expected_x['shape'])} (on {on}). Drop whole examples (along "
                 "dimension 0), not features or single values: a boolean mask with one entry per "
                 "example, x[keep]."
-            )
+            ))
         kept, want = x["shape"][0], expected_x["shape"][0]
         if kept == case["n"] and want != case["n"] and case.get("x_is_input"):
-            return (
+            return Mistake("any-not-all", (
                 f"Your x still has all {case['n']} examples, unchanged (on {on}), though "
                 f"{case['n'] - want} of them hold a nan or an inf: nothing was dropped. Keep an "
                 "example only when every one of its values is finite: torch.isfinite, reduced "
                 "with .all() over each example's values."
-            )
+            ))
         if kept == case["n"] and want != case["n"]:
-            return (
+            return Mistake("replaced-bad-values", (
                 f"Your x still has all {case['n']} examples (on {on}): replacing the bad values "
                 "(nan_to_num, zeros) keeps examples whose features are invented. Drop those "
                 "examples, and their labels with them."
-            )
+            ))
         by_sum = case["by_sum"]
         if by_sum is not None and x["shape"] == by_sum["shape"] and same_values(x["values"], by_sum["values"]):
-            return (
+            return Mistake("tested-derived-values", (
                 f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on {on}): it dropped an "
                 "example whose values are all finite, only large (their sum overflows "
                 f"{case['dtype']} to inf). Whatever your test computes from the values made them "
@@ -829,39 +829,39 @@ def _judge_drop_non_finite(cases):
                 "narrower dtype (float64 to float32, for instance), and a limit on their size "
                 "drops finite values. Test every value itself with torch.isfinite, in its own "
                 "dtype, then reduce the True/False per example with .all()."
-            )
+            ))
         if kept != want:
             if kept == case["nan_only_rows"]:
-                return (
+                return Mistake("nan-only", (
                     f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite "
                     f"(on {on}): it finds nan but not inf. torch.isnan (and x != x) sees nan "
                     "only; torch.isfinite is False for nan, inf and -inf alike."
-                )
-            return (
+                ))
+            return Mistake("wrong-keep-mask", (
                 f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on "
                 f"{on}): keep exactly the examples whose every value is finite."
-            )
+            ))
         if x["dtype"] != expected_x["dtype"]:
-            return (
+            return Mistake("converted-x", (
                 f"Your x has dtype {x['dtype'].removeprefix('torch.')}; the x you were given is "
                 f"{expected_x['dtype'].removeprefix('torch.')} (on {on}). Keep the examples as "
                 "they are: index x with the mask, without converting it."
-            )
+            ))
         if not same_values(x["values"], expected_x["values"]):
-            return f"Your x holds the wrong examples (on {on}); keep the finite ones, in their order."
+            return Mistake("wrong-examples", f"Your x holds the wrong examples (on {on}); keep the finite ones, in their order.")
         expected_y = case["expected_y"]
         # The dtype first: labels converted (float labels cast to int64) also change values.
         if y["shape"] == expected_y["shape"] and y["dtype"] != expected_y["dtype"]:
-            return (
+            return Mistake("converted-y", (
                 f"Your y has dtype {y['dtype'].removeprefix('torch.')}; the labels you were given "
                 f"are {expected_y['dtype'].removeprefix('torch.')} (on {on}). Keep them as they "
                 "are: y[keep]."
-            )
+            ))
         if y["shape"] != expected_y["shape"] or not same_values(y["values"], expected_y["values"]):
-            return (
+            return Mistake("labels-not-filtered", (
                 f"Your x is right but your y is not (on {on}): the labels must lose the same "
                 "examples as x, so that x[i] still goes with y[i]. Index both with the same mask."
-            )
+            ))
     return None
 
 
@@ -1071,30 +1071,30 @@ def _judge_clipped_twice(case):
         if same_values(case["after"][i], case["expected"][i], rtol=1e-4, atol=1e-7):
             continue
         if i == 1 and same_values(case["after"][i], case["stale"][i], rtol=1e-4, atol=1e-7):
-            return (
+            return Mistake("no-zero-grad", (
                 f"On the second call the parameters moved by this loss's gradient plus the first "
                 f"call's (on {on}): loss.backward() adds to .grad, and nothing cleared the old "
                 "gradients. Call optimizer.zero_grad() before loss.backward(), every call."
-            )
+            ))
         if i == 1 and same_values(case["after"][i], case["fresh"][i], rtol=1e-4, atol=1e-7):
-            return (
+            return Mistake("new-optimizer", (
                 f"On the second call the parameters moved as if the optimizer remembered nothing "
                 f"of the first call (on {on}): its momentum buffer started empty again. Step "
                 "with the optimizer you are given; a new optimizer made inside your function "
                 "loses its state (momentum, Adam's moments) on every call."
-            )
-        return (
+            ))
+        return Mistake("wrong-repeated-step", (
             f"After call {i + 1} the parameters are not where two clipped SGD-with-momentum "
             f"steps put them (on {on}). Each call: zero_grad, backward, "
             "clip_grad_norm_(model.parameters(), max_norm), step, with the optimizer you are given."
-        )
+        ))
     for i, (got, want) in enumerate(zip(case["returned"], case["expected_norms"])):
         if not isinstance(got, float) or not same_values(got, want, rtol=1e-4, atol=1e-6):
-            return (
+            return Mistake("wrong-norm-returned", (
                 f"Call {i + 1} returned {got if isinstance(got, str) else f'{got:.4g}'}; that "
                 f"call's gradient norm before clipping is {want:.4g} (on {on}). Return what "
                 "clip_grad_norm_ returns."
-            )
+            ))
     return None
 
 
@@ -1108,69 +1108,69 @@ def _judge_clipped_step(cases):
         on, max_norm, total = case["on"], case["max_norm"], case["total"]
         delta = case["delta"]
         if not np.any(delta):
-            return (
+            return Mistake("no-effective-step", (
                 f"The parameters did not move (on {on}): call optimizer.step() after clipping, "
                 "and zero the gradients before backward(), not between backward() and step()."
-            )
+            ))
         if not same_values(delta, case["expected"], rtol=1e-4, atol=1e-7):
             if total > max_norm and same_values(delta, case["unclipped"], rtol=1e-4, atol=1e-7):
-                return (
+                return Mistake("clip-out-of-order", (
                     f"The parameters moved by the unclipped gradient (on {on}: its norm is "
                     f"{total:.3g}, above max_norm={max_norm:g}). clip_grad_norm_ rescales the "
                     "gradients in .grad, so it must run after loss.backward() (when they exist) "
                     "and before optimizer.step() (which reads them)."
-                )
+                ))
             if total < max_norm and same_values(delta, case["scaled_up"], rtol=1e-4, atol=1e-7):
-                return (
+                return Mistake("scales-up-small-gradients", (
                     f"Your step scaled the gradient up to norm {max_norm:g} although its norm, "
                     f"{total:.3g}, was already below it (on {on}). Clipping only scales down: "
                     "the factor is min(1, max_norm / total_norm), which clip_grad_norm_ applies."
-                )
+                ))
             if same_values(delta, case["by_value"], rtol=1e-4, atol=1e-7):
-                return (
+                return Mistake("clip-by-value", (
                     f"You clipped each gradient value to ±{max_norm:g} (clip_grad_value_), on "
                     f"{on}: that cuts the large components only, and changes the gradient's "
                     "direction. clip_grad_norm_ scales the whole gradient down together, keeping "
                     "its direction."
-                )
+                ))
             for norm_type, other in case["other_norms"].items():
                 if same_values(delta, other, rtol=1e-4, atol=1e-7):
-                    return (
+                    return Mistake("wrong-norm-type", (
                         f"Your step clipped the gradient's {norm_type} (on {on}); the task's "
                         "clipping uses the usual Euclidean norm, clip_grad_norm_'s default "
                         "(norm_type=2): clip_grad_norm_(model.parameters(), max_norm)."
-                    )
+                    ))
             if same_values(delta, case["per_parameter"], rtol=1e-4, atol=1e-7):
-                return (
+                return Mistake("per-parameter-clip", (
                     f"Your step clipped each parameter's gradient to norm {max_norm:g} on its own "
                     f"(on {on}): the total can then be far above max_norm, and the gradient's "
                     "direction changes. Clip all of them together, with one call: "
                     "clip_grad_norm_(model.parameters(), max_norm)."
-                )
-            return (
+                ))
+            return Mistake("wrong-clipped-step", (
                 f"The parameters did not move as one SGD step with the gradient clipped to norm "
                 f"{max_norm:g} would move them (on {on}). One clipped step is: zero_grad, "
                 "backward, clip_grad_norm_(model.parameters(), max_norm) over all the "
                 "parameters together, then one optimizer.step()."
-            )
+            ))
         if "returned" not in case:
-            return (
+            return Mistake("no-norm-returned", (
                 f"Your function returned {case['kind']} (on {on}); return what clip_grad_norm_ "
                 "returns: the gradient's total norm before clipping, the number to log."
-            )
+            ))
         returned = case["returned"]
         if not same_values(returned, total, rtol=1e-4, atol=1e-6):
             if total > max_norm and same_values(returned, max_norm, rtol=1e-3, atol=1e-6):
-                return (
+                return Mistake("returned-clipped-norm", (
                     f"You returned {returned:.4g}, the norm after clipping (on {on}); return the "
                     f"norm before it, {total:.4g}, which is what clip_grad_norm_ returns. The "
                     "clipped norm is always max_norm, so it tells you nothing; the one before "
                     "clipping shows how often and how hard clipping works."
-                )
-            return (
+                ))
+            return Mistake("wrong-norm-returned", (
                 f"You returned {returned:.4g}; the gradient's total norm before clipping is "
                 f"{total:.4g} (on {on}). Return what clip_grad_norm_ returns."
-            )
+            ))
     return None
 
 
@@ -1326,116 +1326,116 @@ def _global_moved(before: torch.Tensor) -> bool:
 def _judge_seeded_loader(record):
     for key, _, _, _ in _LOADERS:
         if key not in record:
-            return (
+            return Mistake("not-a-loader", (
                 f"seeded_loader returned {record[f'kind_{key}']}; return a "
                 "torch.utils.data.DataLoader (shuffle=True, batch_size=batch_size, and its "
                 "own generator)."
-            )
+            ))
     a, b, c, d, a2 = record["a"], record["b"], record["c"], record["d"], record["a2"]
     for order, size in ((a, 4), (d, 3)):
         items = sorted(v for batch in order for v in batch)
         sizes = [len(batch) for batch in order]
         if 20 % size and sizes == [size] * (20 // size):
-            return (
+            return Mistake("drop-last", (
                 f"With batch_size={size} your loader gives {sizes}: the last, smaller batch of "
                 f"{20 % size} is missing, so {20 % size} items never appear in an epoch. Keep it "
                 "(drop_last=False, the default)."
-            )
+            ))
         if items != list(range(20)):
-            return (
+            return Mistake("not-each-item-once", (
                 f"One epoch of your loader with batch_size={size} does not hold each of the 20 "
                 f"items exactly once (it holds {len(items)} items)."
-            )
+            ))
         expected = [size] * (20 // size) + ([20 % size] if 20 % size else [])
         if sizes != expected:
-            return f"With batch_size={size} your batches have sizes {sizes}; expected {expected}."
+            return Mistake("wrong-batch-sizes", f"With batch_size={size} your batches have sizes {sizes}; expected {expected}.")
     if a == c and [v for batch in a for v in batch] == list(range(20)):
-        return (
+        return Mistake("no-shuffle", (
             "Your loader gives the items in their stored order, 0, 1, 2…: it does not shuffle. "
             "Pass shuffle=True (training needs a new order every epoch), and make the order "
             "repeatable with generator=, not by switching shuffling off."
-        )
+        ))
     if record["uses_global_generator"]:
-        return (
+        return Mistake("global-generator", (
             "Your loader's generator is torch.default_generator, the global random stream "
             "itself (which is also what torch.manual_seed(seed) returns): other code drawing from it changes "
             "the order. Make a new one: generator=torch.Generator().manual_seed(seed)."
-        )
+        ))
     if record["shared_generator"]:
-        return (
+        return Mistake("shared-generator", (
             "Two loaders made by your function share one torch.Generator object: iterating one "
             "moves the other's stream, and each new call reseeds the loaders made before it. "
             "Make a new generator in every call: torch.Generator().manual_seed(seed)."
-        )
+        ))
     if a != b and record.get("other_streams"):
-        return (
+        return Mistake("global-stream-sampler", (
             f"Two loaders with seed=7 gave different orders: your loader draws its order from "
             f"{' and '.join(record['other_streams'])}, a global stream that every other loader "
             "and the rest of the program share, so the order depends on what was drawn before. "
             "Give each loader a stream of its own: generator=torch.Generator().manual_seed(seed) "
             "(or a random.Random(seed) / np.random.default_rng(seed) of its own in a sampler)."
-        )
+        ))
     if a != b and record.get("sampler_without_generator"):
-        return (
+        return Mistake("sampler-without-generator", (
             "Two loaders with seed=7 gave different orders. Your loader has a generator of its "
             "own, but the RandomSampler you gave it has none (its generator is None): the sampler "
             "does the shuffling, and draws from the global stream when each epoch starts, while "
             "the loader's generator= only reaches a sampler the loader makes itself. Pass "
             "shuffle=True with generator=torch.Generator().manual_seed(seed), or give the sampler "
             "the generator: RandomSampler(dataset, generator=...)."
-        )
+        ))
     if a != b and record.get("own_generator") and record.get("global_changed_iterating"):
-        return (
+        return Mistake("touches-global-each-epoch", (
             "Two loaders with seed=7 gave different orders. Your loader has a generator of its "
             "own, yet iterating over it changed the global random generator's state (on "
             f"{record['global_changed_iterating'][0]}): something in it draws from the global "
             "stream each epoch, so its order depends on what the rest of the program drew "
             "before. Draw the whole shuffle from the loader's own generator."
-        )
+        ))
     if a != b:
-        return (
+        return Mistake("seeds-global-stream", (
             "Two loaders with seed=7 gave different orders, because other code used the global "
             "random stream (torch.manual_seed / torch.rand) between creating each loader and "
             "iterating over it. Without its own generator, a DataLoader draws its shuffle from "
             "the global stream when an epoch starts, so torch.manual_seed(seed) before creating "
             "it is not enough. Give it its own: generator=torch.Generator().manual_seed(seed)."
-        )
+        ))
     if a != record["e"]:
-        return (
+        return Mistake("seed-from-global-state", (
             "Two loaders with seed=7, made while the global random stream was seeded "
             "differently (torch.manual_seed(2024), then torch.manual_seed(31)), gave different "
             "orders although everything else was the same: your loader's order depends on the "
             "global state when it is made (torch.initial_seed(), a number drawn from the global "
             "stream), not on seed alone. Seed its generator with seed itself: "
             "torch.Generator().manual_seed(seed)."
-        )
+        ))
     if record["global_changed"]:
-        return (
+        return Mistake("touches-global-stream", (
             f"Your function changed the global random generator's state (on "
             f"{record['global_changed'][0]}): it reseeded or drew from the stream the rest of "
             "the program uses, so every call resets the randomness of the code around it "
             "(model initialisation, dropout). The loader needs a generator of its own; leave "
             "the global one alone."
-        )
+        ))
     if record.get("global_changed_iterating"):
-        return (
+        return Mistake("touches-global-each-epoch", (
             f"Iterating over your loader changed the global random generator's state (on "
             f"{record['global_changed_iterating'][0]}): each epoch, something in it reseeded the "
             "stream the rest of the program uses, or drew from it, so the dropout masks and "
             "initialisations that follow depend on your loader. Draw the shuffle from the "
             "loader's own generator only (generator=torch.Generator().manual_seed(seed)) and "
             "leave the global one as it was."
-        )
+        ))
     if a == c:
-        return "seed=7 and seed=8 gave the same order: the seed must choose the shuffle."
+        return Mistake("ignores-seed", "seed=7 and seed=8 gave the same order: the seed must choose the shuffle.")
     if a2 == a:
-        return (
+        return Mistake("same-order-every-epoch", (
             "Your loader repeats the same order in every epoch (two epochs of the loader with "
             "seed=7): training needs a new order each epoch. Let the loader shuffle with "
             "shuffle=True and its own generator, made once when the loader is created, so each "
             "epoch continues its stream (a new order, yet the same sequence of orders in every "
             "run)."
-        )
+        ))
     return None
 
 

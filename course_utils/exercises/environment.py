@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from course_utils.exercises import plain
-from course_utils.exercises.core import Exercise, Function, a_or_an
+from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
 from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
 
@@ -232,107 +232,109 @@ def _judge_one_environment(record, everywhere):
     simulated = "this_kernel" in record["clues"]
     where = f" (on {on})" if simulated else ""
     if record["kind"] != "dict":
-        return f"kernel_environment() returned {a_or_an(record['kind'])}{where}; it should return a dict."
+        return Mistake("not-a-dict", (
+            f"kernel_environment() returned {a_or_an(record['kind'])}{where}; it should return a dict."
+        ))
     missing = [key for key in _ENV_KEYS if key not in record["got"]]
     if missing:
-        return (
+        return Mistake("missing-keys", (
             f"Your dict lacks the key{'s' if len(missing) > 1 else ''} "
             f"{', '.join(repr(k) for k in missing)} (it has: {', '.join(record['keys']) or 'none'}){where}."
-        )
+        ))
     truth, got, clues = record["truth"], record["got"], record["clues"]
     here = clues.get("this_kernel", {})
 
     def did_not_follow(key, source):
-        return (
+        return Mistake("not-read-in-call", (
             f"'{key}' did not follow the kernel: on {on}, where {source} is "
             f"{truth[key]}, your function still returned {got[key]['facts'].get('repr')}, the "
             f"value of the kernel you ran it in. A path written out, or worked out before the "
             f"call, describes one machine only: read {source} inside the function."
-        )
+        ))
 
     python = got["python"]["path"]
     if python != truth["python"]:
         if python is None:
-            return (
+            return Mistake("python-not-a-path", (
                 f"'python' should be a path (a str or a Path); got "
                 f"{a_or_an(got['python']['facts']['kind'])} ({got['python']['facts'].get('repr')}){where}."
-            )
+            ))
         if python == clues["python_on_path"]:
-            return (
+            return Mistake("python-from-path", (
                 "'python' is the first python on your PATH (what `which python` finds), which "
                 "need not be the interpreter running this kernel: JupyterLab can start kernels "
                 f"from other environments{where}. Use sys.executable."
-            )
+            ))
         if python == clues["python_resolved"]:
-            return (
+            return Mistake("resolved-python-link", (
                 "'python' is where the environment's python link points (the base installation "
                 f"it was made from){where}. The environment is named by the link itself: use "
                 "sys.executable as it is, without resolving it."
-            )
+            ))
         if simulated and python == here.get("python"):
             return did_not_follow("python", "sys.executable")
-        return (
+        return Mistake("wrong-python", (
             f"'python' should be the interpreter running this kernel, sys.executable "
             f"({truth['python']}), not {got['python']['facts'].get('repr')}{where}."
-        )
+        ))
 
     prefix = got["prefix"]["path"]
     if prefix != truth["prefix"]:
         if simulated and prefix == here.get("prefix"):
             return did_not_follow("prefix", "sys.prefix")
         if prefix is not None and prefix == clues.get("prefix_from_python"):
-            return (
+            return Mistake("prefix-from-python-path", (
                 f"'prefix' is the folder two levels above the interpreter (on {on}, where "
                 f"sys.executable is {truth['python']}); that holds only where the interpreter "
                 f"lies in a bin/ or Scripts/ folder. Here the environment's folder, sys.prefix, "
                 f"is {truth['prefix']}: use sys.prefix rather than working it out from a path."
-            )
-        return (
+            ))
+        return Mistake("wrong-prefix", (
             f"'prefix' should be the environment's folder, sys.prefix ({truth['prefix']}); "
             f"got {got['prefix']['facts'].get('repr')}{where}. (sys.base_prefix is the "
             "installation the environment was made from.)"
-        )
+        ))
 
     flag = got["in_virtualenv"]["bool"]
     if flag is None:
-        return (
+        return Mistake("in-virtualenv-not-bool", (
             f"'in_virtualenv' should be True or False; got {a_or_an(got['in_virtualenv']['facts']['kind'])} "
             f"({got['in_virtualenv']['facts'].get('repr')}){where}."
-        )
+        ))
     if flag != truth["in_virtualenv"]:
         flags = [(r["flag"], r["virtual_env_var_set"]) for r in everywhere]
         if all(f == var for f, var in flags):
-            return (
+            return Mistake("in-virtualenv-from-virtual-env-var", (
                 f"'in_virtualenv' is {flag}{where}, but this kernel "
                 f"{'runs' if truth['in_virtualenv'] else 'does not run'} in a virtual "
                 "environment. The VIRTUAL_ENV variable only says whether a shell ran "
                 "`activate`; a kernel started by JupyterLab usually was not. Compare "
                 "sys.prefix with sys.base_prefix: they differ inside a virtual environment."
-            )
+            ))
         if len({f for f, _ in flags}) == 1:
-            return (
+            return Mistake("in-virtualenv-constant", (
                 f"'in_virtualenv' was {flag} in every kernel the check tried, including {on}, "
                 f"where it should be {truth['in_virtualenv']}: your value is the same whatever "
                 "environment the kernel runs in. Compare sys.prefix with sys.base_prefix inside "
                 "the function: they differ inside a virtual environment."
-            )
-        return (
+            ))
+        return Mistake("wrong-in-virtualenv", (
             f"'in_virtualenv' is {flag}; it should be {truth['in_virtualenv']}{where}. Inside a "
             "virtual environment sys.prefix differs from sys.base_prefix; outside one they are "
             "the same folder."
-        )
+        ))
 
     torch_dir = got["torch_dir"]["path"]
     if torch_dir != truth["torch_dir"]:
         if torch_dir == clues["torch_file"]:
-            return (
+            return Mistake("torch-file-not-folder", (
                 "'torch_dir' is torch's __init__.py file; the key asks for the folder that "
                 "holds it (Path(torch.__file__).parent)."
-            )
-        return (
+            ))
+        return Mistake("wrong-torch-dir", (
             f"'torch_dir' should be the folder of the torch package this kernel imported "
             f"({truth['torch_dir']}); got {got['torch_dir']['facts'].get('repr')}{where}."
-        )
+        ))
     return None
 
 
@@ -564,7 +566,7 @@ def _judge_known_gradient(cases):
         got, expected, on = case["got"], case["expected"], case["on"]
         if case["grad_mode_after"] != case["grad_mode"]:
             state = "off" if case["grad_mode"] else "on"
-            return (
+            return Mistake("grad-mode-not-restored", (
                 f"Your function left autograd switched {state} for the whole session (on {on}): "
                 f"torch.is_grad_enabled() was {case['grad_mode']} before the call and "
                 f"{case['grad_mode_after']} after it, so everything computed afterwards (the "
@@ -573,127 +575,129 @@ def _judge_known_gradient(cases):
                 + "Leave the grad mode as you found it: a `with torch.no_grad():` (or "
                 "`with torch.enable_grad():`) block switches it back when the block ends; "
                 "torch.set_grad_enabled(...) on its own line does not."
-            )
+            ))
         second_call = "a second call" in on
         if "after the caller changed x in place" in on and got["kind"] == "tensor" and (
                 got["shape"] == expected["shape"] and "values" in got and got["values"].size
                 and same_values(got["values"], 3 * (case["x_before"] - 0.5) ** 2, rtol=case["rtol"])
                 and not same_values(got["values"], expected["values"], rtol=case["rtol"])):
-            return (
+            return Mistake("cached-result", (
                 f"After the caller changed x in place, your function returned the gradient of "
                 f"x's old numbers (on {on}): it gave back a result kept from an earlier call. "
                 "Compute the gradient afresh on every call."
-            )
+            ))
         if got["kind"] == "NoneType" and case["requires_grad"]:
-            return (
+            return Mistake("copy-not-a-leaf", (
                 f"known_gradient returned None on an x that itself requires grad (on "
                 f"{on}), though it returned a gradient for plain tensors. A copy made "
                 "from such an x (x.clone(), x * 1) is recorded as an operation on x: it is not "
                 "a leaf, so its .grad stays None. Copy with x.detach().clone(), a fresh leaf, "
                 "then requires_grad_(True)."
-            )
+            ))
         if got["kind"] == "NoneType":
-            return (
+            return Mistake("returned-none", (
                 f"known_gradient returned None (on {on}). x.grad stays None until "
                 "backward() runs on a result computed from an x with requires_grad=True — "
                 "and check that your function ends with `return`."
-            )
+            ))
         if case["requires_grad"] and not case["requires_grad_after"]:
-            return (
+            return Mistake("detached-callers-x", (
                 f"Your function changed the caller's x in place (on {on}): x required "
                 "grad before the call and no longer does after it. x.detach_() (or "
                 "x.requires_grad_(False)) detaches the caller's own tensor; use x.detach(), "
                 "which returns a new tensor and leaves x as it was."
-            )
+            ))
         if not same_values(case["x_after"], case["x_before"], rtol=0, atol=0):
-            return (
+            return Mistake("changed-x", (
                 f"Your function changed its input x in place (on {on}): the caller's "
                 "x holds other numbers afterwards. Compute new tensors; leave x as it was."
-            )
+            ))
         if not case["requires_grad"] and case["requires_grad_after"]:
-            return (
+            return Mistake("requires-grad-on-callers-x", (
                 f"Your function switched on requires_grad for the caller's own x (on {on}): "
                 "x did not require grad before the call and does after it, so everything the "
                 "caller computes from x afterwards is recorded. Make a copy that records "
                 "instead: x.detach().clone().requires_grad_(True)."
-            )
+            ))
         values = got.get("values") if got["kind"] == "tensor" and got["shape"] == expected["shape"] else None
         grad_before = case["grad_before"]
         if (values is not None and grad_before is not None and values.size
                 and same_values(values, expected["values"] + grad_before, rtol=case["rtol"])):
-            return (
+            return Mistake("stale-grad", (
                 f"Your gradient is 3x² plus the .grad the caller's x already held (on {on}): "
                 "backward() adds to .grad, it does not replace it. Compute on a fresh copy, "
                 "x.detach().clone().requires_grad_(True), whose .grad starts empty."
-            )
+            ))
         if second_call and values is not None and values.size and same_values(
                 values, 2 * expected["values"], rtol=case["rtol"]):
-            return (
+            return Mistake("grad-kept-between-calls", (
                 f"The second call with the same x returned twice 3x² (on {on}): the first "
                 "call's gradient stayed in a .grad and backward() added the new one to it. "
                 "Compute on a fresh copy of x on every call."
-            )
+            ))
         if not _same_grad(case["grad_after"], grad_before):
             before = "no .grad" if grad_before is None else "a .grad"
             after = "none" if case["grad_after"] is None else ("one" if grad_before is None else "another")
-            return (
+            return Mistake("changed-callers-grad", (
                 f"Your function changed the caller's x.grad (on {on}): x held {before} before "
                 f"the call and {after} after it. Leave the caller's x as it was: compute on a "
                 "copy, x.detach().clone().requires_grad_(True)."
-            )
+            ))
         if case["leaf_grad_after"] is not None:
-            return (
+            return Mistake("no-detach", (
                 f"Your backward pass reached the tensors x was computed from (on {on}): the "
                 "caller's w now has a .grad. Cut x from its history first with x.detach()."
-            )
+            ))
         if values is not None and values.size:
             if same_values(values, case["cubed"], rtol=case["rtol"]):
-                return (
+                return Mistake("returned-y", (
                     f"You returned y = x**3 itself (on {on}). The gradient is what "
                     "backward() leaves in x.grad."
-                )
+                ))
             if same_values(values, 2 * expected["values"], rtol=case["rtol"]):
                 if case["backward_passes"] >= 2:
-                    return (
+                    return Mistake("backward-twice", (
                         f"Your gradient is twice 3x² (on {on}), and {case['backward_passes']} "
                         "backward passes ran during the call: gradients accumulate in .grad, "
                         "so two backward() calls add up. Call backward() once."
-                    )
-                return f"Your gradient is twice 3x² (on {on}); the gradient of (x**3).sum() is 3x²."
+                    ))
+                return Mistake("twice-the-gradient", (
+                    f"Your gradient is twice 3x² (on {on}); the gradient of (x**3).sum() is 3x²."
+                ))
         if (values is not None and values.size and expected["dtype"] == "torch.float64"
                 and got["dtype"] == "torch.float64"
                 and not same_values(values, expected["values"], rtol=case["rtol"], atol=case["rtol"] / 10)
                 and same_values(values, expected["values"], rtol=1e-5, atol=1e-6)):
-            return (
+            return Mistake("float32-detour", (
                 f"Your float64 gradient agrees with 3x² to about 7 digits only (on {on}), the "
                 "precision of float32: somewhere it went through a lower precision than x's "
                 "own. Compute on a copy of x in x's dtype: x.detach().clone().requires_grad_(True)."
-            )
+            ))
         problem = tensor_problem(got, expected, what="your gradient", on=on,
                                  rtol=case["rtol"], atol=case["rtol"] / 10)
         if problem:
-            return problem
+            return Mistake("not-a-tensor", problem) if got["kind"] != "tensor" else problem
         if case["backward_ops"] == 0 and got["shape"] != [0] and (
                 "a second call" in on or "a third call" in on) and any(
                 earlier["backward_ops"] for earlier in cases if earlier is not case):
-            return (
+            return Mistake("cached-result", (
                 f"No backward pass ran during this call (on {on}), though one ran on the "
                 "first: your function gave back a result kept from an earlier call. Compute "
                 "the gradient afresh, with autograd, on every call."
-            )
+            ))
         if case["backward_ops"] == 0 and got["shape"] != [0]:
-            return (
+            return Mistake("no-backward", (
                 f"Your values are 3x², but no backward pass ran during the call (on {on}): "
                 "the task asks for the gradient computed by autograd. Call backward() on "
                 "(x**3).sum() (or torch.autograd.grad) and return what it computes."
-            )
+            ))
         if case.get("formula_from_x") and got["shape"] != [0]:
-            return (
+            return Mistake("formula-after-backward", (
                 f"A backward pass ran during the call, but the tensor you returned was computed "
                 f"from x outside it, not by it (on {on}): your values are 3x² worked out as a "
                 "formula. Return what autograd computes: x.grad after backward(), or the "
                 "result of torch.autograd.grad."
-            )
+            ))
     return None
 
 
@@ -966,61 +970,62 @@ def _judge_device_smoke_test(cases):
     for case in cases:
         got, expected, device, on = case["got"], case["expected"], case["device"], case["on"]
         if got["kind"] in ("list", "numpy.ndarray", "float", "tuple"):
-            return (
+            return Mistake("not-a-tensor", (
                 f"device_smoke_test returned {a_or_an(got['kind'])} (on {on}); return the tensor "
                 "itself, copied back to the CPU with .cpu()."
-            )
+            ))
         if got["kind"] != "tensor":
-            return tensor_problem(got, expected, what="your result", on=on)
+            return Mistake("returned-none" if got["kind"] == "NoneType" else "not-a-tensor",
+                           tensor_problem(got, expected, what="your result", on=on))
         if case["default_device_after"] != case["default_device_before"]:
-            return (
+            return Mistake("default-device-left-set", (
                 f"Your function left torch's default device set to {case['default_device_after']} "
                 f"after the call (on {on}): every tensor the notebook creates afterwards lands "
                 "there. Pass device=device to the factory, or use `with torch.device(device):`, "
                 "which puts the default back when the block ends."
-            )
+            ))
         if got["kind"] == "tensor" and got["device"] != "cpu":
-            return (
+            return Mistake("no-copy-back", (
                 f"Your result is still on {got['device']} (on {on}). The last step of the smoke "
                 "test is the copy back: return product.cpu()."
-            )
+            ))
         if got["kind"] == "tensor" and got["dtype"].startswith(("torch.int", "torch.uint")):
-            return (
+            return Mistake("integer-matrix", (
                 f"Your result has dtype {got['dtype']} (on {on}): torch.arange(1, 10) makes "
                 "integers. Use torch.arange(1.0, 10.0) for float32."
-            )
+            ))
         if got["kind"] == "tensor" and got["shape"] == [3, 3] and "values" in got and not case["values_unknown"]:
             if same_values(got["values"], case["elementwise"]):
-                return (
+                return Mistake("elementwise-product", (
                     f"These are element-wise squares (on {on}): `*` multiplies element by element. "
                     "The matrix product is `@` (or torch.matmul)."
-                )
+                ))
             if same_values(got["values"], case["transposed"]):
-                return f"This is a @ a.T (on {on}); the task asks for a @ a."
+                return Mistake("transposed-product", f"This is a @ a.T (on {on}); the task asks for a @ a.")
         ran_on = case["matmul_devices"]
         if not ran_on and case.get("arithmetic_ops"):
-            return (
+            return Mistake("no-matmul", (
                 f"No matrix product ran during this call (on {on}): your result was worked out "
                 f"with {', '.join(case['arithmetic_ops'])} instead. A smoke test is there to run "
                 "the device's own matrix multiplication: compute a @ a (torch.matmul)."
-            )
+            ))
         if not ran_on:
-            return (
+            return Mistake("cached-result", (
                 f"No matrix product ran during this call (on {on}). The smoke test must "
                 "compute a @ a on the device each time it is called: a result known in advance "
                 "proves nothing about the device."
-            )
+            ))
         if device not in ran_on:
-            return (
+            return Mistake("computed-off-device", (
                 f"The matrix product ran on {', '.join(ran_on)}, not on {device} (on {on}): "
                 "create the tensor with device=device, or move it there with .to(device), "
                 "before computing."
-            )
+            ))
         if device != "cpu" and got["kind"] == "tensor" and device not in case["copied_back_from"]:
-            return (
+            return Mistake("recomputed-on-cpu", (
                 f"Your result is on the CPU, but nothing was copied back from {device} (on "
                 f"{on}): the product computed there never left it. Return product.cpu()."
-            )
+            ))
         if case["values_unknown"]:
             expected = {key: value for key, value in expected.items() if key != "values"}
         problem = tensor_problem(got, expected, what="your result", on=on)
@@ -1135,45 +1140,50 @@ def _judge_seeded_draw(cases):
     for case in cases:
         got = case["got"]
         if got["kind"] != "tensor" or got["shape"] != case["expected"]["shape"] or "values" not in got:
-            problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"]) or (
+            problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"]) or Mistake(
+                "unreadable-draw",
                 f"The check could not read the numbers of your draw (on {case['on']}); return "
-                f"{seeded_draw.expects.returns}."
+                f"{seeded_draw.expects.returns}.",
             )
             if got["kind"] == "tensor" and case["n"] == 1 and got["shape"] == []:
-                problem += " torch.randn(1) has shape (1,); something in your function dropped that dimension."
+                return Mistake("squeezed", problem + (
+                    " torch.randn(1) has shape (1,); something in your function dropped that dimension."
+                ))
+            if got["kind"] != "tensor":
+                return Mistake("returned-none" if got["kind"] == "NoneType" else "not-a-tensor", problem)
             return problem
     first, again, other = cases[0]["got"]["values"], cases[1]["got"]["values"], cases[2]["got"]["values"]
     if cases[1]["same_object_as_first"]:
-        return (
+        return Mistake("same-tensor-every-call", (
             "Your second call with seed=0 returned the very tensor object the first call "
             "returned, so a change made to one result (the check added 100 to the first) shows "
             "up in the other. Draw fresh numbers on every call."
-        )
+        ))
     if not same_values(first, again, rtol=0, atol=0):
         elsewhere = cases[1]["seeded_elsewhere"]
-        note = ""
+        mistake, note = "not-seeded-before-draw", ""
         if elsewhere:
-            note = (
+            mistake, note = "seeded-other-library", (
                 f" Your function left {' and '.join(elsewhere)} generator seeded with 0, but "
                 "those do not seed torch: torch.randn draws from torch's own generator."
             )
-        return (
+        return Mistake(mistake, (
             "Two calls with seed=0 gave different numbers (something ran in between, as other "
             "cells would). Seed torch inside the function, right before drawing, with "
             f"torch.manual_seed(seed).{note}"
-        )
+        ))
     if same_values(first, other, rtol=0, atol=0):
-        return (
+        return Mistake("fixed-seed", (
             "seed=0 and seed=1 gave the same numbers: your function ignores its seed argument. "
             "Pass `seed` to torch.manual_seed, not a fixed number."
-        )
+        ))
     for case in cases:
         got = case["got"]
         if same_values(got["values"], case["uniform"]):
-            return (
+            return Mistake("rand-not-randn", (
                 "Your numbers repeat, but they are torch.rand's (uniform in [0, 1)); the task "
                 "asks for torch.randn (normal, mean 0, std 1)."
-            )
+            ))
         problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"])
         if problem:
             return problem + " Seed with torch.manual_seed(seed), then call torch.randn(n)."
@@ -1372,88 +1382,91 @@ def _judge_seed_check(cases):
     for case in cases:
         if case["got"] is None:
             facts = case["facts"]
-            tip = ""
+            mistake, tip = "not-a-bool", ""
             shown = facts.get("repr", "")
             if facts["kind"] == "tensor":
                 shown = f"shape {shape_text(facts['shape'])}, {facts['dtype']}"
                 tip = " Turn your comparison into one bool, e.g. with torch.equal(a, b)."
             if facts["kind"] == "tensor" and facts["dtype"] == "torch.bool":
-                tip = (
+                mistake, tip = "elementwise-comparison", (
                     " `a == b` compares tensors element by element and gives a tensor of "
                     "booleans; torch.equal(a, b) gives one True or False."
                 )
             elif facts["kind"] == "NoneType":
+                mistake = "missing-return"
                 tip = " A way through your function that ends without `return` gives None."
-            return (
+            return Mistake(mistake, (
                 f"seed_check returned {a_or_an(facts['kind'])} ({shown}) for a draw function "
                 f"that {case['description']}; it should return True or False.{tip}"
-            )
+            ))
     first_answers = {case["index"]: case["got"] for case in cases if not case["again"]}
     for case in cases:
         if case["again"] and case["got"] != first_answers[case["index"]]:
-            return (
+            return Mistake("remembers-earlier-calls", (
                 f"Your check said {first_answers[case['index']]} for a draw function that "
                 f"{case['description']}, then {case['got']} when given the same function again "
                 "after checking others: its answer depends on what it checked before. Call draw "
                 "afresh inside the function each time and keep nothing between calls."
-            )
+            ))
     for case in cases:
         if case["got"] != case["expected"]:
             if case["expected"]:
-                return (
+                return Mistake("rejects-reproducible", (
                     f"Your check rejected a draw function that {case['description']}, which is "
                     "reproducible: the same seed gives exactly the same numbers and another seed "
                     "other numbers (compare whole tensors: torch.equal(a, b))."
-                )
+                ))
             if "ignores its seed" in case["description"]:
-                return (
+                return Mistake("same-seed-only", (
                     "Your check accepted a draw function that ignores its seed: it returns the "
                     "same numbers for every seed. Also call it with two different seeds and "
                     "require different numbers."
-                )
-            why = ""
+                ))
+            # Not reproducible, yet accepted; unless a clue below says how, the check never
+            # compared two draws made with one seed.
+            mistake, why = "different-seeds-only", ""
             if "another order" in case["description"]:
-                why = (
+                mistake, why = "order-blind-comparison", (
                     " Your comparison does not look at where each number is (a sum, a mean or "
                     "sorted values are the same in any order); torch.equal compares element by "
                     "element."
                 )
             elif "6th digit" in case["description"]:
-                why = (
+                mistake, why = "allows-tolerance", (
                     " Your comparison allows a tolerance (as torch.allclose does by default); "
                     "reproducible means exactly the same numbers: torch.equal."
                 )
             elif "12th digit" in case["description"]:
-                why = (
+                mistake, why = "rounds-differences-away", (
                     " Something in your comparison rounds these differences away: a tolerance, "
                     "however small, or a conversion to a lower precision (float64 to float32). "
                     "Reproducible means exactly the same numbers: torch.equal, on the tensors as "
                     "they are."
                 )
             elif "refills in place" in case["description"]:
-                why = (
+                mistake, why = "compares-objects", (
                     " Every call returns the same tensor object, so a result compared with "
                     "itself (`a is b`) always looks reproducible. Compare the numbers, not the "
                     "objects: torch.equal(a, b), with a result cloned before the next call "
                     "refills it."
                 )
             elif "(6,) on one call with that seed" in case["description"]:
-                why = (
+                mistake, why = "ignores-shape", (
                     " The same numbers in a tensor of another shape are not the same numbers in "
                     "the same places: your comparison looks past the shape (flattened values "
                     "or raw bytes). torch.equal(a, b) also requires equal shapes."
                 )
             elif "shape (1,), then (2,)" in case["description"]:
-                why = (
+                mistake, why = "broadcast-comparison", (
                     " Tensors of different shapes are not the same numbers in the same places, "
                     "but an element-wise comparison broadcasts them: (a == b).all() and "
                     "torch.allclose(a, b) are True for a (1,) tensor against a (2,) one holding "
                     "the same number twice. torch.equal(a, b) also requires equal shapes."
                 )
-            return (
+            return Mistake(mistake, (
                 f"Your check accepted a draw function that {case['description']}: called twice "
                 f"with the same seed it does not give exactly the same tensor.{why}"
-            )
+            ))
     return None
 
 

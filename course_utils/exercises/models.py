@@ -56,6 +56,14 @@ def _hidden_layers(model: nn.Module) -> list[str]:
     return found
 
 
+def _no_tensor_named(problem: str | None, got: dict) -> str | None:
+    """tensor_problem's message, named where the answer is no tensor at all (a NumPy array, a
+    float): its words ("... is a numpy.ndarray; expected a torch.Tensor") name no generic kind."""
+    if problem and got["kind"] != "tensor":
+        return Mistake("not-a-tensor", problem)
+    return problem
+
+
 def _is_lazy(model: nn.Module) -> bool:
     return any(isinstance(p, nn.parameter.UninitializedParameter) for p in model.parameters())
 
@@ -290,57 +298,58 @@ def _judge_skip_block(cases):
     for case in cases:
         on, width, hidden = case["on"], case["width"], case["hidden"]
         if "hidden_layers" not in case:
-            return not_a_module(case["on"], case["kind"], "SkipBlock")
+            return Mistake("not-a-module", not_a_module(case["on"], case["kind"], "SkipBlock"))
         if case["hidden_layers"]:
-            return (
+            return Mistake("layers-in-plain-list", (
                 f"Your layers sit in {', '.join(case['hidden_layers'])}, which PyTorch does not "
                 "look inside (on " + on + "): assign each layer to its own attribute, "
                 "self.expand = nn.Linear(...), or use nn.ModuleList."
-            )
+            ))
         if "n_parameters" not in case:
-            return (
+            return Mistake("built-off-cpu", (
                 f"{on} has its parameters on {', '.join(case['devices'])}; build the layers on "
                 "the CPU (the default) — the caller moves the model with .to(device) later."
-            )
+            ))
         expected_count = width * hidden + hidden + hidden * width + width
         if case["n_parameters"] != expected_count or not case["n_branches"]:
             shapes = ", ".join(f"Linear({i}, {o})" for i, o in case["linear_shapes"]) or "none"
-            return (
+            return Mistake("wrong-layers", (
                 f"{on} registers {case['n_parameters']} parameters in these linear layers: "
                 f"{shapes}. Expected two layers, Linear({width}, {hidden}) then "
                 f"Linear({hidden}, {width}): {expected_count} parameters with their biases."
-            )
+            ))
         for call in case["calls"]:
             got, on_call, expected = call["got"], call["on"], call["expected"]
             if call["x_changed"]:
-                return (
+                return Mistake("changed-x-in-place", (
                     f"forward changed its input x in place (on {on_call}): the caller's batch is "
                     "not yours to change. Return x + ... as a new tensor (not x += ...)."
-                )
+                ))
             problem = tensor_problem(got, expected, what="forward's output", on=on_call,
                                      check_device=False)
             if problem:
-                return problem
+                return _no_tensor_named(problem, got)
             variants = [call[f"variants{i}"] for i in range(case["n_branches"])]
             values = got["values"]
             if any(same_values(values, v["expected"], rtol=1e-4, atol=1e-5) for v in variants):
                 if not got["requires_grad"]:
-                    return (
+                    return Mistake("cut-from-graph", (
                         f"forward's output does not require grad (on {on_call}): it is cut off "
                         "from the layers' parameters, so training could not change them. "
                         "Compute it without torch.no_grad(), detach() or .data."
-                    )
+                    ))
                 continue
             first = case["calls"][0]["got"]
             if call is not case["calls"][0] and first.get("shape") == got["shape"] and same_values(
                 values, first["values"], rtol=0, atol=0
             ):
-                return (
+                return Mistake("cached-output", (
                     f"forward returned the same output as for the first batch (on {on_call}): it "
                     "keeps a result from an earlier call. Compute the output from the x of each call."
-                )
+                ))
             if same_values(values, call["x"], rtol=1e-4, atol=1e-5):
-                return f"forward returned its input x unchanged (on {on_call}); expected x + project(relu(expand(x)))."
+                return Mistake("returned-x",
+                               f"forward returned its input x unchanged (on {on_call}); expected x + project(relu(expand(x))).")
             for key, message in _SKIP_MISTAKES:
                 if any(same_values(values, v[key], rtol=1e-4, atol=1e-5) for v in variants):
                     return Mistake(key.replace("_", "-"), f"{message} (on {on_call})")
@@ -354,11 +363,11 @@ def _judge_skip_block(cases):
             return problem
         meta = case.get("on_meta") or {"kind": "tensor", "device": "meta"}
         if meta["kind"] != "tensor" or meta["device"] != "meta":
-            return (
+            return Mistake("output-off-device", (
                 f"forward's output is {a_or_an(meta['kind'])} on {meta.get('device', '?')} when the "
                 f"model and the batch are on meta ({on} {_META}); expected a tensor on the "
                 "batch's device: compute it from x and the layers only."
-            )
+            ))
     return None
 
 
@@ -384,28 +393,28 @@ def _skip_gradient_problem(case):
         if cut:
             which = "your layers' parameters" if len(cut) == len(got) - 1 else (
                 f"{len(cut)} of your layers' {len(got) - 1} parameters")
-            return (
+            return Mistake("branch-cut-from-graph", (
                 f"backward() from forward's output gives {which} no gradient (on {on}): the "
                 "output has the right values, but the graph from it back to the layers is cut, "
                 "so training would never change them. Compute the branch with recorded "
                 "operations (no torch.no_grad(), detach() or .data on the way)."
-            )
-        return (
+            ))
+        return Mistake("wrong-param-gradients", (
             f"backward() from forward's output gives your layers' parameters the wrong gradients "
             f"(on {on}), although the output has the right values. Expected those of "
             "x + project(relu(expand(x))), computed with recorded operations."
-        )
+        ))
     x_grad, right = got[0], expected[0]
     if x_grad is None or same_values(x_grad, np.asarray(right) - record["upstream"], rtol=1e-4, atol=1e-5):
-        return (
+        return Mistake("detached-skip", (
             f"backward() gives x no gradient through the skip path (on {on}): the x you add back "
             "is cut from the graph, so the gradient cannot flow around the branch, which is what "
             "a skip connection is for. Add x itself (no x.detach() or x.data)."
-        )
-    return (
+        ))
+    return Mistake("wrong-x-gradient", (
         f"backward() gives x the wrong gradient (on {on}), although the output has the right "
         "values. Expected that of x + project(relu(expand(x))), computed with recorded operations."
-    )
+    ))
 
 
 SkipBlock = Exercise(
@@ -512,88 +521,89 @@ def _judge_tower(cases):
     for case in cases:
         on, width, depth = case["on"], case["width"], case["depth"]
         if "hidden_layers" not in case:
-            return not_a_module(case["on"], case["kind"], "Tower")
+            return Mistake("not-a-module", not_a_module(case["on"], case["kind"], "Tower"))
         per_layer = width * width + width
         expected_count = depth * per_layer
         if case["hidden_layers"]:
             found = f"finds {case['n_parameters']} of the" if "n_parameters" in case else "misses"
-            return (
+            return Mistake("layers-in-plain-list", (
                 f"model.parameters() {found} {expected_count} "
                 f"parameters of {on}: your layers sit in {', '.join(case['hidden_layers'])}. "
                 "PyTorch only registers modules assigned directly to an attribute or held by "
                 "nn.ModuleList / nn.Sequential / nn.ModuleDict, so an optimizer would never "
                 "update these layers, .to(device) would not move them and state_dict() would "
                 "not save them. Wrap the list: self.layers = nn.ModuleList([...])."
-            )
+            ))
         if "n_parameters" not in case:
-            return (
+            return Mistake("built-off-cpu", (
                 f"{on} has its parameters on {', '.join(case['devices'])}; build the layers on "
                 "the CPU (the default) — the caller moves the model with .to(device) later."
-            )
+            ))
         if case["n_linears"] >= depth and case["n_distinct_linears"] < case["n_linears"]:
-            return (
+            return Mistake("same-layer-repeated", (
                 f"{on} holds the same layer {depth} times ({case['n_distinct_linears']} distinct "
                 "layer): `[nn.Linear(width, width)] * depth` repeats one object, so every "
                 "position shares one weight. Build a new layer per position: "
                 "[nn.Linear(width, width) for _ in range(depth)]."
-            )
+            ))
         if case["n_parameters"] == expected_count and case["n_linears"] == 0:
-            return (
+            return Mistake("no-linear-layers", (
                 f"{on} has the right number of parameters, {expected_count}, but none of them "
                 f"belongs to an nn.Linear layer. The task asks for {depth} layers "
                 f"nn.Linear({width}, {width}), made in a loop and registered (nn.ModuleList)."
-            )
+            ))
         if case["n_parameters"] != expected_count or case["n_linears"] != depth:
-            return (
+            return Mistake("wrong-layers", (
                 f"{on} has {case['n_distinct_linears']} linear layers and {case['n_parameters']} "
                 f"parameters; expected {depth} layers of Linear({width}, {width}), "
                 f"{expected_count} parameters with their biases."
-            )
+            ))
         for call in case["calls"]:
             got, expected, on_call = call["got"], call["expected"], call["on"]
             if call["x_changed"]:
-                return (
+                return Mistake("changed-x-in-place", (
                     f"forward changed its input x in place (on {on_call}): the caller's batch is "
                     "not yours to change. Compute new tensors (x = torch.relu(layer(x)))."
-                )
+                ))
             problem = tensor_problem(got, expected, what="forward's output", on=on_call, rtol=1e-4,
                                      atol=1e-5, check_device=False)
             if problem is None:
                 if not got["requires_grad"]:
-                    return (
+                    return Mistake("cut-from-graph", (
                         f"forward's output does not require grad (on {on_call}): it is cut off "
                         "from the layers' parameters, so training could not change them."
-                    )
+                    ))
                 continue
             if got.get("values") is not None and got["shape"] == expected["shape"]:
                 first = case["calls"][0]["got"]
                 if call is not case["calls"][0] and first.get("shape") == got["shape"] and same_values(
                     got["values"], first["values"], rtol=0, atol=0
                 ):
-                    return (
+                    return Mistake("cached-output", (
                         f"forward returned the same output as for the first batch (on {on_call}): "
                         "it keeps a result from an earlier call. Compute the output from the x of "
                         "each call."
-                    )
+                    ))
                 if same_values(got["values"], call["no_final_relu"]["values"], rtol=1e-4, atol=1e-5):
-                    return (
+                    return Mistake("no-final-relu", (
                         f"Your last layer has no ReLU after it (on {on_call}). This tower puts a "
                         "ReLU after every layer, the last one included."
-                    )
+                    ))
                 if depth > 1 and same_values(got["values"], call["first_only"]["values"], rtol=1e-4, atol=1e-5):
-                    return (
+                    return Mistake("first-layer-only", (
                         f"Your forward applies the first layer {depth} times (on {on_call}); the "
                         "other layers are registered but never used. Loop over the layers: "
                         "for layer in self.layers: x = torch.relu(layer(x))."
-                    )
-            return problem + " Expected each layer in the order it was registered, each followed by ReLU."
+                    ))
+            return _no_tensor_named(
+                problem + " Expected each layer in the order it was registered, each followed by ReLU.", got)
         meta = case.get("on_meta") or {"kind": "tensor", "device": "meta"}
         if meta["kind"] != "tensor" or meta["device"] != "meta":
-            return (
+            return Mistake("output-off-device", (
                 f"forward's output is {a_or_an(meta['kind'])} on {meta.get('device', '?')} when the "
                 f"model and the batch are on meta ({on} {_META}); expected a tensor on the "
                 "batch's device."
-            )
+            ))
     return None
 
 
@@ -737,34 +747,34 @@ _CE_MISTAKES = [
 def _not_a_loss(case, got, on, how_to_reduce: str) -> str | None:
     """What both loss exercises say when the result cannot be a loss to call backward() on."""
     if case.get("logits_tracked"):
-        return (
+        return Mistake("tracks-callers-logits", (
             f"Your function switched on requires_grad of the caller's logits (on {on}): "
             "they come from the model, which decides what is tracked; from then on every "
             "operation on them is recorded. Leave the inputs as they are."
-        )
+        ))
     if got["kind"] == "NoneType":
-        return f"Your function returned None (on {on}); end it with `return`."
+        return Mistake("returned-none", f"Your function returned None (on {on}); end it with `return`.")
     if got["kind"] != "tensor":
-        return (
+        return Mistake("not-a-tensor", (
             f"Your function returned {got['kind']} ({got['repr']}, on {on}); return the loss "
             "as a 0-d tensor, so loss.backward() works."
-        )
+        ))
     if got["shape"] != []:
-        return (
+        return Mistake("not-reduced", (
             f"Your loss has shape {shape_text(got['shape'])} (on {on}); expected one number, "
             f"shape (): {how_to_reduce}."
-        )
+        ))
     return None
 
 
 def _loss_on_meta_problem(meta) -> str | None:
     """A loss computed from logits and targets on ``meta`` must be a 0-d tensor there too."""
     if meta is not None and (meta["kind"] != "tensor" or meta["device"] != "meta" or meta["shape"] != []):
-        return (
+        return Mistake("loss-off-device", (
             f"On logits and targets on meta (a stand-in for a GPU), your function returned "
             f"{a_or_an(meta['kind'])}{' on ' + meta['device'] if 'device' in meta else ''}; "
             "expected a 0-d tensor on the logits' device."
-        )
+        ))
     return None
 
 
@@ -773,22 +783,22 @@ def _judge_cross_entropy(record):
         on, got, expected = case["on"], case["got"], case["expected"]
         shortcut = _FORBIDDEN_SHORTCUTS & set(case["called"])
         if shortcut:
-            return (
+            return Mistake("called-cross-entropy", (
                 "Your function calls F.cross_entropy (or nn.CrossEntropyLoss), which this "
                 "exercise asks you to build yourself: log_softmax over the classes, then "
                 "F.nll_loss (or pick each target's log-probability and average)."
-            )
+            ))
         if case["logits_changed"]:
-            return (
+            return Mistake("changed-logits-in-place", (
                 f"Your function changed its input logits in place (on {on}): the caller's "
                 "tensors are not yours to change. Compute new tensors (logits - m, not logits -= m)."
-            )
+            ))
         if case["targets_changed"]:
-            return (
+            return Mistake("changed-targets-in-place", (
                 f"Your function changed its input targets in place (on {on}): the caller's "
                 "tensors are not yours to change. Make new tensors from them (targets[:, None] or "
                 "targets.unsqueeze(1), not a method ending in _ such as unsqueeze_)."
-            )
+            ))
         problem = _not_a_loss(case, got, on, "average over the batch (F.nll_loss does it by default)")
         if problem:
             return problem
@@ -796,25 +806,27 @@ def _judge_cross_entropy(record):
         # more precise; a float32 loss from float64 logits loses digits
         wider = case["dtype"] == "torch.float32" and got["dtype"] == "torch.float64"
         if got["dtype"] != case["dtype"] and not wider:
-            return f"Your loss has dtype {got['dtype']}; expected {case['dtype']}, the logits' dtype (on {on})."
+            return Mistake("lost-logits-dtype",
+                           f"Your loss has dtype {got['dtype']}; expected {case['dtype']}, the logits' dtype (on {on}).")
         if "values" not in got:
-            return f"Your loss is on {got['device']} for logits on the CPU (on {on}); keep it where the logits are."
+            return Mistake("loss-off-device",
+                           f"Your loss is on {got['device']} for logits on the CPU (on {on}); keep it where the logits are.")
         value = float(np.asarray(got["values"]))
         if not np.isfinite(value):
-            return (
+            return Mistake("unstable-log", (
                 f"Your loss is {value} (on {on}): exp() of large logits overflows (or a "
                 "probability underflows to 0, whose log is -inf), as in "
                 "torch.log(torch.softmax(...)) or a log of a sum of exp(). torch.log_softmax "
                 "computes the log-probabilities without forming the probabilities, so it stays finite."
-            )
+            ))
         if same_values(value, expected["values"], rtol=1e-4, atol=1e-5):
             if "expected_grad" in case:
                 if not got["requires_grad"]:
-                    return (
+                    return Mistake("cut-from-graph", (
                         f"Your loss does not require grad (on {on}): it is cut off from the "
                         "logits, so loss.backward() cannot train the model. Compute it with torch "
                         "operations on logits (no .item(), torch.tensor(...), detach() or .numpy())."
-                    )
+                    ))
                 grad = case["grad"]
                 problem = tensor_problem(
                     grad, {"kind": "tensor", "shape": list(case["expected_grad"].shape),
@@ -822,13 +834,15 @@ def _judge_cross_entropy(record):
                     what="the gradient logits.grad", on=on, rtol=1e-4, atol=1e-6,
                 ) if grad is not None else "backward() from your loss left logits.grad None."
                 if problem:
-                    return problem + " Expected (softmax(logits) - one_hot(targets)) / N."
+                    return Mistake("wrong-gradient" if grad is not None else "cut-from-graph",
+                                   problem + " Expected (softmax(logits) - one_hot(targets)) / N.")
             continue
         for key, message in _CE_MISTAKES:
             if same_values(value, case[key]["values"], rtol=1e-4, atol=1e-5):
                 return Mistake(key.replace("_", "-"),
                                f"{message} (on {on}: got {value:.4f}, expected {float(expected['values']):.4f})")
-        return f"Your loss is {value:.4f}; expected {float(expected['values']):.4f} (on {on})."
+        return Mistake("wrong-loss-value",
+                       f"Your loss is {value:.4f}; expected {float(expected['values']):.4f} (on {on}).")
     return _loss_on_meta_problem(record["meta"])
 
 
@@ -1008,16 +1022,16 @@ def _judge_multilabel_loss(record):
     for case in record["cases"]:
         on, got, expected = case["on"], case["got"], case["expected"]
         if case["logits_changed"]:
-            return (
+            return Mistake("changed-logits-in-place", (
                 f"Your function changed its input logits in place (on {on}): the caller's tensors "
                 "are not yours to change (the model's output is still needed for backward). "
                 "Compute new tensors (torch.sigmoid(logits), not logits.sigmoid_())."
-            )
+            ))
         if case["targets_changed"]:
-            return (
+            return Mistake("changed-targets-in-place", (
                 f"Your function changed its input targets in place (on {on}): the caller's "
                 "tensors are not yours to change. Make a new tensor: targets.to(logits.dtype)."
-            )
+            ))
         problem = _not_a_loss(case, got, on, "the mean over every example and label")
         if problem:
             return problem
@@ -1026,28 +1040,31 @@ def _judge_multilabel_loss(record):
             hint = (" binary_cross_entropy_with_logits returns the targets' dtype: convert them "
                     "with targets.to(logits.dtype), not .float()."
                     if got["dtype"] == "torch.float32" else "")
-            return (f"Your loss has dtype {got['dtype']}; expected {case['dtype']}, the logits' "
-                    f"dtype (on {on}).{hint}")
+            return Mistake("lost-logits-dtype", (
+                f"Your loss has dtype {got['dtype']}; expected {case['dtype']}, the logits' "
+                f"dtype (on {on}).{hint}"
+            ))
         if "values" not in got:
-            return f"Your loss is on {got['device']} for logits on the CPU (on {on}); keep it where the logits are."
+            return Mistake("loss-off-device",
+                           f"Your loss is on {got['device']} for logits on the CPU (on {on}); keep it where the logits are.")
         value = float(np.asarray(got["values"]))
         right = float(np.asarray(expected["values"]))
         if not np.isfinite(value):
-            return (
+            return Mistake("unstable-log", (
                 f"Your loss is {value} (on {on}): for a large logit sigmoid rounds to exactly 1 "
                 "or 0, and log(0) is -inf. F.binary_cross_entropy_with_logits (or F.logsigmoid) "
                 "computes the log-probabilities without forming the probabilities, so it stays finite."
-            )
+            ))
         if same_values(value, right, rtol=1e-4, atol=1e-5):
             if case["on"].endswith(_ML_AGAIN):
                 continue
             if "expected_grad" in case:
                 if not got["requires_grad"]:
-                    return (
+                    return Mistake("cut-from-graph", (
                         f"Your loss does not require grad (on {on}): it is cut off from the "
                         "logits, so loss.backward() cannot train the model. Compute it with torch "
                         "operations on logits (no .item(), torch.tensor(...), detach() or .numpy())."
-                    )
+                    ))
                 grad = case["grad"]
                 problem = tensor_problem(
                     grad, {"kind": "tensor", "shape": list(case["expected_grad"].shape),
@@ -1055,26 +1072,28 @@ def _judge_multilabel_loss(record):
                     what="the gradient logits.grad", on=on, rtol=1e-4, atol=1e-6,
                 ) if grad is not None else "backward() from your loss left logits.grad None."
                 if problem:
+                    mistake = "wrong-gradient" if grad is not None else "cut-from-graph"
                     if grad is not None and np.isnan(np.asarray(grad.get("values", 0.0))).any():
+                        mistake = "nan-gradient"
                         problem += (
                             " The loss is right, but its gradient is nan: torch.where picks one "
                             "branch's value, yet backward goes through both, and the branch not "
                             "taken overflows (exp(100) is inf in float32). Use a formula that "
                             "never overflows, such as F.binary_cross_entropy_with_logits."
                         )
-                    return problem + " Expected (sigmoid(logits) - targets) / (N * C)."
+                    return Mistake(mistake, problem + " Expected (sigmoid(logits) - targets) / (N * C).")
             continue
         for key, message in _ML_MISTAKES:
             if same_values(value, case[key]["values"], rtol=1e-4, atol=1e-5):
                 return Mistake(key.replace("_", "-"), f"{message} (on {on}: got {value:.4f}, expected {right:.4f})")
         first = record["cases"][0]["got"]
         if case["on"].endswith(_ML_AGAIN):
-            return (
+            return Mistake("state-kept-between-calls", (
                 f"Your loss is {value:.4f} on the first batch called again with the same tensors; "
                 f"the first call gave {float(np.asarray(first['values'])):.4f} and the right value "
                 f"is {right:.4f}: something is kept from one call to the next."
-            )
-        return f"Your loss is {value:.4f}; expected {right:.4f} (on {on})."
+            ))
+        return Mistake("wrong-loss-value", f"Your loss is {value:.4f}; expected {right:.4f} (on {on}).")
     return _loss_on_meta_problem(record["meta"])
 
 
@@ -1270,94 +1289,96 @@ def _judge_decay_groups(cases):
     for case in cases:
         on, weight_decay = case["on"], case["weight_decay"]
         if case["changed"]:
-            return (
+            return Mistake("changed-param-values", (
                 f"Your function changed the values of the model's parameters "
                 f"({', '.join(case['changed'])}, on {on}); it should only sort them into groups."
-            )
+            ))
         if case["frozen"]:
-            return (
+            return Mistake("changed-requires-grad", (
                 f"Your function changed requires_grad of {', '.join(case['frozen'])} (on {on}): "
                 "parameters without decay must still train. Only sort them into groups."
-            )
+            ))
         groups = case.get("groups")
         if groups is None:
-            return (
+            return Mistake("not-a-list-of-groups", (
                 f"Your function returned {case['kind']} (on {on}); return a list of parameter "
                 "groups, each a dict: [{'params': [...], 'weight_decay': ...}, ...]."
-            )
+            ))
         for group in groups:
             if group["kind"] != "dict":
-                return (
+                return Mistake("group-not-a-dict", (
                     f"One of your groups is {group['kind']}, not a dict (on {on}): each group is "
                     "{'params': [...], 'weight_decay': ...}."
-                )
+                ))
             if "params" not in group["keys"]:
-                return f"A group has no 'params' key (on {on}): the optimizer looks for 'params'."
+                return Mistake("no-params-key",
+                               f"A group has no 'params' key (on {on}): the optimizer looks for 'params'.")
             if group["container"] in ("set", "frozenset"):
-                return (
+                return Mistake("params-as-set", (
                     f"A group's 'params' is a {group['container']} (on {on}): torch.optim refuses "
                     "sets, whose order changes from run to run (so a saved optimizer state would "
                     "not match its parameters). Use a list."
-                )
+                ))
             unknown = [k for k in group["keys"] if k not in ("params", "weight_decay", "lr", "name")]
             if unknown:
-                return (
+                return Mistake("decay-under-wrong-key", (
                     f"A group has the key {unknown[0]!r} (on {on}), which the optimizer does not "
                     "read: the decay must be under 'weight_decay'."
-                )
+                ))
         placed = [name for group in groups for name in group["params"]]
         from_earlier = [n for n in placed if n.endswith("of the model of an earlier call>")]
         if from_earlier:
-            return (
+            return Mistake("lists-kept-between-calls", (
                 f"Your groups hold parameters of the model of an earlier call, e.g. "
                 f"{from_earlier[0].strip('<>')} (on {on}): lists kept between calls (at module "
                 "level, or as a default argument) keep growing. Make new lists inside the function."
-            )
+            ))
         strangers = [n for n in placed if n.startswith("<")]
         if "<NoneType>" in strangers:
-            return (
+            return Mistake("none-in-group", (
                 f"A group holds None (on {on}): a layer made with bias=False has .bias None, "
                 "which is no parameter. Take the parameters that exist, as "
                 "module.named_parameters(recurse=False) lists them."
-            )
+            ))
         others = [n for n in strangers if n != "<not a parameter of this model>"]
         if others:
-            return (
+            return Mistake("params-not-flat", (
                 f"A group's 'params' holds {a_or_an(others[0].strip('<>'))} (on {on}), not a "
                 "parameter: 'params' is one flat list of the model's parameters."
-            )
+            ))
         if strangers:
-            return f"A group holds {len(strangers)} tensors that are not parameters of the model (on {on})."
+            return Mistake("not-model-params",
+                           f"A group holds {len(strangers)} tensors that are not parameters of the model (on {on}).")
         for group in groups:
             inside = group["params"]
             twice = sorted({n for n in inside if inside.count(n) > 1})
             if twice:
-                return (
+                return Mistake("duplicate-in-group", (
                     f"{twice[0]} appears twice in one group (on {on}): a layer used twice in the "
                     "model is still one parameter, and torch.optim warns that a group with "
                     "duplicate parameters will become an error. Collect parameters once each "
                     "(model.parameters() and model.modules() skip repeats)."
-                )
+                ))
         twice = sorted({n for n in placed if placed.count(n) > 1})
         if twice:
-            return (
+            return Mistake("in-two-groups", (
                 f"{twice[0]} is in more than one group (on {on}); the optimizer refuses that "
                 "(\"some parameters appear in more than one parameter group\"). Put every "
                 "parameter in exactly one group."
-            )
+            ))
         missing = sorted(set(case["all"]) - set(placed))
         if missing and missing == case["one_level_misses"]:
-            return (
+            return Mistake("one-level-walk", (
                 f"{len(missing)} parameters are in no group, e.g. {missing[0]} (on {on}): exactly "
                 "those of a block nested inside another block and of the model itself, which a "
                 "walk over model.children() (one level down, the model excluded) never reaches. "
                 "model.modules() visits every module, the model included."
-            )
+            ))
         if missing:
-            return (
+            return Mistake("params-in-no-group", (
                 f"{len(missing)} parameters are in no group, e.g. {missing[0]} (on {on}): the "
                 "optimizer would never update them. Every parameter goes in exactly one group."
-            )
+            ))
         decayed, undecayed = set(), set()
         for group in groups:
             value = group["weight_decay"]
@@ -1365,52 +1386,52 @@ def _judge_decay_groups(cases):
                 if "weight_decay" not in group["keys"]:
                     value = _ADAMW_DEFAULT_DECAY
                 else:
-                    return f"A group's weight_decay is not a number (on {on})."
+                    return Mistake("decay-not-a-number", f"A group's weight_decay is not a number (on {on}).")
             (decayed if value > 0 else undecayed).update(group["params"])
             if value > 0 and abs(value - weight_decay) > 1e-12:
                 if "weight_decay" not in group["keys"]:
-                    return (
+                    return Mistake("no-weight-decay-key", (
                         f"A group without a 'weight_decay' key gets the optimizer's default "
                         f"(AdamW: 0.01), not 0 (on {on}): give every group its value explicitly, "
                         "0.0 for the group that must not decay."
-                    )
-                return (
+                    ))
+                return Mistake("fixed-decay", (
                     f"A group decays with {value:g}; expected the weight_decay you were given, "
                     f"{weight_decay:g} (on {on})."
-                )
+                ))
         expected = set(case["decay"])
         wrongly_decayed = sorted(decayed - expected)
         norm = set(case["norm"])
         if wrongly_decayed:
             example = wrongly_decayed[0]
             if set(wrongly_decayed) == set(case["all"]) - expected:
-                return (
+                return Mistake("everything-decayed", (
                     f"Every parameter is decayed (on {on}), the biases and the normalisation "
                     f"layers' weights too, e.g. {example}. Decay only the weights of Linear and "
                     "Conv layers; put the rest in a group with weight_decay 0."
-                )
+                ))
             if all(n in norm for n in wrongly_decayed):
-                return (
+                return Mistake("norm-weights-decayed", (
                     f"The normalisation layers' weights are decayed, e.g. {example} (on {on}). "
                     "They are named 'weight' but they are per-feature scales, not connections: "
                     "decay pulls them towards 0 and shrinks every normalised feature. Choose by "
                     "the kind of layer (or by p.ndim >= 2), not by the name alone."
-                )
-            return (
+                ))
+            return Mistake("decays-non-weight", (
                 f"{example} is decayed but should not be (on {on}): only the weights of Linear "
                 "and Conv layers decay."
-            )
+            ))
         not_decayed = sorted(expected - decayed)
         if not_decayed:
-            return (
+            return Mistake("weight-not-decayed", (
                 f"{not_decayed[0]} is not decayed (on {on}): the weights of Linear and Conv layers "
                 f"are the ones weight decay is for. Give their group weight_decay={weight_decay:g}."
-            )
+            ))
         if len(groups) != 2:
-            return (
+            return Mistake("not-two-groups", (
                 f"You returned {len(groups)} groups (on {on}); the task asks for two: the weights "
                 "with weight_decay, everything else with 0.0."
-            )
+            ))
     return None
 
 

@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.checkpoints import _loader_generators, restore_rng_state, save_checkpoint
-from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.running import set_up_torch_once
 
 CHAPTER = "reliable_practice"
@@ -203,110 +203,110 @@ _SECOND_SAVE = ("after the model trained on and was put in eval mode, with the s
 
 def _judge_save_weights(record):
     if record["changed"]:
-        return (
+        return Mistake("changed-the-model", (
             f"Your function changed the model ({', '.join(record['changed'][:4])}); saving must "
             "only read it. Save model.state_dict() as it is; convert or move copies, if ever, "
             "not the model."
-        )
+        ))
     if record["mode_changed"]:
-        return (
+        return Mistake("changed-mode", (
             "Your function changed the model's mode (train/eval) and did not put it back: the "
             "caller's training goes on with dropout and BatchNorm in the wrong mode. Saving "
             "needs no mode; leave model.training as it was."
-        )
+        ))
     if "weights.pt" not in record["files"]:
         others = f" It wrote {', '.join(record['files'])} instead." if record["files"] else ""
-        return f"No file was written at the path you were given.{others} Save to exactly that path."
+        return Mistake("wrong-path", f"No file was written at the path you were given.{others} Save to exactly that path.")
     if "load_error" in record:
         found = record["global"]
         if found.startswith("torch.nn.modules."):
-            return (
+            return Mistake("saved-whole-model", (
                 "You saved the whole model object (torch.save(model, path)): the file holds a "
                 f"pickled {found}, and torch.load(path, weights_only=True) refuses to rebuild "
                 "classes, because unpickling a class can run any code. It says: "
                 f"\"{record['load_error']}\" Save model.state_dict(): names and tensors only."
-            )
-        return (
+            ))
+        return Mistake("unloadable-format", (
             "torch.load(path, weights_only=True) cannot read your file. Save only tensors in a "
             "dict (model.state_dict()) with torch.save, not other Python objects or another "
             f"file format. It says: \"{record['load_error']}\""
-        )
+        ))
     kind = record.get("kind")
     if "length" in record:
-        return (
+        return Mistake("saved-parameter-list", (
             f"Your file holds {record['kind']} of {record['length']} tensors without their names "
             "(list(model.parameters())?). load_state_dict matches tensors to layers by name, so it "
             "cannot use them; and the BatchNorm running statistics are not parameters at all. "
             "Save model.state_dict()."
-        )
+        ))
     if "keys" not in record:
-        return f"Your file holds {kind}; expected the model's state_dict (a dict of named tensors)."
+        return Mistake("not-a-state-dict", f"Your file holds {kind}; expected the model's state_dict (a dict of named tensors).")
     keys, expected = record["keys"], record["expected_keys"]
     missing = [k for k in expected if k not in keys]
     if missing and set(keys) == set(record["parameters"]):
-        return (
+        return Mistake("parameters-only", (
             f"Your file has the parameters but not the buffers: {', '.join(missing[:3])} are "
             "missing. named_parameters() skips buffers such as BatchNorm's running mean and "
             "variance, which the model needs in eval mode. model.state_dict() holds both."
-        )
+        ))
     if missing and set(keys) <= set(expected):
         quiet = all(k.endswith("num_batches_tracked") for k in missing)
-        return (
+        return Mistake("missing-entries", (
             f"Your file lacks {', '.join(missing[:3])} of the model's state_dict"
             + (" (load_state_dict(strict=True) does not even notice: BatchNorm fills in a "
                "missing num_batches_tracked, as for files older than it)" if quiet else "")
             + ". Save every entry of model.state_dict() as it is, buffers and integer tensors "
             "included."
-        )
+        ))
     if record["not_tensors"]:
-        return (
+        return Mistake("not-tensors", (
             f"Your file's dict holds something other than tensors under "
             f"{', '.join(record['not_tensors'][:3])} (keys {keys[:4]}). Save the state_dict itself: "
             "torch.save(model.state_dict(), path)."
-        )
+        ))
     if record["differ"] and record["exact_values"]:
         first = record["differ"][0]
-        return (
+        return Mistake("converted-dtype", (
             f"Your file stores {first} as {record['dtypes'].get(first, '?')}, not in the model's "
             "own dtype. The values survived, but the task asks for the weights as they are: a "
             "wider dtype makes the file larger and hands whoever loads it tensors of another "
             "dtype than the model's. Save model.state_dict() without converting it."
-        )
+        ))
     if record["differ"]:
         first = record["differ"][0]
         dtype = record["dtypes"].get(first, "?")
-        return (
+        return Mistake("converted-dtype", (
             f"The tensors in your file differ from the model's, e.g. {first} (stored as {dtype}): "
             "save them as they are, in their own dtype; a fresh model loads the values exactly "
             "only if they were saved exactly."
-        )
+        ))
     if record["strict_error"]:
-        return (
+        return Mistake("keys-not-loadable", (
             "A fresh model of the same architecture cannot load your file with "
             f"load_state_dict(strict=True): {record['strict_error']}"
-        )
+        ))
     second = record["second"]
     if second["changed"]:
-        return (
+        return Mistake("changed-the-model", (
             f"The first save was right, but on a second call, {_SECOND_SAVE}, your function "
             f"changed the model ({', '.join(second['changed'][:4])}); saving must only read it."
-        )
+        ))
     if second["mode_changed"]:
-        return (
+        return Mistake("changed-mode", (
             f"The first save was right, but on a second call, {_SECOND_SAVE}, your function "
             "switched the model back to train mode: the evaluation that follows would use "
             "dropout and batch statistics. Saving needs no mode; leave model.training as it was "
             "(no model.train() or model.eval() in a save function)."
-        )
+        ))
     if second["problem"] or second["differ"]:
         what = (f"its {', '.join(second['differ'][:3])} still hold the first call's values"
                 if second["differ"] else second["problem"])
-        return (
+        return Mistake("stale-file", (
             f"The first save was right, but on a second call, {_SECOND_SAVE}, the file does "
             "not hold the "
             f"model's new weights: {what}. Each call must write the weights the model has now, "
             "replacing the file."
-        )
+        ))
     return None
 
 
@@ -495,51 +495,51 @@ def _resume_record(answer, run):
 def _judge_resume(record):
     saved = record["saved_epoch"]
     if record["start"] is None:
-        return (
+        return Mistake("no-epoch-returned", (
             f"resume returned {record['start_kind']}; it should return the epoch to continue "
             f"from, an int: the checkpoint was saved after epoch {saved}, so {saved + 1}."
-        )
+        ))
     if "False" in record["weights_only"]:
-        return (
+        return Mistake("weights-only-false", (
             "Your function loads the checkpoint with torch.load(..., weights_only=False): that "
             "unpickles any class the file names, so a file you did not write can run code on "
             "your machine. A checkpoint of state_dicts and plain values needs no more than "
             "weights_only=True, as the task asks."
-        )
+        ))
     if not _same(record["weights_after"], record["saved_weights"]):
-        return (
+        return Mistake("model-not-restored", (
             "After resume the model's weights are not the checkpoint's (they are still the fresh "
             "model's random start). Load them: model.load_state_dict(checkpoint['model'])."
-        )
+        ))
     moments, expected_moments = record["moments_after"], record["saved_moments"]
     if not moments:
-        return (
+        return Mistake("optimizer-not-restored", (
             "After resume the optimizer has no state: Adam's moment estimates (exp_avg, "
             "exp_avg_sq) and its step count restarted at zero, so the first steps after the "
             "restart are larger than the uninterrupted run's and the weights drift apart. "
             "optimizer.load_state_dict(checkpoint['optimizer']), on the optimizer you are given: "
             "training goes on with that object."
-        )
+        ))
     if len(moments) != len(expected_moments) or not all(
         np.array_equal(a, b) for a, b in zip(moments, expected_moments)
     ):
-        return "After resume Adam's moment estimates differ from the checkpoint's: load the optimizer's state_dict as it was saved."
+        return Mistake("optimizer-state-changed", "After resume Adam's moment estimates differ from the checkpoint's: load the optimizer's state_dict as it was saved.")
     if record["scaler_after"] != record["saved_scaler"]:
         got, want = record["scaler_after"], record["saved_scaler"]
-        return (
+        return Mistake("scaler-not-restored", (
             f"After resume the GradScaler's scale is {got.get('scale', float('nan')):g}, a fresh "
             f"scaler's; the checkpoint's was {want['scale']:g}. With float16 on a GPU the scale "
             "decides which steps are "
             "skipped, so restore it: scaler.load_state_dict(checkpoint['scaler'])."
-        )
+        ))
     if not record["rng_restored"]:
-        return (
+        return Mistake("rng-not-restored", (
             "After resume the global random number generator is not where the checkpoint saved "
             "it: the dropout masks and the batch order after the "
             "restart differ from the uninterrupted run's. restore_rng_state(checkpoint['rng'], loader)."
-        )
+        ))
     if record.get("others_not_restored"):
-        return (
+        return Mistake("other-streams-not-restored", (
             f"After resume {' and '.join(record['others_not_restored'])} "
             + ("is not where the checkpoint saved it: a run that draws from it"
                if len(record["others_not_restored"]) == 1 else
@@ -547,15 +547,15 @@ def _judge_resume(record):
             + " (a random augmentation, a sampler) would go on "
             "differently from the uninterrupted one. restore_rng_state(checkpoint['rng'], loader) "
             "puts back every generator the checkpoint holds; draw nothing after it."
-        )
+        ))
     if not record["loader_restored"] and record.get("loader_moved") and record["loader_after"] == record["loader_saved"]:
-        return (
+        return Mistake("loader-used-after-restore", (
             "After resume the DataLoader's own generator is neither where the checkpoint saved it "
             "nor where the freshly built loader's seed put it: it moved after it was set, so "
             "something in your function drew from it (iterating over the loader draws its "
             "shuffle) or gave it another state. Restore it with "
             "restore_rng_state(checkpoint['rng'], loader), and leave the loader alone after that."
-        )
+        ))
     if not record["loader_restored"]:
         if record["loader_after"] != record["loader_saved"]:
             where = (
@@ -563,51 +563,57 @@ def _judge_resume(record):
                 f"the checkpoint saved them at {' and '.join(record['loader_saved'])}: give the loader "
                 "its state back, not a new generator. "
             )
+            named = "new-loader-generator"
         else:
             where = ""
-        return (
+            named = "loader-generator-not-restored"
+        return Mistake(named, (
             "After resume the DataLoader's own generator (generator=torch.Generator().manual_seed(...)) "
             "is where the freshly built loader's seed put it, not where the checkpoint saved it: "
             "after the restart the loader shuffles as in epoch 0, not as the uninterrupted run. "
             f"{where}Restore it with the global generators: restore_rng_state(checkpoint['rng'], loader)."
-        )
+        ))
     start = record["start"]
     if start != saved + 1:
+        named = "repeats-saved-epoch" if start <= saved else "skips-an-epoch"
         if start == saved:
             what = f"epoch {saved} was finished before the save, so it runs twice"
         elif start < saved:
             what = f"epochs {start} to {saved} were finished before the save and run again"
         else:
             what = f"epoch{'s' if start > saved + 2 else ''} {saved + 1}{f' to {start - 1}' if start > saved + 2 else ''} never run{'s' if start == saved + 2 else ''}"
-        return (
+        return Mistake(named, (
             f"resume returned {start}, but the checkpoint's epoch is {saved} (the last finished "
             f"one): {what}. Return checkpoint['epoch'] + 1."
-        )
+        ))
     lrs, expected_lrs = record["lrs_resumed"], record["lrs_straight"][saved + 1:]
     if not np.allclose(lrs, expected_lrs, rtol=1e-12, atol=0):
         index = next(i for i, (a, b) in enumerate(zip(lrs, expected_lrs)) if not np.isclose(a, b, rtol=1e-12, atol=0))
         straight = record["lrs_straight"]
         if np.allclose(lrs, straight[: len(lrs)], rtol=1e-12, atol=0):
+            named = "scheduler-not-restored"
             why = "The scheduler started its schedule over: scheduler.load_state_dict(checkpoint['scheduler'])."
         elif np.allclose(lrs[:-1], straight[saved + 2:], rtol=1e-12, atol=0):
+            named = "scheduler-stepped-again"
             why = (
                 "The schedule is one step ahead of the uninterrupted run's: the checkpoint's "
                 "scheduler state already counts the saved epoch, so load it as it is "
                 "(scheduler.load_state_dict(checkpoint['scheduler'])) and do not step it again."
             )
         else:
+            named = "scheduler-not-as-saved"
             why = "Restore the scheduler's state as it was saved: scheduler.load_state_dict(checkpoint['scheduler'])."
-        return (
+        return Mistake(named, (
             f"The learning rate after resume is wrong: epoch {saved + 1 + index} trained with "
             f"lr={lrs[index]:.6g}, the uninterrupted run with lr={expected_lrs[index]:.6g}. {why}"
-        )
+        ))
     if not _same(record["resumed"], record["straight"]):
-        return (
+        return Mistake("incomplete-restore", (
             f"After resuming and training epochs {saved + 1} to {record['epochs'] - 1}, the weights "
             "differ from the uninterrupted run's by up to "
             f"{_max_difference(record['resumed'], record['straight']):.3g}. Restore everything the "
             "checkpoint holds: model, optimizer, scheduler, scaler and RNG states."
-        )
+        ))
     return None
 
 
@@ -822,41 +828,41 @@ def _judge_remap_keys(cases):
     for case in cases:
         on, renames = case["on"], case["renames"]
         if "keys" not in case:
-            return f"remap_keys returned {case['kind']} (on {on}); return a new dict of renamed keys and the same tensors."
+            return Mistake("not-a-dict", f"remap_keys returned {case['kind']} (on {on}); return a new dict of renamed keys and the same tensors.")
         if case["keys_after_call"] != case["keys_before"]:
-            return (
+            return Mistake("renamed-in-place", (
                 f"remap_keys changed the dict it was given (on {on}): its keys are now "
                 f"{case['keys_after_call'][:4]}... Build and return a new dict; whoever called "
                 "you may still need the original, for instance to load it into the old model."
-            )
+            ))
         if case["renames_changed"]:
-            return (
+            return Mistake("changed-renames", (
                 f"remap_keys changed the renames dict it was given (on {on}, renames={renames}): "
                 "read it, do not empty or edit it; the caller may use it again for the next "
                 "checkpoint."
-            )
+            ))
         if case["same_object"]:
-            return (
+            return Mistake("returned-input-dict", (
                 f"remap_keys returned the very dict it was given (on {on}, renames={renames}), "
                 "not a new one: a later change to either changes both. Return a new dict, even "
                 "when no key is renamed (dict(state_dict) or a comprehension)."
-            )
+            ))
         keys, expected = case["keys"], case["expected_keys"]
         if keys == expected or set(keys) == set(expected):
             if case["wrong_values"]:
-                return (
+                return Mistake("mismatched-tensors", (
                     f"The keys are right but {case['wrong_values'][0]} holds another tensor (on "
                     f"{on}): each tensor stays with its own key, only the key's prefix changes."
-                )
+                ))
             if case["strict_error"]:
-                return f"load_state_dict(strict=True) refused your dict (on {on}): {case['strict_error']}"
+                return Mistake("refused-by-strict-load", f"load_state_dict(strict=True) refused your dict (on {on}): {case['strict_error']}")
             if case["copied"]:
-                return (
+                return Mistake("cloned-tensors", (
                     f"The keys and values are right, but {case['copied'][0]} holds a copy of the "
                     f"given tensor, not the tensor itself (on {on}): the task asks for the same "
                     "tensors. Put each given value in the new dict as it is, without .clone(); "
                     "for a large model, copies double the memory for nothing."
-                )
+                ))
             earlier |= set(expected)
             continue
         chained = [_chained_key(k, renames) for k in case["keys_before"]]
@@ -865,92 +871,92 @@ def _judge_remap_keys(cases):
                 (k, _expected_key(k, renames), c) for k, c, want in zip(case["keys_before"], chained, expected)
                 if c != want
             )
-            return (
+            return Mistake("renamed-twice", (
                 f"{twice[0]} became {twice[2]} (on {on}, renames={renames}): you renamed it to "
                 f"{twice[1]}, then renamed that again because {twice[1]} starts with another old "
                 "prefix. Each key gets at most one rename, the one its ORIGINAL name starts with: "
                 "stop at the first match (break), and test the original key, not the renamed one."
-            )
+            ))
         aligned = _aligned(case)
         stripped = _same_slip(case, _lstripped)
         if stripped:
             before, after, want = stripped
-            return (
+            return Mistake("lstrip-prefix", (
                 f"{before} became {after}, not {want} (on {on}, renames={renames}): "
                 "str.lstrip(old) removes every leading character that occurs anywhere in old, "
                 "not the prefix old. Cut the prefix off by its length: new + key[len(old):] (or "
                 "key.removeprefix(old))."
-            )
+            ))
         wrong_inside = [
             (before, after) for before, after, want in zip(case["keys_before"], aligned, expected)
             if after is not None and after != want and before == want
         ]
         if wrong_inside and not any(old in wrong_inside[0][0] for old in renames):
             before, after = wrong_inside[0]
-            return (
+            return Mistake("unescaped-pattern", (
                 f"{before} became {after} (on {on}, renames={renames}), though it does not "
                 "contain any old prefix: your test matches more than the exact prefix (in a "
                 "regular expression, '.' matches any character, so 'hidden.' matches "
                 "'hidden2'). Test key.startswith(old), or escape it with re.escape(old)."
-            )
+            ))
         if wrong_inside:
             before, after = wrong_inside[0]
-            return (
+            return Mistake("replaced-anywhere", (
                 f"{before} became {after} (on {on}, renames={renames}): you replaced the old name "
                 "wherever it appears in the key, but only keys that START with it belong to the "
                 "renamed layer; the nested layer kept its name. Test key.startswith(old) and "
                 "replace only that prefix: new + key[len(old):]. (str.replace(old, new, 1) also "
                 "changes the first match, which may be inside the key.)"
-            )
+            ))
         again = _same_slip(case, _replaced_everywhere)
         if again:
             before, after, want = again
-            return (
+            return Mistake("replaced-every-occurrence", (
                 f"{before} became {after}, not {want} (on {on}, renames={renames}): your rename "
                 "also replaced the old prefix where it appears again further inside the key. "
                 "Replace only the prefix at the start: new + key[len(old):] (str.replace(old, new) "
                 "changes every occurrence)."
-            )
+            ))
         kept = [(before, want) for before, after, want in zip(case["keys_before"], aligned, expected)
                 if after is not None and after == before and want != before]
         if kept:
             before, want = kept[0]
             old = next(o for o in renames if before.startswith(o))
             if renames[old] == "":
-                return (
+                return Mistake("skipped-empty-prefix", (
                     f"{before} kept its name (on {on}, renames={renames}), though it starts with "
                     f"the old prefix {old!r} and should become {want}: the new prefix here is the "
                     "empty string, and cutting the old prefix off is a rename too. An empty "
                     "string counts as False in a test such as `if new:` or `if "
                     "renames.get(...)`; test key.startswith(old) alone, then new + key[len(old):]."
-                )
-            return (
+                ))
+            return Mistake("first-level-only", (
                 f"{before} kept its name (on {on}, renames={renames}), though it starts with the "
                 f"old prefix {old!r} and should become {want}. A prefix can be longer than the "
                 "first part of the name (several levels, such as 'layers.0.'): test "
                 "key.startswith(old) for every old prefix."
-            )
+            ))
         missing = [k for k in expected if k not in keys]
         unchanged = [k for k in missing if k in case["keys_before"]]
         if unchanged and len(keys) < len(expected):
-            return (
+            return Mistake("dropped-unmatched-keys", (
                 f"Keys that match no rename are gone, e.g. {unchanged[0]} (on {on}): copy them over "
                 "unchanged, or load_state_dict(strict=True) reports them missing."
-            )
+            ))
         extra = [k for k in keys if k not in expected]
         from_before = [k for k in extra if k in earlier and k not in case["keys_before"]]
         if extra and len(from_before) == len(extra):
-            return (
+            return Mistake("dict-kept-between-calls", (
                 f"Your dict holds keys of an earlier call too, e.g. {from_before[0]} (on {on}, "
                 f"renames={renames}): they belong to another model's state_dict. Start each call "
                 "with a new, empty dict, made inside the function; a dict kept between calls "
                 "collects every call's keys."
-            )
-        return (
+            ))
+        return Mistake("wrong-keys", (
             f"Your keys differ from the new model's (on {on}, renames={renames}): missing "
             f"{missing[:3]}, unexpected {extra[:3]}. load_state_dict(strict=True) says: "
             f"{case['strict_error']}"
-        )
+        ))
     return None
 
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.running import set_up_torch_once
 from course_utils.exercises.facts import same_values, values_problem
 
@@ -153,23 +153,26 @@ def _judge_training_memory_bytes(cases):
         on, name, got = case["on"], case["optimizer"], case["got"]
         changed = case["changed"]
         if changed:
-            what = {
-                "values": "changed the values of its parameters",
-                "dtypes": "changed the dtype of its parameters (.float() or .to() work in place "
-                "on a module)",
-                "requires_grad": "changed which of its parameters require gradients",
-                "grads": "left gradients in (or removed them from) its parameters' .grad",
+            mistake, what = {
+                "values": ("trains-the-model", "changed the values of its parameters"),
+                "dtypes": ("converts-the-model", "changed the dtype of its parameters (.float() "
+                           "or .to() work in place on a module)"),
+                "requires_grad": ("changes-requires-grad",
+                                  "changed which of its parameters require gradients"),
+                "grads": ("leaves-gradients",
+                          "left gradients in (or removed them from) its parameters' .grad"),
             }[changed[0]]
-            return (
+            return Mistake(mistake, (
                 f"Your function {what} (on {on}): counting must leave the model as it was. Read "
                 "numel(), element_size() and requires_grad; don't convert, train or step the "
                 "model you were given (work on a copy.deepcopy(model) if you must)."
-            )
+            ))
         if got is None:
-            return (
+            mistake = "returns-none" if case["got_kind"] == "NoneType" else "returns-not-a-number"
+            return Mistake(mistake, (
                 f"training_memory_bytes returned {case['got_kind']} (on {on}); return the number "
                 "of bytes as an int, e.g. `return total`."
-            )
+            ))
         s = _STATES[name]
         params, trainable = case["param_bytes"], case["trainable_bytes"]
         expected = params + trainable * (1 + s)
@@ -185,61 +188,61 @@ def _judge_training_memory_bytes(cases):
         sizes = case.get("element_sizes", [size])
         named = [
             *(
-                (elements * one if len(sizes) > 1 else None,
+                (elements * one if len(sizes) > 1 else None, "one-element-size",
                  f"You used one element size, {one} bytes, for every parameter, but this model's "
                  f"parameters take {' or '.join(map(str, sizes))} bytes per element: multiply "
                  "each tensor's numel() by its own p.element_size().")
                 for one in sizes
             ),
-            (listed * (2 + s) if listed != params else None,
+            (listed * (2 + s) if listed != params else None, "shared-weight-counted-twice",
              "You counted the shared weight twice, once for each layer that uses it: it is one "
              "tensor, with one gradient and one optimizer state. Loop over model.parameters(), "
              "which yields each parameter once."),
-            (stored * (2 + s) if stored != params else None,
+            (stored * (2 + s) if stored != params else None, "counts-state-dict",
              "You counted the tensors of model.state_dict(): it also holds buffers (batch norm's "
              "running statistics, which get no gradient and no optimizer state) and lists a "
              "shared weight once per layer. Loop over model.parameters()."),
-            (stored if stored != params else None,
+            (stored if stored != params else None, "counts-state-dict",
              "You counted the tensors of model.state_dict() once each: they are detached copies "
              "(requires_grad=False), it holds buffers too, and it lists a shared weight twice. "
              "Loop over model.parameters()."),
-            (case["param_elements"] + case["trainable_elements"] * (1 + s),
+            (case["param_elements"] + case["trainable_elements"] * (1 + s), "counts-elements",
              "You counted elements, not bytes: multiply each tensor's numel() by its "
              "element_size() (4 bytes for float32, 2 for bfloat16, 8 for float64)."),
-            (expected * 4 / size if size != 4 else None,
+            (expected * 4 / size if size != 4 else None, "fixed-element-size",
              f"This model's parameters take {size} bytes per element, but you counted 4: use "
              "p.element_size() rather than a fixed size."),
-            (expected * 2 / size if size == 8 else None,
+            (expected * 2 / size if size == 8 else None, "element-size-by-hand",
              "This model is float64, 8 bytes per element, but you counted 2: use "
              "p.element_size() rather than a size chosen from the dtype by hand."),
-            (params * (2 + s) if trainable != params else None,
+            (params * (2 + s) if trainable != params else None, "frozen-parameters-counted",
              "You counted a gradient and optimizer state for the frozen parameters too: a "
              "parameter with requires_grad=False gets no gradient, and the optimizer keeps no "
              "state for it."),
-            (params + trainable * 2 if name == "adam" else None,
+            (params + trainable * 2 if name == "adam" else None, "adam-one-state",
              "You counted one state tensor for Adam; it keeps two per parameter, exp_avg and "
              "exp_avg_sq (the running mean of gradients and of their squares)."),
-            (params + trainable if s > 0 else None,
+            (params + trainable if s > 0 else None, "no-optimizer-state",
              "The optimizer state is missing: SGD with momentum keeps one buffer per parameter, "
              "Adam keeps two."),
-            (params + trainable * 3 if name == "momentum" else None,
+            (params + trainable * 3 if name == "momentum" else None, "momentum-two-states",
              "SGD with momentum keeps one buffer per parameter, not two (two is Adam)."),
-            (params + trainable * 2 if name == "sgd" else None,
+            (params + trainable * 2 if name == "sgd" else None, "state-for-plain-sgd",
              "Plain SGD (no momentum) keeps no state at all: parameters plus gradients."),
-            (params + trainable * s,
+            (params + trainable * s, "no-gradients",
              "The gradients are missing: after backward() every trainable parameter has a "
              ".grad of its own size."),
-            (params, "You counted the parameters only; training also holds their gradients and "
-             "the optimizer's state."),
+            (params, "parameters-only", "You counted the parameters only; training also holds "
+             "their gradients and the optimizer's state."),
         ]
-        for value, message in named:
+        for value, mistake, message in named:
             if value is not None and abs(got - value) < 0.5:
-                return message + where
-        return (
+                return Mistake(mistake, message + where)
+        return Mistake("wrong-count", (
             "Not the right count" + where + ". Add, for each parameter p of model.parameters(): "
             "its bytes (p.numel() * p.element_size()); if p.requires_grad, as much again for the "
             "gradient and that many times 0 (SGD), 1 (momentum) or 2 (Adam) for the state."
-        )
+        ))
     return None
 
 
@@ -411,131 +414,140 @@ _TOL = {"rtol": 1e-4, "atol": 1e-6}
 
 
 def _judge_accumulation_step(cases):
-    for case in cases:
+    for index, case in enumerate(cases):
         on, k, update, big = case["on"], case["k"], case["update"], case["big_batch"]
         if case["batches_changed"]:
-            return (
+            return Mistake("changes-the-batches", (
                 f"Your function changed the list of micro-batches it was given (on {on}): "
                 f"{case['batches_changed']}. The caller may use them again; loop over them "
                 "with `for x, y in batches:` and leave them as they are."
-            )
+            ))
         if case["steps"] == 0 and not same_values(update, np.zeros_like(update)):
-            return (
+            return Mistake("ignores-given-optimizer", (
                 f"The weights moved, but not through the optimizer you were given (on {on}): "
                 "call optimizer.step() on the `optimizer` argument rather than making a new one."
-            )
+            ))
         if case["steps"] == 0:
-            return (
+            # After calls whose steps ran: an optimizer other than the one given now (kept from
+            # an earlier call) took this one.
+            stepped_before = any(c["steps"] for c in cases[:index])
+            return Mistake("ignores-given-optimizer" if stepped_before else "no-optimizer-step", (
                 f"optimizer.step() of the optimizer you were given never ran (on {on}), so the "
                 "weights did not move. Call it on the `optimizer` argument, once, after the loop "
                 "over the micro-batches."
-            )
+            ))
         if case["steps"] > 1:
-            return (
+            return Mistake("step-per-micro-batch", (
                 f"optimizer.step() ran {case['steps']} times for {k} micro-batches (on {on}): "
                 "stepping every micro-batch is ordinary small-batch training, not accumulation. "
                 f"Step once, after all {k} backward() calls."
-            )
+            ))
         if case.get("eval_forwards"):
-            return (
+            return Mistake("accumulates-in-eval-mode", (
                 f"The micro-batches' forward passes ran with the model in eval mode (on {on}), "
                 "although it was given in train mode: an accumulation step trains in the mode "
                 "it is given (with dropout and batch norm, eval mode gives other gradients). "
                 "Leave the mode alone (no model.eval())."
-            )
+            ))
         if not case.get("training_after", True):
-            return (
+            return Mistake("leaves-eval-mode", (
                 f"Your function gave the model back in eval mode (on {on}), although it was "
                 "given in train mode: every later step would then train without dropout and "
                 "without batch norm learning. Leave the mode as it was given."
-            )
+            ))
         if any(lr != _LR for lr in case["lr_after"]):
-            return (
+            return Mistake("changes-learning-rate", (
                 f"After your function ran (on {on}), the optimizer's learning rate was "
                 f"{case['lr_after'][0]:g} instead of {_LR:g}: your function changed it, so every "
                 "later step uses that rate too. Leave the optimizer's settings alone; to scale "
                 "the gradient, divide each micro-batch's loss by len(batches)."
-            )
+            ))
         if case["call"] == 0 and same_values(update, big, **_TOL):
             if case["backwards"] == 1 and k > 1:
-                return (
+                return Mistake("one-backward-for-all", (
                     f"The gradients are right, but backward() ran once for {k} micro-batches "
                     f"(on {on}): one backward() for all of them (on the sum of their losses, or "
                     f"on one big batch) keeps all {k} graphs in memory until then, which is the "
                     "memory accumulation is meant to save. Call backward() on each micro-batch's "
                     "loss inside the loop."
-                )
+                ))
             if case["backwards"] != k:
-                return (
+                return Mistake("wrong-backward-count", (
                     f"The gradients are right, but backward() ran {case['backwards']} times for "
                     f"{k} micro-batches (on {on}): call it once per micro-batch, on that "
                     "micro-batch's loss."
-                )
+                ))
             grads = case["grads_after"]
             if not isinstance(grads, str) and same_values(grads, big * k, **_TOL):
-                return (
+                return Mistake("rescales-the-step-not-the-loss", (
                     f"The step is right, but .grad holds {k} times the big batch's gradient after "
                     f"your function (on {on}): the losses were not divided by {k}, and the "
                     "step was scaled some other way. Divide each micro-batch's loss by "
                     "len(batches), so that the gradient itself is the big batch's."
-                )
+                ))
             continue
         if case["call"] > 0:
             if case["backwards"] != k:
-                return (
+                return Mistake("wrong-backward-count", (
                     f"backward() ran {case['backwards']} times for {k} micro-batches (on {on}): "
                     "call it once per micro-batch, on that micro-batch's loss, inside the loop."
-                )
+                ))
             if same_values(case["parameters"], case["expected"], **_TOL):
                 continue
-            return (
+            return Mistake("wrong-later-step", (
                 f"The first call was right, but on {on} the parameters are not what a second "
                 "accumulation step gives with this optimizer (its momentum carries the first "
                 "step's gradient over). Each call must start from zero gradients, add the k "
                 "micro-batches' gradients (each loss divided by k), and step the optimizer it "
                 "was given once."
-            )
-        named = [
-            (big + _STALE, "Gradients left over from before the call were added in: .grad "
+            ))
+        named = [  # (what the step gives, the mistake, its message)
+            (big + _STALE, "no-zero-grad",
+             "Gradients left over from before the call were added in: .grad "
              "already held an old gradient. Call optimizer.zero_grad() once, before the first "
              "micro-batch."),
-            (case["summed"], f"Your update is {k} times too large ({k} micro-batches): each "
+            (case["summed"], "no-division-by-k",
+             f"Your update is {k} times too large ({k} micro-batches): each "
              "loss is a mean over its micro-batch, so summing k of them gives k times the big "
              f"batch's gradient. Divide each micro-batch's loss by {k} (len(batches)) before "
              "backward()."),
-            (case["summed"] + _STALE, f"Two mistakes: the update is {k} times too large (divide "
+            (case["summed"] + _STALE, "no-division-no-zero-grad",
+             f"Two mistakes: the update is {k} times too large (divide "
              "each loss by len(batches)) and old gradients were added in (zero_grad() first)."),
-            (case["last_only"], "Only the last micro-batch's gradient reached the step: "
+            (case["last_only"], "zero-grad-in-loop",
+             "Only the last micro-batch's gradient reached the step: "
              "zero_grad() inside the loop wipes what the earlier micro-batches accumulated. "
              "Zero once, before the loop."),
-            (case["last_only_undivided"], "Only the last micro-batch's gradient reached the "
+            (case["last_only_undivided"], "zero-grad-in-loop-no-division",
+             "Only the last micro-batch's gradient reached the "
              "step (zero_grad() inside the loop), and it was not divided by the number of "
              "micro-batches. Zero once before the loop; divide each loss by len(batches)."),
-            (big / k, f"Your update is {k} times too small: divide each micro-batch's loss by "
+            (big / k, "divides-twice",
+             f"Your update is {k} times too small: divide each micro-batch's loss by "
              f"the number of micro-batches ({k}) once, not twice."),
         ]
-        for expected, message in named:
+        for expected, mistake, message in named:
             if same_values(update, expected, **_TOL):
-                return f"{message} (on {on})"
+                return Mistake(mistake, f"{message} (on {on})")
         length, big_length = float(np.linalg.norm(update)), float(np.linalg.norm(big))
         if length > 0 and big_length > 0 and same_values(update * (big_length / length), big, **_TOL):
             ratio = length / big_length
             micro = case.get("micro")
             if micro and abs(ratio - k / micro) < 1e-3 * ratio:
-                return (
+                return Mistake("divides-by-micro-batch-size", (
                     f"Your step is {ratio:.3g} times the big batch's gradient (on {on}): you "
                     f"divided each loss by the micro-batch size ({micro}) instead of the number "
                     f"of micro-batches ({k}). loss_fn already averages over a micro-batch; "
                     "divide by len(batches). It should equal the gradient of one big batch."
-                )
-            return (
+                ))
+            return Mistake("rescaled-gradient", (
                 f"Your step goes the way of the big batch's gradient, but is {ratio:.3g} times "
                 f"its length (on {on}; the big batch's gradient has norm {big_length:.3g}): "
                 "the accumulated gradient was rescaled, by a division by another number than "
                 f"len(batches) ({k}), by gradient clipping (clip_grad_norm_) or by an extra "
                 "factor. It should equal the gradient of one big batch: divide each loss by "
                 "len(batches), and nothing more."
-            )
+            ))
         return values_problem(
             update, big, what="the step's gradient (weight change / lr)", on=on, rtol=1e-4, atol=1e-6
         ) + " It should equal the gradient of one big batch made of all the micro-batches."
@@ -725,43 +737,43 @@ def _judge_split_step_time(record):
     for case in cases:
         on, n = case["on"], case["batches"]
         if "got" not in case:
-            return (
+            return Mistake("returns-not-a-pair", (
                 f"split_step_time returned {case['got_kind']} (on {on}); return two numbers of "
                 "seconds: `return data_seconds, compute_seconds`."
-            )
+            ))
         if None in case["got"]:
-            return (
+            return Mistake("returns-not-numbers", (
                 f"split_step_time returned a {case['got_kind']} of two items, but not two finite "
                 f"numbers (on {on}); return two numbers of seconds: "
                 "`return data_seconds, compute_seconds`."
-            )
+            ))
         if case["fetched"] > n:
-            return (
+            return Mistake("iterates-twice", (
                 f"The loader was iterated more than once ({case['fetched']} batches drawn from a "
                 f"loader of {n}) (on {on}): loop over it once, timing as you go."
-            )
+            ))
         if case["fetched"] < n:
-            return (
+            return Mistake("misses-batches", (
                 f"Only {case['fetched']} of the loader's {n} batches were drawn (on {on}): time "
                 "the whole loop, every batch."
-            )
+            ))
         if case["steps"] != case["fetched"]:
-            return (
+            return Mistake("wrong-step-count", (
                 f"step_fn ran {case['steps']} times for {case['fetched']} batches (on {on}): call "
                 "it once per batch, inside the loop."
-            )
+            ))
         if not case["in_order"]:
-            return (
+            return Mistake("steps-on-something-else", (
                 f"step_fn was not given the loader's batches, one by one in order (on {on}): "
                 "call step_fn(batch) with the batch the loop just received."
-            )
+            ))
         if not case.get("interleaved", True):
-            return (
+            return Mistake("fetches-all-first", (
                 f"Your function drew batches from the loader before stepping on the ones it "
                 f"already had (on {on}): with a real loader that keeps them all in memory, and "
                 "it is not the loop you are timing. Call step_fn(batch) on each batch as it "
                 "arrives, inside `for batch in loader:`."
-            )
+            ))
     previous = None
     for case in cases:
         on, n = case["on"], case["batches"]
@@ -780,7 +792,9 @@ def _judge_split_step_time(record):
             return total <= wall + _tol(wall)
 
         if min(got_data, got_compute) < -_tol(0):
-            return "A time cannot be negative: subtract the earlier reading from the later one." + shown
+            return Mistake("negative-time", (
+                "A time cannot be negative: subtract the earlier reading from the later one." + shown
+            ))
         if covers(got_data, data) and covers(got_compute, compute) and fits(got_data + got_compute):
             previous = case
             continue
@@ -789,10 +803,10 @@ def _judge_split_step_time(record):
             and covers(got_data, data + previous["got"][0])
             and covers(got_compute, compute + previous["got"][1])
         ):
-            return (
+            return Mistake("totals-carried-over", (
                 "Your totals carried over from the previous call: they include its times too. "
                 "Start both at 0.0 inside the function, on every call (not in a global)." + shown
-            )
+            ))
         longer = [name for name, got in (("data", got_data), ("compute", got_compute)) if not fits(got)]
         scaled = [  # both numbers in another unit: what seconds times 1000 (or 1e6, 1e9) gives
             (factor, unit) for factor, unit in ((1e3, "milliseconds"), (1e6, "microseconds"),
@@ -801,23 +815,25 @@ def _judge_split_step_time(record):
             and got_data + got_compute <= factor * (wall + _tol(wall))
         ]
         if longer and scaled:
-            return (
+            return Mistake("not-seconds", (
                 f"Your numbers are {scaled[0][1]}, not seconds: they are about {scaled[0][0]:g} "
                 "times the times measured. Return seconds, as differences of time.perf_counter() "
                 "readings are (no * 1000; divide time.perf_counter_ns() differences by 1e9)."
                 + shown
-            )
+            ))
         if longer:
-            return (
+            return Mistake("time-from-outside-the-call", (
                 f"Your {longer[0]} time is longer than the whole call took, so it holds time "
                 "carried over from outside this call: totals kept from an earlier call (in a "
                 "global), a clock read before the call, or a clock reading added as it is "
                 "instead of the difference of two readings. Start both totals at 0.0 inside the "
                 "function and add only differences of time.perf_counter() readings taken "
                 "during the call." + shown
-            )
+            ))
         if covers(got_compute, data) and covers(got_data, compute) and fits(got_data + got_compute):
-            return "The two numbers are swapped: return (data_seconds, compute_seconds)." + shown
+            return Mistake("swapped", (
+                "The two numbers are swapped: return (data_seconds, compute_seconds)." + shown
+            ))
         averages = (
             n > 0 and covers(got_data * n, data) and covers(got_compute * n, compute)
             and fits((got_data + got_compute) * n)
@@ -834,75 +850,77 @@ def _judge_split_step_time(record):
             off_last = abs(got_data - case["last_wait"]) + abs(got_compute - case["last_step"])
             averages, last_only = off_average < 2 * off_last, off_last < 2 * off_average
         if averages and last_only:  # on this machine's timings the two cannot be told apart
-            return (
+            return Mistake("one-batch-times", (
                 "You returned the times of one batch (an average, or the last batch's alone); "
                 "return the totals over the whole loop, adding each wait and each step into "
                 "them (data_seconds += ...)." + shown
-            )
+            ))
         if averages:
-            return "You returned averages per batch; return the totals over the whole loop." + shown
+            return Mistake("averages-per-batch", (
+                "You returned averages per batch; return the totals over the whole loop." + shown
+            ))
         if last_only:
-            return (
+            return Mistake("last-batch-only", (
                 "You returned the last batch's times only: each batch replaced the totals "
                 "instead of adding to them. Add each wait and each step into the totals "
                 "(data_seconds += ...)." + shown
-            )
+            ))
         if n > 0 and got_data < 0.2 * data and got_compute < 0.2 * compute:
             if "process_time" in record["names"]:
-                return (
+                return Mistake("cpu-clock", (
                     "Both times are near zero, yet the loop slept for most of its time: "
                     "time.process_time() counts CPU time, not waiting. Use time.perf_counter()."
                     + shown
-                )
-            return (
+                ))
+            return Mistake("no-wall-clock", (
                 "Both times are near zero, yet the loop slept for most of its time: read a wall "
                 "clock, time.perf_counter(), before and after each wait and each step." + shown
-            )
+            ))
         # The data clock ran through the steps, so the data time spans the whole call. (On a
         # busy machine the loader's own total can exceed the learner's by more than the clock
         # tolerance; the data time against the whole call is the steadier sign.)
         data_spans_the_call = got_compute > 0 and abs(got_data - wall) <= 0.5 * got_compute
         if not fits(got_data + got_compute) and (covers(got_data, data + compute) or data_spans_the_call):
-            return (
+            return Mistake("data-clock-spans-step", (
                 "Your data time includes the steps: the clock for the next batch must restart "
                 "after step_fn returns, not at the previous fetch." + shown
-            )
+            ))
         if n > 1 and covers(got_compute, compute + data - first) and not covers(got_data, data):
-            return (
+            return Mistake("compute-clock-spans-wait", (
                 "Your compute time includes waiting for the next batch: stop the step's clock "
                 "as soon as step_fn returns." + shown
-            )
+            ))
         if (
             case.get("started", 0) > 0 and covers(got_data, data - case["started"])
             and not covers(got_data, data)
         ):
-            return (
+            return Mistake("iter-outside-the-clock", (
                 "The wait in iter(loader) is missing: a DataLoader with workers starts them "
                 "when it is asked for an iterator, before the first batch. Start the clock "
                 "before the `for` statement (or before iter(loader)), so that this wait counts "
                 "as data time." + shown
-            )
+            ))
         if n > 0 and covers(got_data, data - first) and not covers(got_data, data):
-            return (
+            return Mistake("first-wait-missed", (
                 "The first batch's wait is missing: start the clock before the loop. The first "
                 "batch is often the slowest one (a DataLoader starts its workers then)." + shown
-            )
+            ))
         if not covers(got_data, data):
-            return (
+            return Mistake("data-time-short", (
                 "Your data time is shorter than the time the loader itself spent producing "
                 "batches: each wait runs from just before the `for` asks for a batch to just "
                 "after it arrives." + shown
-            )
+            ))
         if not covers(got_compute, compute):
-            return (
+            return Mistake("compute-time-short", (
                 "Your compute time is shorter than the time spent inside step_fn: read the "
                 "clock just before step_fn(batch) and just after it returns." + shown
-            )
-        return (
+            ))
+        return Mistake("counted-twice", (
             "Your two times add up to more than the whole call took: some moments were counted "
             "twice. Each moment of the loop is either waiting for a batch or inside step_fn."
             + shown
-        )
+        ))
     return None
 
 
@@ -1118,102 +1136,105 @@ def _judge_scaled_clipped_step(calls):
     for call in calls:
         on, update, expected = call["on"], call["update"], call["expected"]
         if call["batch_changed"]:
-            return (
+            return Mistake("changes-the-batch", (
                 f"Your function changed the batch it was given (on {on}): unpack it with "
                 "`x, y = batch` and leave x and y as they are."
-            )
+            ))
         if not call["dtypes"]:
-            return f"The model never ran a forward pass (on {on}): compute loss_fn(model(x), y)."
+            return Mistake("no-forward", (
+                f"The model never ran a forward pass (on {on}): compute loss_fn(model(x), y)."
+            ))
         if call["dtypes"] != ["torch.float16"]:
-            return (
+            mistake = "bfloat16-autocast" if "torch.bfloat16" in call["dtypes"] else "no-autocast"
+            return Mistake(mistake, (
                 f"The model's first layer gave {' and '.join(call['dtypes'])} outputs (on {on}), "
                 "so the forward pass did not run under float16 autocast: compute the loss inside "
                 "`with torch.autocast(x.device.type, dtype=torch.float16):`."
-            )
+            ))
         if call["overflow"]:
             if not call["finite"] or call["steps"] or not same_values(update, np.zeros_like(update), rtol=0, atol=0):
-                return (
+                return Mistake("steps-on-overflow", (
                     f"The step on gradients that overflowed was applied (on {on}): the weights "
                     + ("became inf or nan" if not call["finite"] else "moved")
                     + ". scaler.step(optimizer) skips optimizer.step() when the gradients hold "
                     "inf or nan; calling optimizer.step() yourself (or making the gradients "
                     "finite first) applies a step that must not happen."
-                )
+                ))
             if call["scale_after"] != call["expected_scale"]:
                 return _scale_message(call)
             continue
         if not call["finite"]:
-            return (
+            return Mistake("steps-on-non-finite-grads", (
                 f"The weights became inf or nan (on {on}), on a batch whose gradients are "
                 "finite: the step used gradients that were still scaled or left over. Zero the "
                 "gradients first, and step with scaler.step(optimizer)."
-            )
+            ))
         if call["steps"] == 0 and same_values(update, np.zeros_like(update), rtol=0, atol=0):
             if call["inf_before"]:
-                return (
+                return Mistake("no-zero-grad", (
                     f"The step was skipped (on {on}): .grad held inf from an earlier skipped "
                     "step, backward() added the new gradients to it, and the scaler saw inf. "
                     "Clear the gradients first: optimizer.zero_grad()."
-                )
-            return (
+                ))
+            return Mistake("no-optimizer-step", (
                 f"optimizer.step() of the optimizer you were given never ran (on {on}), so the "
                 "weights did not move: finish with scaler.step(optimizer), then scaler.update()."
-            )
+            ))
         if call["steps"] > 1:
-            return (
+            return Mistake("several-steps", (
                 f"The optimizer stepped {call['steps']} times in one call (on {on}): step once, "
                 "with scaler.step(optimizer)."
-            )
+            ))
         if call["scale_after"] != call["expected_scale"]:
             return _scale_message(call)
         if same_values(update, expected, **_SCALED_TOL):
             continue
         if call["steps"] == 1 and same_values(update, np.zeros_like(update), rtol=0, atol=1e-12):
-            return (
+            return Mistake("zero-grad-between-backward-and-step", (
                 f"The optimizer stepped, but the weights did not move (on {on}): the gradients "
                 "were zero at the step. Call optimizer.zero_grad() before backward(), not "
                 "between backward() and the step."
-            )
+            ))
         named = {
-            "clips_scaled": (
+            "clips_scaled": ("clips-before-unscale", (
                 "Your step is what clipping the *scaled* gradients gives: clip_grad_norm_ ran "
                 "before scaler.unscale_(optimizer), so it compared max_norm with gradients "
                 f"{call['scale_before']:g} times too large, and the step then divided them by "
                 "the scale: far too short a step. Call scaler.unscale_(optimizer) right after "
                 "backward(), then clip_grad_norm_."
-            ),
-            "no_clip": (
+            )),
+            "no_clip": ("no-clipping", (
                 "Your step is the unclipped one: the gradients reached the optimizer without "
                 f"being clipped to max_norm={call['max_norm']:g}. Clip with "
                 "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) after "
                 "scaler.unscale_(optimizer) and before scaler.step(optimizer)."
-            ),
-            "unscaled_backward": (
+            )),
+            "unscaled_backward": ("backward-on-the-plain-loss", (
                 "Your step is as short as gradients divided by the scale: backward() ran on the "
                 "plain loss, and unscale_ then divided the true gradients by the scale. "
                 "Back-propagate the scaled loss: scaler.scale(loss).backward()."
-            ),
+            )),
         }
-        for name, message in named.items():
+        for name, (mistake, message) in named.items():
             alternative = call.get("alternatives", {}).get(name)
             if alternative is not None and not same_values(alternative, expected, **_SCALED_TOL) \
                     and same_values(update, alternative, **_SCALED_TOL):
-                return f"{message} (on {on})"
+                return Mistake(mistake, f"{message} (on {on})")
         if call["index"] > 0:
-            return (
+            return Mistake("replaces-optimizer-or-scaler", (
                 f"The first call was right, but on {on} the weights are not what the next step "
                 "gives with the optimizer and scaler you were given (their state carries over "
                 "from step to step). Use the optimizer and scaler passed in, every call."
-            )
+            ))
         length, expected_length = float(np.linalg.norm(update)), float(np.linalg.norm(expected))
         if length > 0 and expected_length > 0 and same_values(
             update * (expected_length / length), expected, **_SCALED_TOL
         ):
-            return (
+            return Mistake("wrong-clip-norm", (
                 f"Your step goes the right way but is {length / expected_length:.3g} times the "
                 f"right length (on {on}): clip to the max_norm you are given "
                 f"({call['max_norm']:g}), after unscale_, and change nothing else."
-            )
+            ))
         return values_problem(
             update, expected, what="the weight change of the step", on=on, rtol=1e-4, atol=1e-7
         ) + (
@@ -1227,15 +1248,15 @@ def _judge_scaled_clipped_step(calls):
 def _scale_message(call):
     before, after, expected = call["scale_before"], call["scale_after"], call["expected_scale"]
     if after == before:
-        return (
+        return Mistake("given-scaler-not-updated", (
             f"The scaler you were given still has the scale {before:g} after the step (on "
             f"{call['on']}), where it should be {expected:g}: scaler.update() never ran on it. "
             "Call scaler.update() after scaler.step(optimizer), on the scaler passed in."
-        )
-    return (
+        ))
+    return Mistake("update-not-once", (
         f"After the step the scale is {after:g}, not {expected:g} (on {call['on']}): call "
         "scaler.update() once per step, after scaler.step(optimizer)."
-    )
+    ))
 
 
 scaled_clipped_step = Exercise(

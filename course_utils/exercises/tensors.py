@@ -106,6 +106,27 @@ def _reshapes_to_two_sizes(answer) -> bool:
 
 
 
+def _not_a_tensor(got: dict) -> str:
+    """The mistake id of a result that is no tensor at all, by what the function returned."""
+    kind = got["kind"]
+    if kind == "NoneType":
+        return "returned-none"
+    if kind.startswith("numpy."):
+        return "returned-numpy"
+    if kind in ("int", "float", "bool"):
+        return "returned-python-number"
+    return "not-a-tensor"
+
+
+def _tensor_problem(got: dict, expected: dict, **options) -> str | None:
+    """facts.tensor_problem, with a result that is no tensor at all named (``_not_a_tensor``):
+    its words ("is a list; expected a torch.Tensor") fit no generic kind of mistake."""
+    problem = tensor_problem(got, expected, **options)
+    if problem and got["kind"] != "tensor":
+        return Mistake(_not_a_tensor(got), problem)
+    return problem
+
+
 def _left_as_it_was(given, kept) -> bool:
     """Whether the caller's tensor ``given`` still equals ``kept``, a copy made before the call.
 
@@ -132,20 +153,20 @@ def _input_changed(before: dict, after: dict, name: str, on: str) -> str | None:
             device = f" on {facts['device']}" if after["device"] != before["device"] else ""
             return f"{shape_text(facts['shape'])} {_dtype_name(facts['dtype'])}{device}"
 
-        return (
+        return Mistake("changed-input-in-place", (
             f"Your function changed its input {name} in place ({on}): the caller's {name} is "
             f"{looks(after)} afterwards instead of {looks(before)}. Methods ending in an "
             f"underscore (squeeze_, t_, ...) and assignments to {name}.data change the caller's "
             f"own tensor; compute a new tensor and leave {name} as it was."
-        )
+        ))
     if "values" in after and "values" in before and not same_values(
         after["values"], before["values"], rtol=0, atol=0
     ):
-        return (
+        return Mistake("changed-input-in-place", (
             f"Your function changed the numbers in its input {name} ({on}). An in-place "
             f"operation (sub_, -=, ...) on {name} or on a view of it changes the caller's "
             f"tensor; compute a new tensor and leave {name} as it was."
-        )
+        ))
     return None
 
 
@@ -245,16 +266,16 @@ def _judge_match_reference(record):
             return changed
         ref_after = case["reference_after"]
         if ref_after["shape"] != case["reference_shape"] or ref_after["dtype"] != expected["dtype"]:
-            return (
+            return Mistake("changed-reference", (
                 f"Your function changed the caller's reference ({on}); only read its dtype and "
                 "device."
-            )
+            ))
         if got["kind"] == "tensor":
             if got["shape"] == case["reference_shape"] and expected["shape"] != case["reference_shape"]:
-                return (
+                return Mistake("took-reference-shape", (
                     f"Your result has the reference's shape ({on}); only its dtype and device "
                     "should change. Keep x's own shape and values."
-                )
+                ))
             if got["dtype"] != expected["dtype"]:
                 tensors = [c["got"] for c in cases if c["got"]["kind"] == "tensor"]
                 always_x = all(c["got"].get("dtype") == c["x_dtype"] for c in cases)
@@ -263,60 +284,60 @@ def _judge_match_reference(record):
                 if always_x and not device_right:
                     moved = [c for c in cases if c["got"]["device"] != c["expected"]["device"]]
                     shown = next((c for c in moved if c["got"]["dtype"] != c["expected"]["dtype"]), moved[0])
-                    return (
+                    return Mistake("returned-x-unchanged", (
                         f"Your result keeps x's dtype and device in every case: "
                         f"{_dtype_name(shown['got']['dtype'])} on {shown['got']['device']} where "
                         f"the reference is {_dtype_name(shown['expected']['dtype'])} on "
                         f"{shown['expected']['device']} ({shown['on']}). Change both: "
                         ".to(dtype=reference.dtype, device=reference.device)."
-                    )
+                    ))
                 if always_x:
-                    return (
+                    return Mistake("moved-device-only", (
                         f"Your result keeps x's dtype in every case: {_dtype_name(got['dtype'])} "
                         f"where the reference is {_dtype_name(expected['dtype'])} ({on}). Only "
                         "the device moved; .to(dtype=..., device=...) changes both."
-                    )
+                    ))
                 if fixed:
-                    return (
+                    return Mistake("fixed-dtype", (
                         f"Your result is {_dtype_name(got['dtype'])} in every case, whatever "
                         f"the reference's dtype ({on}: expected {_dtype_name(expected['dtype'])})."
                         " Take the dtype from the reference, reference.dtype, instead of a "
                         "fixed one."
-                    )
+                    ))
                 if got["dtype"] == case["x_dtype"]:
-                    return (
+                    return Mistake("kept-x-dtype", (
                         f"Your result kept x's dtype {_dtype_name(got['dtype'])} ({on}); it "
                         f"should have the reference's, {_dtype_name(expected['dtype'])}."
-                    )
-                return (
+                    ))
+                return Mistake("wrong-dtype", (
                     f"Your result has dtype {_dtype_name(got['dtype'])} ({on}); expected the "
                     f"reference's, {_dtype_name(expected['dtype'])}."
-                )
+                ))
             if got["device"] != expected["device"]:
-                return (
+                return Mistake("wrong-device", (
                     f"Your result is on {got['device']}, the reference on {expected['device']} "
                     f"({on}). Move it with .to(reference.device)."
-                )
+                ))
         tol = case["tolerance"]
-        problem = tensor_problem(got, expected, on=on, rtol=tol, atol=tol)
+        problem = _tensor_problem(got, expected, on=on, rtol=tol, atol=tol)
         if problem:
             if tol == 0 and got["kind"] == "tensor" and got["shape"] == expected["shape"] and (
                 same_values(got.get("values", []), expected["values"], rtol=1e-6, atol=0)
             ):
-                return (
+                return Mistake("float32-detour", (
                     f"Your numbers were rounded on the way ({on}): they match x only to about 7 "
                     "digits, as if they passed through float32, but a "
                     f"{_dtype_name(expected['dtype'])} result holds x's numbers exactly. Convert "
                     "in one step, straight to the reference's dtype: "
                     "x.to(dtype=reference.dtype, device=reference.device)."
-                )
+                ))
             return problem
         if tensor_problem(case["again"], expected, on=on, rtol=tol, atol=tol):
-            return (
+            return Mistake("wrong-on-second-call", (
                 f"Your function returned the right tensor on its first call but not on a "
                 f"second call with the same x and reference ({on}): "
                 + tensor_problem(case["again"], expected, what="the second result", rtol=tol, atol=tol)
-            )
+            ))
     return None
 
 
@@ -437,68 +458,74 @@ def _judge_independent_copy(record):
     cases, calls = record["cases"], record["calls"]
     for case in cases:  # the point of the exercise first: no sharing, in any case
         if not case["array_writeable"]:
-            return (
+            return Mistake("made-array-read-only", (
                 f"Your function made the caller's array read-only ({case['on']}): its "
                 "writeable flag is off afterwards. Leave the array as it was; copy it instead."
-            )
+            ))
         if not same_values(case["array_after"], case["expected"]["values"], rtol=0, atol=0):
-            return f"Your function changed the numbers in the caller's array ({case['on']})."
+            return Mistake("changed-array", (
+                f"Your function changed the numbers in the caller's array ({case['on']})."
+            ))
         if _shares_memory(case):
             names = {call.rstrip("()") for call in calls}
-            notes = ""
+            mistake, notes = "shares-memory", ""
             if names & {"float", "double", "half", "long", "int", "to", "type"}:
                 notes += (
                     " A conversion to the dtype the array already has (.float() of a float32 "
                     "array) returns the same tensor, still sharing."
                 )
             if "Tensor" in names:
+                mistake = "legacy-tensor-constructor"
                 notes += (
                     " torch.Tensor(array) (capital T) shares a float32 array's memory and "
                     "converts every other dtype to float32."
                 )
-            return (
+            return Mistake(mistake, (
                 f"Your tensor shares memory with the array ({case['on']}): changing one changed "
                 "the other. torch.from_numpy and torch.as_tensor share; torch.tensor(array) "
                 f"copies (so does torch.from_numpy(array).clone()).{notes}"
-            )
+            ))
     for case in cases:
         got, on = case["got"], case["on"]
         if got["kind"] == "tensor" and got["shape"] == case["expected"]["shape"]:
             if got["dtype"] != case["expected"]["dtype"]:
-                cause = ""
+                mistake, cause = "changed-dtype", ""
                 if "Tensor" in calls:
+                    mistake = "legacy-tensor-constructor"
                     cause = " torch.Tensor(array) always makes float32; torch.tensor(array) keeps the array's dtype."
                 elif "tolist()" in calls:
-                    cause = (
+                    mistake, cause = "through-python-list", (
                         " .tolist() turns the numbers into Python floats and ints, and "
                         "torch.tensor gives those its own defaults (float32, int64)."
                     )
-                return (
+                return Mistake(mistake, (
                     f"Your tensor has dtype {got['dtype']}, the array {case['expected']['dtype']} "
                     f"({on}); a copy should keep the dtype.{cause}"
-                )
-        problem = tensor_problem(got, case["expected"], what="your tensor", on=on)
+                ))
+        problem = _tensor_problem(got, case["expected"], what="your tensor", on=on)
         if problem:
             return problem
         if "again" in case:
             if not same_values(case["first_after_again"]["values"], case["first_before_again"]["values"], rtol=0, atol=0):
-                return (
+                return Mistake("reused-buffer", (
                     f"Calling your function a second time changed the tensor it returned the "
                     f"first time ({on}): both calls return the same memory. Return a new tensor "
                     "on every call, e.g. torch.tensor(array)."
-                )
+                ))
             problem = tensor_problem(case["again"], case["again_expected"], what="the second result", on=on)
             if problem:
                 stale = case["again"]["kind"] == "tensor" and same_values(
                     case["again"].get("values", []), case["expected"]["values"]
                 )
                 if stale:
-                    return (
+                    return Mistake("cached-result", (
                         f"Called a second time on the same array after the array changed, your "
                         f"function returned the old values ({on}): it gave back a result kept "
                         "from an earlier call. Copy the array as it is now, on every call."
-                    )
-                return f"Your function was right on its first call, not on a second one: {problem}"
+                    ))
+                return Mistake("wrong-on-second-call", (
+                    f"Your function was right on its first call, not on a second one: {problem}"
+                ))
     return None
 
 
@@ -620,37 +647,37 @@ def _judge_flatten_transposed(record):
             and not same_values(case["untransposed"], case["expected"]["values"])
             and same_values(got.get("values", []), case["untransposed"])
         ):
-            note = (
-                " (Reshaping x to (columns, rows) is not a transpose: it keeps x's order.)"
-                if record["reshapes_to_two_sizes"] else ""
-            )
-            return (
+            mistake, note = "not-transposed", ""
+            if record["reshapes_to_two_sizes"]:
+                mistake = "reshape-not-transpose"
+                note = " (Reshaping x to (columns, rows) is not a transpose: it keeps x's order.)"
+            return Mistake(mistake, (
                 f"These are x's values in x's own order ({on}): transpose first (x.T), then "
                 f"flatten.{note}"
-            )
+            ))
         if got["kind"] == "tensor" and len(got["shape"]) == 2:
-            return (
+            return Mistake("not-flattened", (
                 f"Your result has shape {shape_text(got['shape'])} ({on}); expected one "
                 f"dimension, {shape_text(case['expected']['shape'])}. Flatten after transposing."
-            )
-        problem = tensor_problem(got, case["expected"], on=on)
+            ))
+        problem = _tensor_problem(got, case["expected"], on=on)
         if problem:
             contiguous_right = all(
                 tensor_problem(c["got"], c["expected"]) is None
                 for c in cases if c["layout"] == "contiguous"
             )
             if case["layout"] != "contiguous" and contiguous_right:
-                return (
+                return Mistake("assumes-contiguous", (
                     f"Your function is right for every contiguous x, wrong for this one ({on}): "
                     f"{tensor_problem(got, case['expected'])} Work with x's dimensions (x.T, transpose, permute), not with "
                     "assumed strides or memory order."
-                )
+                ))
             return problem
         if tensor_problem(case["again"], case["expected"]):
-            return (
+            return Mistake("wrong-on-second-call", (
                 f"Your function was right on its first call, not on a second call with the same "
                 f"x ({on}): {tensor_problem(case['again'], case['expected'], what='the second result')}"
-            )
+            ))
     return None
 
 
@@ -869,120 +896,123 @@ def _rows_text(rows) -> str:
 
 def _judge_zero_negative_rows(record):
     if record["loops"]:
-        return (
+        return Mistake("python-loop", (
             f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
             "One mask marks every row at once: negative = x.sum(dim=1) < 0, then x[negative] = 0."
-        )
+        ))
     if record["torch_calls"] >= _ZERO_LOOP_CALLS:
-        return (
+        return Mistake("python-loop", (
             f"The task asks for no Python loop; for x of {_ZERO_LOOP_ROWS} rows your function "
             f"made {record['torch_calls']} torch calls, one or more per row. One mask marks "
             "every row at once: negative = x.sum(dim=1) < 0, then x[negative] = 0."
-        )
+        ))
     cases = record["cases"]
     for case in cases:
         on, after, expected = case["on"], case["x_after"], case["expected_x"]
         rows = case["negative_rows"]
         if after["shape"] != case["x_before"]["shape"] or after["dtype"] != case["x_before"]["dtype"]:
-            return _input_changed(case["x_before"], after, "x", on) + (
+            return Mistake("changed-x-shape-or-dtype", _input_changed(case["x_before"], after, "x", on) + (
                 " Here the task does ask for a change in place, but only of the numbers: "
-                "x[negative] = 0.")
+                "x[negative] = 0."))
         got = after.get("values")
         unchanged = same_values(got, case["x_before"]["values"], rtol=0, atol=0)
         if unchanged and rows:
             returned = case["returned"]
             if record["chained"]:
-                return (
+                return Mistake("chained-index-write", (
                     f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
                     f"afterwards. Your write `{record['chained']} = ...` indexes twice: the "
                     "first indexing, with a mask, makes a copy, and the second writes into that "
                     "copy, which is thrown away. Write with one indexing: x[negative] = 0."
-                )
+                ))
             if returned is not None and same_values(returned.get("values", []), expected["values"]):
-                return (
+                return Mistake("returned-copy-not-in-place", (
                     f"Your function returned a new tensor with the rows zeroed, but the caller's "
                     f"x is unchanged ({on}). The task asks for x itself to change, in place "
                     "(x[negative] = 0), and for the number of rows zeroed as the result."
-                )
+                ))
             contiguous_right = all(
                 same_values(c["x_after"].get("values"), c["expected_x"]["values"], rtol=0, atol=0)
                 for c in cases if c["contiguous"])
             if not case["contiguous"] and contiguous_right:
-                return (
+                return Mistake("wrote-into-copy", (
                     f"The caller's x is unchanged ({on}), though your function works for every "
                     "contiguous x: it wrote into a copy. contiguous() (and reshape, flatten) "
                     "of a non-contiguous tensor is a copy; index x itself: x[negative] = 0."
-                )
+                ))
             if "x" in record["assigned"]:
-                return (
+                return Mistake("rebinds-name", (
                     f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
                     "afterwards. Assigning a new tensor to the name x (x = ...) inside your "
                     "function does not change the caller's tensor; write into it: "
                     "x[negative] = 0."
-                )
-            return (
+                ))
+            return Mistake("not-in-place", (
                 f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
                 "afterwards. Change x in place, with one indexing: x[negative] = 0."
-            )
+            ))
         if not same_values(got, expected["values"], rtol=0, atol=0):
             if case["has_inf"] and np.isnan(np.asarray(got, dtype=np.float64)).any() and not np.isnan(
                     np.asarray(expected["values"], dtype=np.float64)).any():
-                return (
+                return Mistake("multiplied-by-mask", (
                     f"Your x holds nan afterwards ({on}): a row with -inf was multiplied by 0, and "
                     "inf * 0 is nan. Assign the zeros instead of multiplying: x[negative] = 0."
-                )
+                ))
             if same_values(got, case["elements"], rtol=0, atol=0):
-                return (
+                return Mistake("zeroed-elements", (
                     f"You zeroed the negative elements, not the rows whose sum is negative "
                     f"({on}). The mask needs one value per row: x.sum(dim=1) < 0."
-                )
+                ))
             if same_values(got, case["by_columns"], rtol=0, atol=0):
-                return (
+                return Mistake("summed-columns", (
                     f"You zeroed the columns whose sum is negative ({on}): sum(dim=0) adds down "
                     "each column. The rows' sums are sum(dim=1)."
-                )
+                ))
             if case["row_mask_on_columns"] is not None and same_values(
                     got, case["row_mask_on_columns"], rtol=0, atol=0):
-                return (
+                return Mistake("row-mask-on-columns", (
                     f"Your row mask zeroed columns ({on}): a mask of shape (N,) meeting x of shape "
                     "(N, N) in an element-wise operation (torch.where, a product) lines up with "
                     "the last dimension, the columns. Give it a column dimension, negative[:, None], "
                     "or index with it: x[negative] = 0."
-                )
+                ))
             if same_values(got, case["or_equal"], rtol=0, atol=0):
-                return (
+                return Mistake("less-or-equal", (
                     f"You also zeroed rows whose sum is exactly 0 ({on}). The task says strictly "
                     "below 0: < 0, not <= 0."
-                )
+                ))
             return tensor_problem(after, expected, what="the caller's x after your call", on=on,
                                   rtol=0, atol=0)
         if not same_values(case["base_after"]["values"], case["expected_base"]["values"], rtol=0, atol=0):
-            return (
+            return Mistake("replaced-data", (
                 f"x shows the zeros but the memory it was a view of does not ({on}): your function "
                 "gave x new memory (x.data = ..., or x.set_(...)), so every other view of the "
                 "caller's tensor misses the change. Write into x's own memory: x[negative] = 0."
-            )
+            ))
         problem = _count_problem(case["count"], case, on)
         if problem:
             return problem
     for case in cases:
         on, again = case["on"], case["again"]
         if not same_values(again["x_after"].get("values"), case["expected_x"]["values"], rtol=0, atol=0):
-            return (
+            return Mistake("changed-x-again", (
                 f"A second call on the same x changed it again ({on}, second call): its negative "
                 "rows were already zeros, so nothing was left to change. "
                 + (tensor_problem(again["x_after"], case["expected_x"], what="x", rtol=0, atol=0) or "")
-            )
+            ))
         count = again["count"]
         if count["kind"] in ("int", "tensor") and count["value"] != 0:
             first = case["expected_count"]
-            note = (" It is the first call's count: your function remembers rows of an earlier "
-                    "call. Count the rows this call zeroed.") if count["value"] == first else (
-                " Count only the rows this call zeroed.")
-            return (
+            if count["value"] == first:
+                mistake = "remembers-earlier-call"
+                note = (" It is the first call's count: your function remembers rows of an earlier "
+                        "call. Count the rows this call zeroed.")
+            else:
+                mistake, note = "wrong-count-on-second-call", " Count only the rows this call zeroed."
+            return Mistake(mistake, (
                 f"On a second call with the same x ({on}), whose negative rows were already zeros, "
                 f"your function returned {count['value']}; expected 0.{note}"
-            )
+            ))
     return None
 
 
@@ -991,28 +1021,30 @@ def _count_problem(count, case, on) -> str | None:
     if count["kind"] not in ("int", "tensor"):
         if count["kind"] == "other tensor" and case["returned"] is not None and (
                 case["returned"]["shape"] == case["x_before"]["shape"]):
-            return (
+            return Mistake("returned-x", (
                 f"Your function returned a tensor shaped like x ({on}); it should return the "
                 f"number of rows it zeroed, here {expected}, as an int: int(negative.sum())."
-            )
-        return (
+            ))
+        return Mistake("count-not-int", (
             f"Your function returned {count['text']} ({on}); expected the number of rows "
             f"zeroed, {expected}, as an int (int(negative.sum())) or a 0-d integer tensor."
-        )
+        ))
     got = count["value"]
     if got == expected:
         return None
     rows, columns = case["rows"], case["columns"]
     if expected and got == 0:
+        mistake = "counted-after-zeroing"
         note = (" Counting after the zeroing finds none: the zeroed rows now sum to 0. Keep the "
                 "mask you made before the write and count it.")
     elif expected and got == expected * columns and columns > 1:
+        mistake = "counted-elements"
         note = " That is the number of elements zeroed; count the rows: negative.sum()."
     elif got == rows - expected:
-        note = " That is the number of rows kept; count the rows zeroed."
+        mistake, note = "counted-kept-rows", " That is the number of rows kept; count the rows zeroed."
     else:
-        note = ""
-    return f"Your function returned {got}; {expected} rows were to be zeroed ({on}).{note}"
+        mistake, note = "wrong-count", ""
+    return Mistake(mistake, f"Your function returned {got}; {expected} rows were to be zeroed ({on}).{note}")
 
 
 zero_negative_rows = Exercise(
@@ -1121,28 +1153,29 @@ def _judge_remove_batch_dim(record):
                 note = (
                     " squeeze() with no argument drops them all." if "squeeze()" in calls else ""
                 )
-                return (
+                return Mistake("squeeze-all", (
                     f"Your result has shape {shape_text(got['shape'])}; expected "
                     f"{shape_text(case['expected']['shape'])} ({on}): every size-1 dimension is "
                     f"gone, not only the batch one.{note} Remove only dimension 0: x.squeeze(0) "
                     "or x[0]."
-                )
+                ))
             if got["shape"] == case["x_before"]["shape"]:
-                note = (
-                    " squeeze(d) silently does nothing when dimension d is not of size 1."
-                    if "squeeze" in calls
-                    else ""
-                )
-                return (
+                mistake, note = "batch-dim-kept", ""
+                if "squeeze" in calls:
+                    mistake = "squeezed-other-dim"
+                    note = " squeeze(d) silently does nothing when dimension d is not of size 1."
+                return Mistake(mistake, (
                     f"Your result still has shape {shape_text(got['shape'])} ({on}): the batch "
                     f"dimension, dimension 0, is still there.{note}"
-                )
-        problem = tensor_problem(got, case["expected"], on=on)
+                ))
+        problem = _tensor_problem(got, case["expected"], on=on)
         if problem:
             return problem
         problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on)
         if problem:
-            return f"Your function was right on its first call, not on a second call with the same x: {problem}"
+            return Mistake("wrong-on-second-call", (
+                f"Your function was right on its first call, not on a second call with the same x: {problem}"
+            ))
     return None
 
 
@@ -1263,16 +1296,16 @@ def _probe_outer_sum(answer, run):
 def _judge_outer_sum(record):
     cases = record["cases"]
     if record["loops"]:
-        return (
+        return Mistake("python-loop", (
             f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
             "Let broadcasting make every pair: a[:, None] + b[None, :]."
-        )
+        ))
     if record["torch_calls"] >= _LOOP_CALLS:
-        return (
+        return Mistake("python-loop", (
             f"The task asks for no Python loop; for a of {_LOOP_N} and b of {_LOOP_M} elements "
             f"your function made {record['torch_calls']} torch calls, one or more per element. "
             "Let broadcasting make every pair in one operation: a[:, None] + b[None, :]."
-        )
+        ))
     for case in cases:
         got, on, n, m = case["got"], case["on"], case["n"], case["m"]
         for name in ("a", "b"):
@@ -1296,27 +1329,31 @@ def _judge_outer_sum(record):
             got["values"], case["expected"]["values"]
         ):
             if n == m and n > 1 and same_values(got["values"], case["swapped"]):
-                return Mistake("transposed", f"Your result is transposed ({on}): out[i, j] should be a[i] + b[j].")
+                return Mistake("transposed", (
+                    f"Your result is transposed ({on}): out[i, j] should be a[i] + b[j]."
+                ))
             if same_values(got["values"], case["product"]):
-                return (
+                return Mistake("product-not-sum", (
                     f"Your result holds the products a[i] * b[j] ({on}); out[i, j] should be "
                     "the sum a[i] + b[j]."
-                )
+                ))
         if (case.get("mixed") and got["kind"] == "tensor" and got["shape"] == [n, m]
                 and got["dtype"] != case["expected"]["dtype"]):
-            return (
+            return Mistake("no-type-promotion", (
                 f"Your result has dtype {got['dtype']}; a + b has {case['expected']['dtype']} "
                 f"({on}). The task asks for the dtype a + b has: the one type promotion gives "
                 "when a and b meet in one operation as they are."
-            )
-        problem = tensor_problem(got, case["expected"], on=on)
+            ))
+        problem = _tensor_problem(got, case["expected"], on=on)
         if problem:
             return problem
         problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on)
         if problem:
-            return f"Your function was right on its first call, not on a second call with the same a and b: {problem}"
-    problem = tensor_problem(record["big"]["got"], record["big"]["expected"],
-                             on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
+            return Mistake("wrong-on-second-call", (
+                f"Your function was right on its first call, not on a second call with the same a and b: {problem}"
+            ))
+    problem = _tensor_problem(record["big"]["got"], record["big"]["expected"],
+                              on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
     return problem
 
 
@@ -1444,7 +1481,9 @@ def _judge_residuals(record):
             changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
             if changed:
                 if name == "pred" and case["pred_after"]["shape"] == [n]:
-                    changed += " (pred.squeeze(1), without the underscore, returns a new tensor.)"
+                    return Mistake("squeezed-pred-in-place", changed + (
+                        " (pred.squeeze(1), without the underscore, returns a new tensor.)"
+                    ))
                 return changed
         if got["kind"] == "tensor" and got["shape"] == [n, n] and n > 1 and same_values(
             got.get("values", []), case["every_pair"]
@@ -1456,21 +1495,22 @@ def _judge_residuals(record):
                 "first: pred.squeeze(1), or pred[:, 0]."
             ))
         if got["kind"] == "tensor" and got["shape"] == [n, 1]:
-            return (
+            return Mistake("column-result", (
                 f"Your result has shape ({n}, 1); expected ({n},) ({on}). One value per "
                 "sample, in one dimension."
-            )
+            ))
         if got["kind"] == "tensor" and got["shape"] == [] and n == 1:
-            note = (
-                " squeeze() with no argument drops every size-1 dimension, the sample one too "
-                "when N = 1: name the dimension, squeeze(1)."
-                if "squeeze()" in calls
-                else ""
-            )
-            return (
+            mistake, note = "lost-sample-dim", ""
+            if "squeeze()" in calls:
+                mistake = "squeeze-all"
+                note = (
+                    " squeeze() with no argument drops every size-1 dimension, the sample one too "
+                    "when N = 1: name the dimension, squeeze(1)."
+                )
+            return Mistake(mistake, (
                 f"Your result has shape (); expected (1,) ({on}): with one sample the sample "
                 f"dimension disappeared.{note}"
-            )
+            ))
         expected = case["expected"]
         if got["kind"] == "tensor" and got["shape"] == expected["shape"] and "values" in got:
             values, right = np.asarray(got["values"], dtype=np.float64), np.asarray(expected["values"], dtype=np.float64)
@@ -1481,36 +1521,38 @@ def _judge_residuals(record):
                         "task asks for pred - target."
                     ))
                 if same_values(values, np.abs(right)):
-                    return (
+                    return Mistake("absolute-errors", (
                         f"Your result holds the absolute errors |pred - target| ({on}); the "
                         "task asks for pred - target, with its sign."
-                    )
+                    ))
                 if same_values(values, right ** 2):
-                    return (
+                    return Mistake("squared-errors", (
                         f"Your result holds the squared errors ({on}); the task asks for "
                         "pred - target itself."
-                    )
-        problem = tensor_problem(got, expected, on=on)
+                    ))
+        problem = _tensor_problem(got, expected, on=on)
         if problem:
             if n > 1 and case["every_pair_built"]:
-                problem += (
+                return Mistake("broadcast-every-pair", problem + (
                     f" On the way your function built the ({n}, {n}) tensor of every pair: "
                     f"pred ({n}, 1) minus target ({n},) broadcasts to every prediction minus "
                     "every target. Make pred (N,) first: pred.squeeze(1) or pred[:, 0]."
-                )
+                ))
             return problem
         problem = tensor_problem(case["again"], expected, what="the second result", on=on)
         if problem:
-            return f"Your function was right on its first call, not on a second call with the same pred and target: {problem}"
+            return Mistake("wrong-on-second-call", (
+                f"Your function was right on its first call, not on a second call with the same pred and target: {problem}"
+            ))
     for case in cases:
         n = case["n"]
         if n > 1 and case["every_pair_built"]:
-            return (
+            return Mistake("broadcast-every-pair", (
                 f"Your numbers are right, but on the way your function built the ({n}, {n}) "
                 f"tensor of every prediction minus every target ({case['on']}) and kept only a "
                 "part of it (its diagonal, say). For a batch of 100,000 samples that is 10^10 "
                 "numbers. Make pred (N,) first, pred.squeeze(1) or pred[:, 0], and subtract once."
-            )
+            ))
     return None
 
 
@@ -1628,16 +1670,16 @@ def _probe_best_match(answer, run):
 
 def _judge_best_match(record):
     if record["loops"]:
-        return (
+        return Mistake("python-loop", (
             f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
             "One matrix product handles every batch: (q @ k.mT).argmax(dim=-1)."
-        )
+        ))
     if record["torch_calls"] >= _MATCH_LOOP_CALLS:
-        return (
+        return Mistake("python-loop", (
             f"The task asks for no Python loop; for a batch of {_MATCH_LOOP_B} your function "
             f"made {record['torch_calls']} torch calls, one or more per batch. One matrix "
             "product handles every batch: (q @ k.mT).argmax(dim=-1)."
-        )
+        ))
     calls = record["calls"]
     for case in record["cases"]:
         on, got, expected = case["on"], case["got"], case["expected"]
@@ -1648,60 +1690,62 @@ def _judge_best_match(record):
                 return changed
         kind = got["kind"]
         if "return_types" in kind:
-            return (
+            return Mistake("returned-values-and-indices", (
                 f"Your function returned {kind.split('.')[-1]}(values, indices) ({on}): a pair. "
                 "Return only the indices: .argmax(dim=-1), or .max(dim=-1).indices."
-            )
+            ))
         if kind == "tensor":
             shape, values = got["shape"], got.get("values")
             if shape == [] and expected["shape"] != []:
-                return (
+                return Mistake("argmax-without-dim", (
                     f"Your result is a single number ({on}): argmax() without a dim gives one "
                     "index into all the scores, flattened. Give it the keys' dimension: "
                     "argmax(dim=-1)."
-                )
+                ))
             if shape == expected["shape"] and values is not None and got["dtype"] != "torch.int64" and (
                     got["dtype"].startswith("torch.float")):
-                return (
+                return Mistake("returned-scores", (
                     f"Your result has dtype {got['dtype']} ({on}): these are the largest scores "
                     "themselves, not their indices. argmax(dim=-1) gives the index of each."
-                )
+                ))
             if shape == [b, m] and n != m and b:
-                return (
+                return Mistake("argmax-over-queries", (
                     f"Your result has shape {shape_text(shape)}; expected {shape_text(expected['shape'])} "
                     f"({on}): one index per key instead of one per query. The scores are "
                     "(B, n, m), the keys last: argmax(dim=-1)."
-                )
+                ))
             if shape == expected["shape"] and values is not None and not same_values(
                     values, expected["values"], rtol=0, atol=0):
                 if case["over_queries"] is not None and same_values(values, case["over_queries"], rtol=0, atol=0):
-                    return (
+                    return Mistake("argmax-over-queries", (
                         f"Your argmax runs over the queries ({on}): for each key it gives the "
                         "best query. The scores are (B, n, m), the keys last: argmax(dim=-1)."
-                    )
+                    ))
                 if case["untransposed"] is not None and same_values(values, case["untransposed"], rtol=0, atol=0):
-                    return (
+                    return Mistake("k-not-transposed", (
                         f"Your product multiplies q by k without transposing it ({on}): with "
                         "n = m = d the shapes happen to fit, but each query meets k's columns, "
                         "not its keys. Transpose k's last two dimensions: q @ k.mT."
-                    )
+                    ))
                 if same_values(values, case["smallest"], rtol=0, atol=0):
-                    return (
+                    return Mistake("argmin-not-argmax", (
                         f"Your result picks the key with the smallest dot product ({on}); the "
                         "task asks for the largest: argmax."
-                    )
+                    ))
             if b == 1 and shape == [n] and expected["shape"] == [1, n]:
                 note = " squeeze() drops it; name the dimension." if "squeeze()" in calls else ""
-                return (
+                return Mistake("squeezed-batch", (
                     f"Your result has shape {shape_text(shape)}; expected (1, {n}) ({on}): the "
                     f"batch dimension of a batch of one is gone.{note}"
-                )
-        problem = tensor_problem(got, expected, on=on, rtol=0, atol=0)
+                ))
+        problem = _tensor_problem(got, expected, on=on, rtol=0, atol=0)
         if problem:
             return problem
         problem = tensor_problem(case["again"], expected, what="the second result", on=on, rtol=0, atol=0)
         if problem:
-            return f"Your function was right on its first call, not on a second call with the same q and k: {problem}"
+            return Mistake("wrong-on-second-call", (
+                f"Your function was right on its first call, not on a second call with the same q and k: {problem}"
+            ))
     return None
 
 
@@ -1859,7 +1903,7 @@ def _judge_checked_mse(record):
             if changed:
                 return changed
         got, expected = case["got"], case["expected"]
-        problem = tensor_problem(got, expected, what="your loss", on=on, rtol=1e-4)
+        problem = _tensor_problem(got, expected, what="your loss", on=on, rtol=1e-4)
         if problem:
             if (
                 got["kind"] == "tensor" and got["shape"] == [] and "values" in got
@@ -1874,7 +1918,9 @@ def _judge_checked_mse(record):
             return problem
         problem = tensor_problem(case["again"], expected, what="the second loss", on=on, rtol=1e-4)
         if problem:
-            return f"Your function was right on its first call, not on a second call with the same pred and target: {problem}"
+            return Mistake("wrong-on-second-call", (
+                f"Your function was right on its first call, not on a second call with the same pred and target: {problem}"
+            ))
     for refusal in record["refusals"]:
         on = refusal["on"]
         if refusal["raised"] is None:
@@ -1891,21 +1937,23 @@ def _judge_checked_mse(record):
             message, refusal["target_forms"])
         if not refusal["asked_type"]:
             shown = f" ({message})" if message else ""
-            return (
+            # torch's own words: the shapes went unchecked into the arithmetic, which refused them
+            unchecked = "must match the size of tensor" in (message or "")
+            return Mistake("error-from-arithmetic" if unchecked else "wrong-error-type", (
                 f"For {on} your function raised {refusal['raised']}{shown}; the task asks for "
                 "an AssertionError (or a ValueError) from your own check of the shapes, before "
                 "any arithmetic."
-            )
+            ))
         if not message:
-            return (
+            return Mistake("assert-without-message", (
                 f"For {on} your {refusal['raised']} stopped the code but says nothing. Put both "
                 "shapes in its message: assert a.shape == b.shape, f\"{a.shape} vs {b.shape}\"."
-            )
+            ))
         if not mentions_both:
-            return (
+            return Mistake("message-lacks-shapes", (
                 f"For {on} your message was {message!r}: include both shapes, so the person who "
                 "sees it knows what to fix."
-            )
+            ))
     return None
 
 

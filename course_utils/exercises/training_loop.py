@@ -61,23 +61,25 @@ def _returned(value) -> dict:
 
 def _returned_problem(got: dict, expected: float, *, name: str, on: str) -> str | None:
     if got["kind"] == "NoneType":
-        return f"{name} returned None (on {on}); end it with `return loss.item()`."
+        return Mistake("returns-none", f"{name} returned None (on {on}); end it with `return loss.item()`.")
     if got["kind"] == "tensor":
         extra = (
             " that still records a graph (requires_grad=True)" if got.get("requires_grad") else ""
         )
-        return (
+        return Mistake("returns-tensor", (
             f"{name} returned the loss as a tensor{extra} (on {on}); return a Python float "
             "with loss.item(). A float is just a number to log and plot; a loss tensor kept for "
             "logging can keep its whole graph in memory, step after step."
-        )
+        ))
     if got["kind"] != "float":
-        return f"{name} returned {got['kind']} (on {on}); return the loss as a Python float: loss.item()."
+        return Mistake("returns-not-a-float", (
+            f"{name} returned {got['kind']} (on {on}); return the loss as a Python float: loss.item()."
+        ))
     if not same_values(got["value"], expected, rtol=1e-4, atol=1e-6):
-        return (
+        return Mistake("returns-another-loss", (
             f"{name} returned {got['value']:.6g} (on {on}); the loss of this batch is "
             f"{expected:.6g}. Return the loss computed in this call's forward pass, as loss.item()."
-        )
+        ))
     return None
 
 
@@ -239,101 +241,104 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient):
     on, before = call["on"], call["before"]
     params, gradients = call["parameters"], call["gradients"]
     if call["forwards"] == 0:
-        return (
+        return Mistake("ignores-given-model", (
             f"Your function never ran the model it was given (on {on}). Use its arguments "
             "(model, optimizer, loss_fn, x, y), not variables of the notebook with the same "
             "purpose."
-        )
+        ))
     if call["inputs_changed"]:
         name = call["inputs_changed"][0]
-        return (
+        return Mistake("changes-input-in-place", (
             f"Your function changed its input {name} in place (on {on}). The caller still uses "
             f"the batch (to log, to plot, for another model): leave {name} as it was given."
-        )
+        ))
     if not call["grad_enabled_after"]:
-        return (
+        return Mistake("leaves-grad-disabled", (
             f"Your function left autograd switched off (on {on}): after it returned, "
             "torch.is_grad_enabled() was False, so the next training step cannot compute "
             "gradients. Use `with torch.no_grad():` blocks, which switch it back on, rather "
             "than torch.set_grad_enabled(False)."
-        )
+        ))
     if call.get("eval_forwards"):
-        return (
+        return Mistake("trains-in-eval-mode", (
             f"The forward pass ran with the model in eval mode (on {on}), although it was given "
             "in train mode: a training step trains in the mode it is given. In eval mode dropout "
             "is off and batch norm stops learning its statistics; leave the mode alone in "
             "train_step (no model.eval())."
-        )
+        ))
     if call.get("dtypes_after", [call.get("dtype")]) != [call.get("dtype")]:
-        return (
+        return Mistake("converts-model-dtype", (
             f"Your function changed the model's dtype (on {on}): it was given as {call['dtype']} "
             f"and its parameters are {', '.join(call['dtypes_after'])} after the call (.float(), "
             ".double() and .to(dtype) convert a module in place, for the caller too). Train the "
             "model as it is given, on the x it is given: they have the same dtype."
-        )
+        ))
     if any(value != call.get("lr") for value in call.get("lr_after", [])):
-        return (
+        return Mistake("changes-learning-rate", (
             f"After your function ran (on {on}), the optimizer's learning rate was "
             f"{call['lr_after'][0]:g} instead of {call['lr']:g}: your function changed it, so "
             "every later step uses that rate too. Leave the optimizer's settings alone in "
             "train_step (a learning-rate schedule is the caller's business)."
-        )
+        ))
     if call.get("train_forwards"):
-        return (
+        return Mistake("forces-train-mode", (
             f"The forward pass ran with the model in train mode (on {on}), although it was given "
             "in eval mode: you switched it with model.train(). A training step trains in the "
             "mode it is given (a caller may have switched dropout off on purpose); leave the "
             "mode alone in train_step."
-        )
+        ))
     if call.get("given_training") is False and call.get("any_training_after"):
-        return (
+        return Mistake("forces-train-mode", (
             f"Your function gave the model back in train mode (on {on}), although it was given "
             "in eval mode. Leave the mode as it was given: no model.train() in train_step."
-        )
+        ))
     if call.get("given_training", True) and not call.get("training_after", True):
-        return (
+        return Mistake("leaves-eval-mode", (
             f"Your function gave the model back in eval mode (on {on}), although it was given in "
             "train mode: every later training step would then run without dropout and without "
             "batch norm learning. Leave the mode as it was given."
-        )
+        ))
     unchanged = same_values(params, before, rtol=0, atol=0)
     if call["backwards"] == 0:
-        return (
+        return Mistake("no-backward", (
             f"backward() never ran (on {on}), so no gradient reached .grad"
             + (" and the parameters did not change" if unchanged else "")
             + ". Call loss.backward() once, after the loss and before optimizer.step()."
-        )
+        ))
     if call["steps"] == 0:
         if unchanged:
-            return (
+            # With Adam (the second phase), the SGD phase's steps ran: an optimizer other than
+            # the one given now (kept from an earlier call) took them.
+            mistake = "no-optimizer-step" if kind == "sgd" else "ignores-given-optimizer"
+            return Mistake(mistake, (
                 f"The parameters did not change (on {on}): optimizer.step() of the optimizer you "
                 "were given never ran. Call optimizer.step() after backward(): it is the step "
                 "that actually moves the parameters."
-            )
-        return (
+            ))
+        return Mistake("ignores-given-optimizer", (
             f"The parameters moved (on {on}), but the optimizer you were given never took a "
             "step: you updated them another way (by hand, or with an optimizer of your own). "
             "Call optimizer.step() on the `optimizer` argument: it may be Adam or have "
             "momentum, and only it keeps that state from step to step."
-        )
+        ))
     if unchanged:
         if isinstance(gradients, str):
-            return (
+            return Mistake("zero-grad-between-backward-and-step", (
                 f"The parameters did not change (on {on}), and afterwards no gradient was "
                 "left in .grad. You cleared the gradients between backward() and step(): "
                 "step() then finds nothing to apply. Clear them before backward() (or after "
                 "step()), never between the two."
-            )
-        return (
+            ))
+        return Mistake("step-before-backward", (
             f"The parameters did not change (on {on}), although optimizer.step() ran and "
             "backward() filled .grad: step() ran before backward(), when there was no new "
             "gradient to apply yet. The order is zero_grad(), backward(), step()."
-        )
+        ))
     if call["steps"] > 1:
-        return (
+        return Mistake("several-steps", (
             f"optimizer.step() ran {call['steps']} times in one call (on {on}); one training "
             "step is one optimizer.step()."
-        )
+        ))
     if kind == "sgd":
         gradient = call["gradient"]
         if index == 1 and same_values(params, before - lr * (gradient + first_gradient)):
@@ -344,58 +349,60 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient):
                 "before backward()."
             ))
         if call["backwards"] > 1 and same_values(params, before - call["backwards"] * lr * gradient):
-            return (
+            return Mistake("several-backwards", (
                 f"backward() ran {call['backwards']} times in one call (on {on}), and the "
                 f"update was {call['backwards']} SGD steps' worth: each backward() adds its "
                 "gradient to .grad. Call backward() once per step, on one forward pass's loss."
-            )
+            ))
         if same_values(params, before + lr * gradient):
-            return f"Your update went up the gradient (on {on}); optimizer.step() goes down it."
+            return Mistake("ascends-gradient", (
+                f"Your update went up the gradient (on {on}); optimizer.step() goes down it."
+            ))
         update = (before - params) / lr
         length, norm = float(np.linalg.norm(update)), float(np.linalg.norm(gradient))
         if (
             index == 0 and length > 0 and norm > 0 and abs(length - norm) > 1e-3 * norm
             and float(update @ gradient) / (length * norm) > 0.9999  # the same direction
         ):
-            return (
+            return Mistake("rescales-gradient", (
                 f"Your step goes the way of this batch's gradient, but is {length / norm:.3g} "
                 f"times its length (on {on}; the gradient has norm {norm:.3g}): something "
                 "rescaled it, such as gradient clipping (clip_grad_norm_) or a factor on the "
                 "loss. One training step applies the gradient as it is: forward, loss, "
                 "zero_grad(), backward(), step()."
-            )
+            ))
     elif not same_values(params, call["expected"]):
         if "own_loss" in call and same_values(params, call["own_loss"]):
-            return (
+            return Mistake("ignores-loss-fn", (
                 f"Your step followed plain cross entropy, not the loss_fn you were given (on "
                 f"{on}): this loss_fn uses label smoothing. Compute the loss with "
                 "loss_fn(prediction, y)."
-            )
+            ))
         if "fresh_optimizer" in call and same_values(params, call["fresh_optimizer"]):
-            return (
+            return Mistake("new-optimizer-each-call", (
                 f"On {on}, your step is what a brand-new Adam takes: its running averages of "
                 "the earlier gradients were lost. Use the optimizer you were given, every "
                 "call; don't create one inside train_step."
-            )
+            ))
     if call["backwards"] > 1:
-        return (
+        return Mistake("several-backwards", (
             f"backward() ran {call['backwards']} times in one call (on {on}); call it once per "
             "step, on the loss of this call's forward pass."
-        )
+        ))
     if not same_values(params, call["expected"]):
-        return (
+        return Mistake("wrong-update", (
             f"After your function ran (on {on}), the parameters are not what one optimizer step "
             "on this batch gives. Do forward, loss (with loss_fn), zero_grad(), backward(), "
             "step(), once each."
-        )
+        ))
     problem = _returned_problem(call["returned"], call["expected_loss"], name="train_step", on=on)
     if problem is None and call["forwards"] > 1:
-        return (
+        return Mistake("several-forwards", (
             f"The model ran {call['forwards']} forward passes in one call (on {on}); one training "
             "step is one forward pass. Compute the loss once, call backward() on it and return "
             "its .item(): another pass costs time, and with dropout its loss is not the one you "
             "trained on."
-        )
+        ))
     return problem
 
 
@@ -613,12 +620,12 @@ def _stale_answer(case, previous):
     ):
         return None
     ran = "" if case["forwards"] else " without running the model"
-    return (
+    return Mistake("caches-the-loss", (
         f"evaluate returned {returned['value']:.6g} again{ran} (on {case['on']}): the number of "
         f"the previous call, although the weights changed since; the loss now is "
         f"{case['expected_loss']:.6g}. Compute the loss on every call (no cache): validation "
         "runs after each epoch precisely because the model keeps changing."
-    )
+    ))
 
 
 def _judge_evaluate(cases):
@@ -628,23 +635,23 @@ def _judge_evaluate(cases):
         if stale:
             return stale
         if not forwards:
-            return (
+            return Mistake("ignores-given-model", (
                 f"Your function never ran the model it was given (on {on}). Use its arguments "
                 "(model, x, y, loss_fn), not variables of the notebook."
-            )
+            ))
         if case["inputs_changed"]:
             name = case["inputs_changed"][0]
-            return (
+            return Mistake("changes-input-in-place", (
                 f"Your function changed its input {name} in place (on {on}); evaluation must "
                 f"leave the batch as it was given."
-            )
+            ))
         if case.get("dtypes_after", [case.get("dtype")]) != [case.get("dtype")]:
-            return (
+            return Mistake("converts-model-dtype", (
                 f"Your function changed the model's dtype (on {on}): it was given as "
                 f"{case['dtype']} and its weights are {', '.join(case['dtypes_after'])} after the "
                 "call (.float(), .double() and .to(dtype) convert a module in place). Evaluation "
                 "must leave the model as it was: run it as it is given, on the x it is given."
-            )
+            ))
         if any(any(f["training"]) for f in forwards):  # what the layers did, whatever the outer flag
             before, after = case["stats_before"], case["stats_after"]
             moved = after["num_batches_tracked"] - before["num_batches_tracked"]
@@ -656,78 +663,81 @@ def _judge_evaluate(cases):
                 else ""
             )
             if not all(forwards[0]["training"]):
-                layers = "some of its layers were in train mode"
+                mistake, layers = "eval-on-some-layers", "some of its layers were in train mode"
             elif forwards[0].get("outer") is False:
-                layers = (
+                mistake, layers = "sets-training-flag-only", (
                     "model.training was False, but its layers were in train mode: setting the "
                     "flag changes only the outer module"
                 )
             else:
                 layers = "the model was in train mode"
-            return (
+                # A later pass in eval mode: model.eval() came, but after a first forward pass.
+                later_eval = any(not any(f["training"]) for f in forwards[1:])
+                mistake = "forward-before-eval" if later_eval else "forgot-eval-mode"
+            return Mistake(mistake, (
                 f"The forward pass ran in train mode (on {on}: {layers}): call model.eval() "
                 "before it. Dropout then zeroes random units, so the loss changes from call to "
                 f"call, and batch norm normalises with this batch's statistics.{stats}"
-            )
+            ))
         if any(f["graph"] for f in forwards):
-            return (
+            return Mistake("forgot-no-grad", (
                 f"The forward pass recorded a graph for backward() (on {on}): wrap it in "
                 "`with torch.no_grad():`. model.eval() changes what dropout and batch norm do; "
                 "it does not stop autograd, so without no_grad every activation is kept."
-            )
+            ))
         if not case["grad_enabled_before"] and case["grad_enabled_after"]:
-            return (
+            return Mistake("forces-grad-on", (
                 f"Your function switched autograd on for its caller (on {on}): it was off when "
                 "your function was called and on after it returned. Don't switch it with "
                 "torch.set_grad_enabled(...); `with torch.no_grad():` puts back whatever state "
                 "it found."
-            )
+            ))
         if case["grad_enabled_before"] and not case["grad_enabled_after"]:
-            return (
+            return Mistake("leaves-grad-disabled", (
                 f"Your function left autograd switched off (on {on}): after it returned, "
                 "torch.is_grad_enabled() was False, so the next training step would compute no "
                 "gradients. Use `with torch.no_grad():`, which switches it back on at the end "
                 "of the block, rather than torch.set_grad_enabled(False)."
-            )
+            ))
         frozen_before = case.get("frozen_before", [])
         frozen = [n for n in case["frozen_after"] if n not in frozen_before]
         if frozen:
-            return (
+            return Mistake("freezes-parameters", (
                 f"After your function ran (on {on}), {frozen[0]} (and "
                 f"{len(frozen) - 1} more parameters) had requires_grad=False: "
                 "training could no longer update them. Don't freeze the parameters to avoid a "
                 "graph; use `with torch.no_grad():`, which changes nothing in the model."
-            )
+            ))
         unfrozen = [n for n in frozen_before if n not in case["frozen_after"]]
         if unfrozen:
-            return (
+            return Mistake("unfreezes-parameters", (
                 f"After your function ran (on {on}), {unfrozen[0]} had requires_grad=True, but "
                 "the caller had frozen it (requires_grad=False): training would now update a "
                 "layer meant to stay fixed. Leave requires_grad as you found it; `with "
                 "torch.no_grad():` avoids the graph without changing anything in the model."
-            )
+            ))
         returned = case["returned"]
         if (
             len(forwards) > 1 and returned.get("kind") == "float"
             and not same_values(returned["value"], case["expected_loss"], rtol=1e-4, atol=1e-6)
         ):
-            return (
+            return Mistake("mean-of-unequal-chunks", (
                 f"evaluate returned {returned['value']:.6g} (on {on}), after running the model "
                 f"{len(forwards)} times; the loss of the whole batch is "
                 f"{case['expected_loss']:.6g}. If you split the batch, weight each part's "
                 "mean loss by its number of examples: parts of unequal size do not average to the "
                 "batch's mean."
-            )
+            ))
         if (
             "plain_loss" in case and returned.get("kind") == "float"
             and not same_values(returned["value"], case["expected_loss"], rtol=1e-4, atol=1e-6)
             and same_values(returned["value"], case["plain_loss"], rtol=1e-4, atol=1e-6)
         ):
-            return (
+            return Mistake("ignores-loss-fn", (
                 f"evaluate returned {returned['value']:.6g} (on {on}): plain cross entropy, not "
                 f"the loss_fn you were given ({case['expected_loss']:.6g} with its label "
                 "smoothing). Compute the loss with loss_fn(model(x), y)."
-            )
+            ))
         problem = _returned_problem(returned, case["expected_loss"], name="evaluate", on=on)
         if problem:
             return problem
@@ -735,26 +745,31 @@ def _judge_evaluate(cases):
             same_values(case["stats_before"]["running_mean"], case["stats_after"]["running_mean"])
             and same_values(case["stats_before"]["running_var"], case["stats_after"]["running_var"])
         ):
-            return f"Batch norm's running statistics changed (on {on}); evaluation must not change the model."
+            return Mistake("updates-batch-norm-stats", (
+                f"Batch norm's running statistics changed (on {on}); evaluation must not change the model."
+            ))
         if case["training_before"] and not case["training_after"]:
-            return (
+            # After an earlier call that came in train mode and left it so: a mode remembered
+            # from another call, not this one's.
+            restored_before = any(c["training_before"] for c in cases[:index])
+            return Mistake("restores-a-stale-mode" if restored_before else "leaves-eval-mode", (
                 f"Your function left the model in eval mode (on {on}). The next training epoch "
                 "would then run without dropout and would stop updating batch norm. Put it back: "
                 "remember model.training first and call model.train(was_training) at the end."
-            )
+            ))
         if case["training_before"] and not all(case["modules_training_after"]):
-            return (
+            return Mistake("restores-outer-flag-only", (
                 f"The model says training=True, but some of its layers are still in eval mode "
                 f"(on {on}): setting model.training = True changes only the outer module. Call "
                 "model.train(), which sets the flag on every layer."
-            )
+            ))
         if not case["training_before"] and any(case["modules_training_after"]):
-            return (
+            return Mistake("always-train-at-end", (
                 f"Your function was given {on} and gave it back in train mode: you call "
                 "model.train() at the end whatever the mode was. Remember it first "
                 "(was_training = model.training) and restore exactly that: "
                 "model.train(was_training)."
-            )
+            ))
     return None
 
 
@@ -910,33 +925,33 @@ def _judge_all_inf(on, got, expected, patience):
     stop, right, best_epoch = got["stop"], expected["stop"], got["best_epoch"]
     no_best = best_epoch in ("None", 0)
     if got["best_loss"] != expected["best_loss"]:
-        return (
+        return Mistake("wrong-best-loss", (
             f"After {on}, best_loss is {got['best_loss']}; expected {expected['best_loss']}, "
             "the lowest loss seen so far."
-        )
+        ))
     if (stop == right and no_best) or (right is not None and stop == right + 1 and best_epoch == 1):
         return None
     said = "never said stop" if stop is None else f"said stop after epoch {stop}"
     if no_best and stop is not None and right is not None and stop < right:
-        return (
+        return Mistake("count-not-from-zero", (
             f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
             "improved on the best, so each epoch adds 1 to the count of epochs without "
             f"improvement, and it reaches patience={patience} after epoch {right}: your count "
             "does not start at 0. Set it to 0 in __init__."
-        )
+        ))
     if no_best and (stop is None or (right is not None and stop > right)):
-        return (
+        return Mistake("count-not-from-zero", (
             f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
             f"improved on the best (best_epoch is still {best_epoch}), so each epoch adds 1 to "
             f"the count of epochs without improvement and it reaches patience={patience} after "
             f"epoch {right}: your count starts below 0. Set it to 0 in __init__."
-        )
-    return (
+        ))
+    return Mistake("mixes-inf-readings", (
         f"Your EarlyStopping {said} with best_epoch {best_epoch} on {on}. Either the first inf "
         f"is no improvement on a best that starts at math.inf (stop after epoch {right}, "
         f"best_epoch None), or it is the first best (best_epoch 1, stop after epoch "
         f"{None if right is None else right + 1}); your answer mixes the two."
-    )
+    ))
 
 
 def _judge_early_stopping(record):
@@ -944,42 +959,42 @@ def _judge_early_stopping(record):
     first, again = cases[0]["got"], record["again"]
     if again.get("class_attributes_changed"):
         name = again["class_attributes_changed"][0]
-        return (
+        return Mistake("state-on-class", (
             f"step() changed {name}, a class attribute: one container that every EarlyStopping "
             "shares, so the state of one object carries over from one object to the next (a "
             "second run of training would start with the first one's losses). Create it on "
             f"self in __init__: self.{name} = ..."
-        )
+        ))
     if (again["stop"], again["best_epoch"], again["best_loss"]) != (
         first["stop"], first["best_epoch"], first["best_loss"]
     ):
         def said(got):
             return "never said stop" if got["stop"] is None else f"said stop after epoch {got['stop']}"
 
-        return (
+        return Mistake("state-on-class", (
             f"A second EarlyStopping, given {cases[0]['on']} after a first one, {said(again)} "
             f"with best_epoch {again['best_epoch']} and best_loss {again['best_loss']}; the first "
             f"object given the same losses {said(first)} with best_epoch {first['best_epoch']}. Something "
             "carries over from one object to the next: state kept on the class (a list or a "
             "counter written as a class attribute) or in a global. Set every attribute on self "
             "in __init__."
-        )
+        ))
     for case in cases:
         on, got, expected, losses = case["on"], case["got"], case["expected"], case["losses"]
         if got["missing_after_init"]:
             name = got["missing_after_init"][0]
             start = "math.inf" if name == "best_loss" else "None, no best epoch yet"
-            return (
+            return Mistake("attribute-set-only-in-step", (
                 f"A new EarlyStopping(patience={case['patience']}) has no attribute {name}: it "
                 "appears only once step() sets it, so code that reads it before (or without) an "
                 f"improvement crashes. Set it in __init__ ({name} = {start})."
-            )
+            ))
         wrong_kinds = [k for k in got["kinds"] if k != "bool"]
         if wrong_kinds:
-            return (
+            return Mistake("returns-not-a-bool", (
                 f"step() returned {wrong_kinds[0]} (on {on}); return True to stop now and False "
                 "to go on, e.g. `return self.bad_epochs >= self.patience`."
-            )
+            ))
         if on.startswith(_ALL_INF):
             problem = _judge_all_inf(on, got, expected, case["patience"]) or _after_stop_problem(on, got)
             if problem:
@@ -991,66 +1006,66 @@ def _judge_early_stopping(record):
             and got["best_epoch"] > expected["best_epoch"]
             and isinstance(got["best_loss"], float) and got["best_loss"] > 0
         ):
-            return (
+            return Mistake("falsy-zero-best", (
                 f"On {on}, the best loss was 0.0 at epoch {expected['best_epoch']}, but your "
                 f"class then took {got['best_loss']} (epoch {got['best_epoch']}) as a new best: "
                 "0.0 counts as false, so a test like `if not self.best_loss` reads it as 'no best "
                 "yet'. Start best_loss at math.inf and compare with `<` (or test `is None`)."
-            )
+            ))
         if stop != right:
             said = "never said stop" if stop is None else f"said stop after epoch {stop}"
             base = f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}."
             if stop is not None and stop == _first_rise(losses) and stop != right:
-                return (
+                return Mistake("ignores-patience", (
                     base + " You stop at the first epoch that is worse than the one before: "
                     "that ignores patience. Count the epochs without a new best and stop when "
                     "that count reaches patience."
-                )
+                ))
             if on.startswith("a loss that drifts") and (stop is None or stop > right):
-                return (
+                return Mistake("compares-with-previous", (
                     base + " From epoch 3 on, each epoch is better than the one before it, yet "
                     "none beats the best (0.5 at epoch 2). Compare with the best loss so far, not with the "
                     "previous epoch."
-                )
+                ))
             if on.startswith(_TINY_STEPS) and stop is not None and right is not None and stop < right:
-                return (
+                return Mistake("margin-or-rounding", (
                     base + " 0.4999999999 is lower than 0.5, and 0.4999999998 lower than "
                     "0.4999999999: each is a new best, however small the difference. Any loss "
                     "strictly lower than the best counts: compare val_loss < self.best_loss, with "
                     "no margin (min_delta) and no rounding."
-                )
+                ))
             if on.startswith("a loss that stays flat") and (stop is None or stop > right):
-                return (
+                return Mistake("equal-counts-as-better", (
                     base + " A loss equal to the best is not an improvement: use `<`, not "
                     "`<=`, or a flat validation loss never stops training."
-                )
+                ))
             if on.startswith("a loss that recovers") and stop is not None and stop < right:
-                return (
+                return Mistake("no-reset-on-new-best", (
                     base + " A new best loss must reset the count of epochs without "
                     "improvement to 0; you keep counting from before."
-                )
+                ))
             if stop is not None and right is not None and stop == right + 1:
-                return (
+                return Mistake("stops-one-late", (
                     base + " You stop one epoch late: stop as soon as the number of epochs "
                     "without improvement reaches patience (>=, not >)."
-                )
+                ))
             if stop is not None and right is not None and stop == right - 1:
-                return (
+                return Mistake("stops-one-early", (
                     base + " You stop one epoch early: patience=N means you wait N epochs "
                     "without improvement, and stop after the Nth (count >= patience)."
-                )
-            return base
+                ))
+            return Mistake("wrong-stop-epoch", base)
         if got["best_epoch"] != expected["best_epoch"]:
-            return (
+            return Mistake("wrong-best-epoch", (
                 f"After {on}, best_epoch is {got['best_epoch']}; expected {expected['best_epoch']}. "
                 "Count the calls to step() from 1, and remember the number of the call that "
                 "gave the lowest loss."
-            )
+            ))
         if not isinstance(got["best_loss"], float) or got["best_loss"] != expected["best_loss"]:
-            return (
+            return Mistake("wrong-best-loss", (
                 f"After {on}, best_loss is {got['best_loss']}; expected {expected['best_loss']}, "
                 "the lowest loss seen so far."
-            )
+            ))
         problem = _after_stop_problem(on, got)
         if problem:
             return problem
@@ -1063,13 +1078,13 @@ def _after_stop_problem(on, got):
     if all(answer is True for answer in after_stop):
         return None
     later = got["stop"] + 1 + next(i for i, a in enumerate(after_stop) if a is not True)
-    return (
+    return Mistake("stop-not-kept", (
         f"Your EarlyStopping said stop after epoch {got['stop']} on {on}, then go on (False) "
         f"after epoch {later}, although no loss had improved on the best since. Training should "
         "still stop: the number of epochs without improvement only grows, so step() keeps "
         "returning True until a loss beats the best. Compare that number with `>=` patience, "
         "and don't reset it when you say stop."
-    )
+    ))
 
 
 EarlyStopping = Exercise(
