@@ -175,5 +175,6 @@ def test_typical_wrong_answers_fail_the_public_cases_and_say_why(exercise, expec
                 passed.append(entry.mistake)
             else:
                 assert verdict.message.strip(), entry.mistake
+                assert verdict.mistake != "other", f"{entry.mistake}: no mistake id for {verdict.message!r}"
     assert sorted(passed) == sorted(spec.lets_through), (
         "the typical mistakes these public cases let through must be the ones their lets_through names")

@@ -16,11 +16,13 @@ One definition per exercise: ``Exercise(..., public=PublicCases(...))`` beside i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from course_utils.exercises.core import Mistake, Outcome, mistake_of
 from course_utils.exercises.facts import shape_text, tensor_problem, value_facts, values_problem
 
 # A public record is a list, one entry per case: {"on": str, "facts": {...}}.
@@ -239,6 +241,15 @@ def _label(key: str, index: int | None, params: Sequence[str]) -> str:
     return key if " " in key else key.replace("_", " ")  # a key with spaces is already a label
 
 
+def _named(problem: str | None, label: str) -> str | None:
+    """``problem`` with a mistake id where no generic kind fits its words: the fact that differs,
+    in at most eight words (``fact-x-after-your-function-ran``), so that a class report can
+    count it."""
+    if problem is None or mistake_of(Outcome.FAILED, problem) != "other":
+        return problem
+    return Mistake("fact-" + "-".join(re.findall(r"[a-z0-9]+", label.lower())[:8]), problem)
+
+
 def record_problem(got: list, expected: list, params: Sequence[str], spec: PublicCases) -> str | None:
     """The first difference between a learner's public record and the expected one."""
     if len(got) != len(expected):
@@ -251,14 +262,15 @@ def record_problem(got: list, expected: list, params: Sequence[str], spec: Publi
             rtol, atol = spec.loose.get(key, (spec.rtol, spec.atol))
             if key == "arguments":
                 for index, (a, b) in enumerate(zip(facts[key], value)):
-                    problem = facts_problem(a, b, _label(key, index, params), on, rtol, atol, spec.requires_grad)
+                    label = _label(key, index, params)
+                    problem = facts_problem(a, b, label, on, rtol, atol, spec.requires_grad)
                     if problem:
-                        return problem
+                        return _named(problem, label)
                 continue
-            problem = facts_problem(facts[key], value, _label(key, None, params), on, rtol, atol,
-                                    spec.requires_grad)
+            label = _label(key, None, params)
+            problem = facts_problem(facts[key], value, label, on, rtol, atol, spec.requires_grad)
             if problem:
-                return problem
+                return _named(problem, label)
     return None
 
 
