@@ -24,9 +24,11 @@
 #
 # Per task: --workers is --cpus-per-task (learners graded at once); each of them runs a kernel
 # that may use up to --memory-mb (default 3072 MB) of memory, hence about 4 GB per CPU.
-# Tasks of one user that share a node can make each other's kernels die at start (the process
-# limit counts all the user's threads: deploy/README.md, "Known limits"); add --exclusive to
-# keep them apart.
+# The process limit is counted inside each kernel's sandbox, so tasks of one user can share a
+# node (deploy/README.md, "Known limits", says what older kernels need).
+#
+# Every shard's results lie in RESULTS on the shared file system: the grader is told to hide
+# the whole of RESULTS (--hide), not only its own shard-K, from the submissions it runs.
 #SBATCH --job-name=grade
 #SBATCH --array=0-3
 #SBATCH --cpus-per-task=4
@@ -67,4 +69,5 @@ export TMPDIR
 trap 'rm -rf "$TMPDIR"' EXIT
 
 "$GRADER_PYTHON" -m course_utils.grading "$SUBMISSIONS" \
-    --out "$RESULTS/shard-$K" --shard "$K/$SHARDS" --workers "${SLURM_CPUS_PER_TASK:-1}" "$@"
+    --out "$RESULTS/shard-$K" --shard "$K/$SHARDS" --workers "${SLURM_CPUS_PER_TASK:-1}" \
+    --hide "$RESULTS" "$@"

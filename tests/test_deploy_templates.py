@@ -112,7 +112,7 @@ def test_pod_i_grades_shard_i_plus_1_of_n_from_job_completion_index(stub, tmp_pa
         args = run_pod_script(grader, stub, tmp_path, index)
         assert args[:3] == ["-m", "course_utils.grading", "/submissions"]
         flags = pairs(args)
-        assert flags["--out"] == "/results"
+        assert flags["--out"] == "/results" and flags["--hide"] == "/results"
         assert flags["--workers"] == env_of(grader)["WORKERS"]
         shards.append(flags["--shard"])
     assert shards == [f"{k}/{n}" for k in range(1, n + 1)]
@@ -239,7 +239,7 @@ def test_array_task_i_grades_shard_i_plus_1_of_n_into_its_own_folder(stub, tmp_p
         args = recorded(out)
         assert args[:3] == ["-m", "course_utils.grading", "submissions"]
         assert pairs(args) == {"--out": f"results/shard-{task + 1}", "--shard": f"{task + 1}/{n}",
-                               "--workers": "6"}
+                               "--workers": "6", "--hide": "results"}
         # The grader's run folders go in a folder of the task's own, gone when the task ends.
         tmpdir = Path(recorded(Path(f"{out}.tmpdir"))[0])
         assert tmpdir.parent == tmp_path and "77" in tmpdir.name and not tmpdir.exists()
@@ -251,6 +251,8 @@ def test_the_slurm_script_passes_folders_and_grader_options_on(stub, tmp_path):
     args = recorded(out)
     assert args[2] == "subs" and args[-3:] == ["--exam", "--cell-timeout", "120"]
     assert pairs(args)["--out"] == "out/shard-8" and pairs(args)["--shard"] == "8/8"
+    # every shard's results lie in "out", on the shared file system: all of it is hidden
+    assert pairs(args)["--hide"] == "out"
 
 
 @pytest.mark.parametrize("task, env", [(None, {}), (4, {"SHARDS": "4"}), (0, {"SHARDS": "x"})])

@@ -2,6 +2,15 @@
 
     .venv/bin/python tools/bench_grading.py                   # 6 learners, 2 per chapter
     .venv/bin/python tools/bench_grading.py --learners 4 --all-chapters --repeat 3
+    .venv/bin/python tools/bench_grading.py --chapter-seconds --repeat 3 --write
+    .venv/bin/python tools/bench_grading.py --learners 6 --shards 2 --repeat 3
+
+``--shards N`` compares one run using every core with N shards (``--shard K/N``) plus their
+merge, run at once on this machine and one after the other (as if each had a machine), in
+seconds per submission.
+``--chapter-seconds`` times the grading of each chapter's reference solution instead, and with
+``--write`` stores them in ``course_utils/grading/chapter_seconds.json``, from which a batch
+orders its learners, the longest first (``course_utils.grading.schedule``).
 
 Builds a batch in a temporary folder: learner i submits a copy of ``solutions/<chapter>.ipynb``
 (chapters taken in turn; ``--all-chapters`` gives every learner every chapter). Then, for each
@@ -25,6 +34,7 @@ own cost (sandbox, limits, probes, judging, start-up), not a different thread co
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -122,14 +132,142 @@ def scores_line(stdout: str) -> str:
     return "all full marks" if not short else "NOT full marks: " + "; ".join(short)
 
 
+def run_shards(submissions: Path, work: Path, shards: int, workers: int, extra: list[str],
+               together: bool) -> tuple[list[float], float, float]:
+    """Grade in ``shards`` grader processes (``--shard K/N``), then merge them.
+
+    ``together``: all shards at once on this machine (wall from the first start to the last
+    end); otherwise one after the other, each timed alone, as if each had a machine of its own.
+    Returns (each shard's seconds, the shards' wall seconds, the merge's seconds)."""
+    env = {k: v for k, v in os.environ.items() if k not in {"COURSE_STRICT", "COURSE_EXPECT", "NBGRADER_EXECUTION"}}
+    outs = [work / f"shard-{k}" for k in range(1, shards + 1)]
+    for out in outs:
+        shutil.rmtree(out, ignore_errors=True)
+
+    def command(k: int) -> list[str]:
+        return [sys.executable, "-m", "course_utils.grading", str(submissions), "--out", str(outs[k - 1]),
+                "--workers", str(workers), "--no-cache", "--shard", f"{k}/{shards}", *extra]
+
+    each = []
+    start = time.perf_counter()
+    if together:
+        started = [(time.perf_counter(), subprocess.Popen(command(k), cwd=ROOT, env=env, stdout=subprocess.DEVNULL))
+                   for k in range(1, shards + 1)]
+        for began, process in started:
+            process.wait()
+            each.append(time.perf_counter() - began)
+    else:
+        for k in range(1, shards + 1):
+            began = time.perf_counter()
+            subprocess.run(command(k), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
+            each.append(time.perf_counter() - began)
+    wall = time.perf_counter() - start
+    merged = work / "merged"
+    shutil.rmtree(merged, ignore_errors=True)
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "course_utils.grading", "merge", *map(str, outs), "--out", str(merged)],
+                   cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
+    return each, wall, time.perf_counter() - began
+
+
+def compare_shards(submissions: Path, work: Path, files: int, shards: int, repeat: int, extra: list[str]) -> None:
+    """One run with every core against ``shards`` shards plus their merge: seconds per submission."""
+    cores = os.cpu_count() or 1
+    each_workers = max(1, cores // shards)
+    rows: dict[str, list[float]] = {"one run": [], "shards together": [], "shards alone": []}
+    for round_ in range(repeat):
+        seconds, _ = run_grader(submissions, work / "one-run", cores, extra)
+        rows["one run"].append(seconds)
+        each, wall, merge = run_shards(submissions, work, shards, each_workers, extra, together=True)
+        rows["shards together"].append(wall + merge)
+        print(f"  [{round_ + 1}] one run --workers {cores}: {seconds:6.1f} s; {shards} shards at once "
+              f"(--workers {each_workers} each): {wall:6.1f} s + merge {merge:4.1f} s "
+              f"(shards: {', '.join(f'{s:.1f}' for s in each)})")
+        each, wall, merge = run_shards(submissions, work, shards, cores, extra, together=False)
+        rows["shards alone"].append(max(each) + merge)
+        print(f"  [{round_ + 1}] each shard alone (--workers {cores}), as on {shards} machines: "
+              f"{', '.join(f'{s:.1f}' for s in each)} s; slowest + merge {max(each) + merge:6.1f} s")
+    print()
+    for name, values in rows.items():
+        median = statistics.median(values)
+        print(f"{name:18} {median:7.1f} s   {median / files:5.2f} s per submission")
+
+
+def measure_chapter_seconds(work: Path, repeat: int) -> dict[str, float]:
+    """Seconds the grader takes for each chapter's reference solution: ``grade_learner`` called
+    in this process (as a worker calls it), median of ``repeat``, after one warm-up grading."""
+    from course_utils.exercises import CHAPTERS as ALL_CHAPTERS
+    from course_utils.grading.batch import Batch, grade_learner
+    from course_utils.grading.sandbox import Limits, choose_sandbox
+    from course_utils.grading.scoring import load_judges
+    from course_utils.grading.submissions import Learner
+
+    sandbox = choose_sandbox()
+    batch = Batch(ROOT, work / "submissions", work / "out", Limits(), use_cache=False)
+    load_judges()
+    learners = {}
+    for chapter in ALL_CHAPTERS:
+        path = batch.submissions / chapter / f"{chapter}.ipynb"
+        path.parent.mkdir(parents=True)
+        shutil.copyfile(ROOT / "solutions" / f"{chapter}.ipynb", path)
+        learners[chapter] = Learner(chapter, [path])
+    grade_learner(learners[next(iter(learners))], batch, sandbox)  # warm-up: file cache, first kernel
+    seconds = {}
+    for chapter, learner in learners.items():
+        runs = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            result = grade_learner(learner, batch, sandbox)
+            runs.append(time.perf_counter() - start)
+            if result["total"] != result["max"]:
+                print(f"  {chapter}: NOT full marks ({result['total']}/{result['max']}): {result['problems']}")
+        seconds[chapter] = round(statistics.median(runs), 1)
+        print(f"  {chapter}: {seconds[chapter]:5.1f} s  (runs: {', '.join(f'{r:.1f}' for r in runs)})")
+    return seconds
+
+
+def write_chapter_seconds(seconds: dict[str, float], repeat: int) -> Path:
+    """Write ``course_utils/grading/chapter_seconds.json``, which orders a batch (``schedule``)."""
+    import platform
+
+    import torch
+
+    from course_utils.grading.schedule import SECONDS_FILE
+
+    SECONDS_FILE.write_text(json.dumps({
+        "about": "Seconds the grader took for each chapter's reference solution; only their order "
+                 "matters (course_utils/grading/schedule.py).",
+        "measured_with": f"tools/bench_grading.py --chapter-seconds --repeat {repeat} --write",
+        "machine": f"{os.cpu_count()} CPU cores, {platform.system()}, Python {platform.python_version()}, "
+                   f"torch {torch.__version__}",
+        "seconds": seconds,
+    }, indent=2) + "\n", encoding="utf-8")
+    return SECONDS_FILE
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--learners", type=int, default=6)
     parser.add_argument("--all-chapters", action="store_true", help="every learner submits every chapter")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each kind (median shown)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument("--chapter-seconds", action="store_true",
+                        help="instead: time the grading of each chapter's reference solution")
+    parser.add_argument("--write", action="store_true",
+                        help="with --chapter-seconds: write them to course_utils/grading/chapter_seconds.json")
+    parser.add_argument("--shards", type=int, metavar="N",
+                        help="instead: one run against N shards (--shard K/N) and their merge, per submission")
     parser.add_argument("grader_args", nargs="*", help="more grader options, after --")
     args = parser.parse_args(argv)
+    if args.chapter_seconds:
+        work = Path(tempfile.mkdtemp(prefix="bench-chapters-"))
+        try:
+            seconds = measure_chapter_seconds(work, args.repeat)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        if args.write:
+            print(f"wrote {write_chapter_seconds(seconds, args.repeat)}")
+        return 0
 
     work = Path(tempfile.mkdtemp(prefix="bench-grading-"))
     try:
@@ -143,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"batch: {args.learners} learners, {len(files)} notebooks "
               f"({', '.join(f'{c} x{n}' for c, n in counts.items() if n)}); repeat {args.repeat}")
 
+        if args.shards:
+            compare_shards(submissions, work, len(files), args.shards, args.repeat, args.grader_args)
+            return 0
         times: dict[str, list[float]] = {"plain": [], "workers=1": [], "workers=2": []}
         for round_ in range(args.repeat):
             times["plain"].append(run_plain(notebooks, work / "plain"))

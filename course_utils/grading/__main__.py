@@ -80,6 +80,10 @@ def grade_main(argv: list[str]) -> int:
     parser.add_argument("--reveal-hidden", action="store_true",
                         help="with --exam: feedback pages say what the hidden cases found (their "
                              "inputs included), not only passed or failed")
+    parser.add_argument("--hide", type=Path, action="append", default=[], metavar="FOLDER",
+                        help="a folder the submissions must not see, emptied in the sandbox like the "
+                             "submissions and --out are (repeatable): on a shared file system, the folder "
+                             "that holds every shard's results, and anything else with other learners' data")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="grade WITHOUT the bubblewrap sandbox: submissions can then read and change "
                              "your files and use the network. Only for submissions you trust.")
@@ -99,7 +103,8 @@ def grade_main(argv: list[str]) -> int:
     if args.regrade is not None and args.regrade.resolve() == args.out.resolve():
         parser.error("--regrade keeps the previous results: give a new --out folder")
     batch = Batch(args.course.resolve(), args.submissions.resolve(), args.out.resolve(), limits,
-                  not args.no_cache, args.no_sandbox, args.exam, args.reveal_hidden)
+                  not args.no_cache, args.no_sandbox, args.exam, args.reveal_hidden,
+                  tuple(path.resolve() for path in args.hide))
     learners = [l for l in discover(batch.submissions) if in_shard(l.id, args.shard)]
     clashing = sorted({l.id for l in learners} & REPORT_NAMES)
     if clashing:

@@ -27,6 +27,8 @@ from course_utils.grading import GRADER_VERSION
 from course_utils.grading.assemble import assemble, course_answer_ids
 from course_utils.grading.sandbox import (RUNS_ROOT, SANDBOXED, Limits, RunFolder, SandboxUnavailable,
                                           check_sandbox, choose_sandbox)
+from course_utils.grading.schedule import longest_first
+from course_utils.grading.scoring import load_judges
 from course_utils.grading.submissions import Learner, Unreadable, answer_sources, read_submission
 
 
@@ -40,6 +42,9 @@ class Batch:
     no_sandbox: bool = False  # grade without a sandbox: only ever an explicit choice
     exam: bool = False  # score public and hidden cases (submissions of an exam release)
     reveal_hidden: bool = False  # feedback pages say what the hidden cases found, not only pass/fail
+    # More folders the sandbox empties, besides the course's solutions/ and .git, the submissions
+    # and ``out`` (--hide): on a shared file system, the other shards' results.
+    hide: tuple[Path, ...] = ()
 
 
 def course_notebooks(course: Path) -> dict[str, nbformat.NotebookNode]:
@@ -123,7 +128,7 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
               "notebooks": {}, "problems": [], "exam": batch.exam, "reveal_hidden": batch.reveal_hidden}
     if not learner.files:
         result["problems"].append("no notebook submitted")
-    hidden = [batch.course / "solutions", batch.course / ".git", batch.submissions, batch.out]
+    hidden = [batch.course / "solutions", batch.course / ".git", batch.submissions, batch.out, *batch.hide]
     for path in learner.files:
         try:
             nb = read_submission(path)
@@ -187,14 +192,30 @@ def _add_unsubmitted(result: dict, courses: dict, exam: bool = False) -> None:
     result["notebooks"][first] = _nothing_graded(first, courses[first], why, exam)
 
 
+GRADER_ERRORS = "grader-errors.log"  # in the results folder: the grader's own failures, in full
+
+
 def _grade_safely(learner: Learner, batch: Batch, sandbox: str) -> dict:
+    """``grade_learner``, or a result that says the grader failed on this learner.
+
+    The learner's problems (shown on their feedback page) say so in one line; the traceback,
+    which shows the grader's code and paths, goes to the instructor only: to stderr and to
+    ``GRADER_ERRORS`` in the results folder (appended, one entry per failure, with the learner).
+    """
     try:
         return grade_learner(learner, batch, sandbox)
     except Exception as error:  # a grader bug must not lose the batch either
+        said = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        entry = f"--- the grader failed on {learner.id}\n{traceback.format_exc()}\n"
+        print(entry, file=sys.stderr, end="", flush=True)
+        try:  # one unbuffered append: entries of workers writing at once do not interleave
+            with open(batch.out / GRADER_ERRORS, "ab", buffering=0) as log:
+                log.write(entry.encode("utf-8", "replace"))
+        except OSError:
+            pass  # stderr has it
         return {"learner": learner.id, "sandbox": sandbox, "grader_version": GRADER_VERSION,
                 "notebooks": {}, "total": 0, "max": 0,
-                "problems": [f"the grader failed on this learner: {type(error).__name__}: {error}",
-                             traceback.format_exc(limit=3)]}
+                "problems": [f"the grader failed on this learner: {said}; the instructor's log has the details"]}
 
 
 def run_batch(
@@ -226,6 +247,10 @@ def run_batch(
             report(f"{learner.id}: {result['total']}/{result['max']} (cached)")
         else:
             todo.append((learner, cached))
+    todo = longest_first(todo, lambda item: item[0])
+    # Before any submission runs: the judges are then the course's own code as grading found it,
+    # and forked workers share them rather than each importing its own.
+    load_judges(batch.exam)
     # fork (Linux) starts a worker without importing torch again; spawn elsewhere.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux") else "spawn"
     context = multiprocessing.get_context(method)

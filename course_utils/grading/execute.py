@@ -19,9 +19,10 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from course_utils.exercises import plain
+from course_utils.grading import reaper
 from course_utils.grading.assemble import Assembly
 from course_utils.grading.processes import ProcessGroup
-from course_utils.grading.sandbox import Limits, RunFolder, write_kernel_spec
+from course_utils.grading.sandbox import Limits, RunFolder, nproc_inside_sandbox, write_kernel_spec
 
 
 @dataclass
@@ -73,7 +74,8 @@ def _kill_everything(km: AsyncKernelManager, folder: RunFolder) -> None:
 
     The launcher's process group holds bwrap (whose pid namespace takes all its processes
     with it) or the kernel. Without a sandbox a process may start a session of its own, so
-    every process whose environment carries this run's HOME is ended too.
+    every process whose environment carries this run's HOME is ended too; one that also
+    dropped its environment is left to ``reaper`` (see ``_run``).
     """
     provisioner = getattr(km, "provisioner", None)
     process = getattr(provisioner, "process", None)
@@ -95,10 +97,24 @@ def _kill_everything(km: AsyncKernelManager, folder: RunFolder) -> None:
             pass
 
 
+def _process_limit(group: ProcessGroup, sandbox: str) -> str:
+    """Which process limit the run had, in words, for the result."""
+    if group.path is not None or os.geteuid() == 0:
+        return group.how
+    if nproc_inside_sandbox(sandbox, group.path):
+        return "RLIMIT_NPROC in the sandbox's own user namespace (counts only the sandbox's processes)"
+    return "RLIMIT_NPROC for the grader's user (the threads it runs now, plus --max-processes)"
+
+
 async def _run(assembly: Assembly, folder: RunFolder, limits: Limits, sandbox: str, hidden) -> Execution:
     result = Execution()
+    # This grading process adopts whatever the run orphans, so that ending the run can find it
+    # (a process in a session of its own, with an empty environment, as root without a pids
+    # cgroup, is found no other way); what already ran below it is its own and is kept.
+    reaper.become_subreaper()
+    infrastructure = set(reaper.descendants(os.getpid()))
     group = ProcessGroup(limits.max_processes)
-    result.process_limit = group.how
+    result.process_limit = _process_limit(group, sandbox)
     kernel_name = write_kernel_spec(folder, limits, sandbox, hidden, group.path)
     km = AsyncKernelManager(
         kernel_name=kernel_name,
@@ -151,6 +167,7 @@ async def _run(assembly: Assembly, folder: RunFolder, limits: Limits, sandbox: s
             await asyncio.wait_for(km.shutdown_kernel(now=True), timeout=10)
         except Exception:
             pass
+        reaper.end_descendants(keep=infrastructure)
         result.truncated_outputs = client.truncated_outputs
     return result
 

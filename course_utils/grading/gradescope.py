@@ -42,9 +42,10 @@ root next to the grader, though, so run_autograder also:
 - starts the grader with every module of ``course_utils.grading`` and
   ``course_utils.exercises`` already imported, so that no check or judge is read from disk
   after the submission ran (the grader imports some of them only to score);
-- is the subreaper of everything the grader starts (``PR_SET_CHILD_SUBREAPER``): a process the
-  submission left behind, however it detached, ends before results.json is written, so nothing
-  can rewrite it afterwards;
+- is the subreaper of everything the grader starts (``PR_SET_CHILD_SUBREAPER``, ``reaper``): a
+  process the submission left behind, however it detached, ends before results.json is written,
+  so nothing can rewrite it afterwards (each grading worker already ends them after every run;
+  this is the last net, for the grader as a whole);
 - notes every file of the course, its Python environment and the standard library before
   grading (size, mtime, inode; and the contents of the course's package and notebooks) and
   compares after: a submission that changed one gets 0, with the files named, for the
@@ -69,7 +70,6 @@ lie in it), ``COURSE_PYTHON`` (default ``$GRADESCOPE_ROOT/source/.venv/bin/pytho
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
 import importlib
 import json
@@ -77,7 +77,6 @@ import os
 import pkgutil
 import runpy
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -86,6 +85,8 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+from course_utils.grading.reaper import become_subreaper, end_descendants
 
 PROG = "python -m course_utils.grading gradescope"
 CONFIG_NAME = "gradescope.json"
@@ -359,61 +360,6 @@ def submitted_notebooks(submission: Path) -> list[Path]:
     return in_work or found
 
 
-def _become_subreaper() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid``, read from /proc."""
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as file:
-                ppid = int(file.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        tree.setdefault(ppid, []).append(int(entry))
-    found, todo = [], list(tree.get(pid, []))
-    while todo:
-        child = todo.pop()
-        found.append(child)
-        todo += tree.get(child, [])
-    return found
-
-
-def _end_descendants() -> int:
-    """Kill every process below this one (as subreaper, those left behind are), and reap them."""
-    ended: set[int] = set()
-    if not os.path.isdir("/proc"):
-        return 0
-    for _ in range(100):
-        left = descendants(os.getpid())
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                ended.add(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
-        while True:
-            try:
-                pid, _status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-        if not left:
-            break
-        time.sleep(0.05)
-    return len(ended)
-
-
 def _wait_for(child: subprocess.Popen) -> int:
     """Wait for ``child``, reaping the orphans that come to this subreaper meanwhile."""
     while True:
@@ -506,7 +452,7 @@ def run(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     paths = _paths()
     config = json.loads((paths["source"] / CONFIG_NAME).read_text(encoding="utf-8"))
-    subreaper = _become_subreaper()
+    subreaper = become_subreaper()
     from course_utils.grading.sandbox import bubblewrap_problem
 
     forced = os.environ.get("GRADESCOPE_NO_SANDBOX", "") not in ("", "0")
@@ -539,7 +485,7 @@ def run(argv: list[str] | None = None) -> int:
         before = file_states(roots, hashed)
         child = subprocess.Popen(command, cwd=paths["source"], env=env, stdin=subprocess.DEVNULL)
         returncode = _wait_for(child)
-        ended = _end_descendants() if subreaper else 0
+        ended = end_descendants() if subreaper else 0
         if ended:
             print(f"Ended {ended} processes left behind after grading.", flush=True)
         changed = changed_files(before, file_states(roots, hashed)) if roots else []

@@ -7,6 +7,12 @@ Limits are set on this process and then it ``exec``s the command, which inherits
 root, RLIMIT_NPROC means nothing; the grader then passes ``--cgroup``, a pids cgroup (see
 ``processes``) that this process joins, so everything it starts is counted and can be ended.
 
+``--max-processes`` sets RLIMIT_NPROC to the threads this process's user runs now plus the
+number given. The grader runs a second launcher, with ``--max-processes`` only, inside the
+sandbox's own user namespace, where the count starts from the sandbox alone
+(``sandbox.nproc_inside_sandbox`` says why); that one has no ``--env`` and keeps the
+environment it was given.
+
 ``--memory-mb`` caps writable private memory (RLIMIT_DATA: the heap, and every array and
 tensor on the CPU), not address space (RLIMIT_AS). PyPI's CUDA build of torch maps about 3 GB
 of libraries and, on a GPU, reserves far more address space than the machine has memory; under
@@ -50,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-file-mb", type=int)
     parser.add_argument("--cpu-seconds", type=int)
     parser.add_argument("--cgroup", help="a pids cgroup folder to join before starting")
-    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE; nothing else is kept")
+    parser.add_argument("--env", action="append", default=[],
+                        help="KEY=VALUE; nothing else is kept (without any --env, all is kept)")
     parser.add_argument("--log", help="send the command's stdout and stderr to this file")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
-    environment = dict(item.split("=", 1) for item in args.env)
+    environment = dict(item.split("=", 1) for item in args.env) if args.env else dict(os.environ)
     os.execvpe(command[0], command, environment)
 
 

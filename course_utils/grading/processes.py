@@ -4,7 +4,9 @@ As root, RLIMIT_NPROC does not apply, so the grader uses the kernel's pids cgrou
 a cgroup per run, with ``pids.max`` set, that the kernel's launcher joins before it starts
 anything. Every process the submission creates lands in it, and ending the run kills exactly
 those. Where no writable pids controller exists (not root, or no cgroups), RLIMIT_NPROC is the
-limit, and the result says which one applied.
+limit (``sandbox.process_limit`` says where it is counted), and the result says which one applied.
+Root without one has no process limit at all (root is exempt from RLIMIT_NPROC): the result says
+so, and ``reaper`` ends whatever the run left behind.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ def _pids_root() -> Path | None:
     return None
 
 
+def _without_cgroup(as_root: str, otherwise: str) -> str:
+    """What limits a run's processes when it has no pids cgroup: RLIMIT_NPROC, except as root,
+    which the kernel exempts from it (``reaper`` then ends what the run left behind)."""
+    if os.geteuid() == 0:
+        return f"none (root{as_root}); leftover processes are ended after the run"
+    return f"RLIMIT_NPROC ({otherwise})"
+
+
 class ProcessGroup:
     """A pids cgroup for one run (``path`` is None when none could be made; see ``how``)."""
 
@@ -39,14 +49,15 @@ class ProcessGroup:
         self.path: Path | None = None
         root = _pids_root()
         if root is None:
-            self.how = "RLIMIT_NPROC (no writable pids cgroup here)"
+            self.how = _without_cgroup(" without a writable pids cgroup", "no writable pids cgroup here")
             return
         path = root / f"course-grading-{secrets.token_hex(6)}"
         try:
             path.mkdir()
             (path / "pids.max").write_text(str(max_processes))
         except OSError as error:
-            self.how = f"RLIMIT_NPROC (could not make a pids cgroup: {error.strerror})"
+            why = f"could not make a pids cgroup: {error.strerror}"
+            self.how = _without_cgroup(f", and {why}", why)
             return
         self.path = path
         self.how = "pids cgroup"

@@ -194,16 +194,47 @@ def check_sandbox(sandbox: str) -> str:
     raise ValueError(f"unknown sandbox {sandbox!r}: {SANDBOXED!r} or 'none: <why>'")
 
 
+def _nproc_counted_per_user_namespace() -> bool:
+    """Since Linux 5.14 RLIMIT_NPROC counts a user's processes per user namespace (ucounts)."""
+    try:
+        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+    except (AttributeError, ValueError):
+        return False
+    return (major, minor) >= (5, 14)
+
+
+def nproc_inside_sandbox(sandbox: str, cgroup: Path | None) -> bool:
+    """Whether the kernel's RLIMIT_NPROC is set inside bubblewrap's new user namespace.
+
+    Set outside, it has to leave room for every thread the grader's user runs on the machine
+    (another shard, another worker, an unrelated program): threads started after it was set
+    push the user over it, and a right submission's kernel dies at start. Inside the sandbox's
+    own user namespace the kernel counts only the sandbox's processes, so the limit is exactly
+    ``max_processes`` whatever else the user runs. Not for root (exempt from RLIMIT_NPROC; a
+    pids cgroup, when there is one, limits it), nor on kernels before 5.14, which count
+    every process of the uid there too.
+    """
+    return (check_sandbox(sandbox) == SANDBOXED and cgroup is None and os.geteuid() != 0
+            and _nproc_counted_per_user_namespace())
+
+
 def write_kernel_spec(
     folder: RunFolder, limits: Limits, sandbox: str, hidden: list[Path], cgroup: Path | None
 ) -> str:
-    """A kernelspec in the run folder whose argv applies all of the above; returns its name."""
+    """A kernelspec in the run folder whose argv applies all of the above; returns its name.
+
+    ``limits (memory, file size, environment, log) -- bwrap ... -- limits --max-processes N --
+    ipykernel``: the process limit by the second launcher, inside the sandbox, when
+    ``nproc_inside_sandbox``; otherwise by the first.
+    """
     (folder.root / "tmp").mkdir(exist_ok=True)
+    inside = nproc_inside_sandbox(sandbox, cgroup)
     launcher = [sys.executable, "-m", "course_utils.grading.limits",
                 "--memory-mb", str(limits.memory_mb),
-                "--max-processes", str(limits.max_processes),
                 "--max-file-mb", str(limits.max_file_mb),
                 "--log", str(folder.root / "kernel.log")]
+    if not inside:
+        launcher += ["--max-processes", str(limits.max_processes)]
     if cgroup is not None:
         launcher += ["--cgroup", str(cgroup)]
     for key, value in kernel_environment(folder).items():
@@ -211,6 +242,9 @@ def write_kernel_spec(
     launcher.append("--")
     if check_sandbox(sandbox) == SANDBOXED:
         launcher += bubblewrap_prefix(folder, hidden)
+    if inside:  # keeps the environment the first one gave
+        launcher += [sys.executable, "-m", "course_utils.grading.limits",
+                     "--max-processes", str(limits.max_processes), "--"]
     launcher += [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     spec = {"argv": launcher, "display_name": "grading", "language": "python"}
     (folder.kernels / "grading" / "kernel.json").write_text(json.dumps(spec))
