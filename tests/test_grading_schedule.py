@@ -6,8 +6,11 @@ tests hold the grader to starting the long ones first, from the measured chapter
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from course_utils.exercises import CHAPTERS
 from course_utils.grading import batch as batch_module
@@ -50,13 +53,16 @@ GRADED = "graded-order.txt"
 
 
 def _recording_grader(learner, batch, sandbox):
-    """Stands in for grading: notes the learner."""
+    """Stands in for grading: notes the learner, and the process that graded it."""
     with open(batch.out / GRADED, "a", encoding="utf-8") as file:
-        file.write(f"{learner.id}\n")
+        file.write(f"{os.getpid()} {learner.id}\n")
     return {"learner": learner.id, "sandbox": sandbox, "notebooks": {}, "problems": [], "total": 0, "max": 0}
 
 
-def test_run_batch_grades_the_longest_first_with_the_judges_loaded(tmp_path, monkeypatch):
+@pytest.mark.parametrize("sandbox", ["bubblewrap", "none: a test"])
+def test_run_batch_grades_the_longest_first_with_the_judges_loaded(tmp_path, monkeypatch, sandbox):
+    """Every process that grades has loaded the judges before its first learner; without a
+    sandbox, the grading process loads them before any worker exists."""
     seconds = chapter_seconds()
     order = sorted(seconds, key=seconds.get)  # shortest first: the folder's order is the worst
     submissions = tmp_path / "submissions"
@@ -73,12 +79,20 @@ def test_run_batch_grades_the_longest_first_with_the_judges_loaded(tmp_path, mon
         real_load_judges(exam)
         loaded = all(f"course_utils.exercises.{module}" in sys.modules for module in CHAPTERS.values())
         with open(out / GRADED, "a", encoding="utf-8") as file:
-            file.write(f"judges loaded: {loaded}\n")
+            file.write(f"{os.getpid()} judges-loaded={loaded}\n")
 
     monkeypatch.setattr(batch_module, "load_judges", recording_load_judges)
     batch = Batch(Path(__file__).resolve().parents[1], submissions, out, Limits(), use_cache=False,
-                  no_sandbox=True)
-    run_batch(batch, discover(submissions), 1, lambda line: None, "none: a test")
-    lines = (out / GRADED).read_text().splitlines()
-    assert lines[0] == "judges loaded: True"  # before any learner
-    assert lines[1:] == [f"learner{i}" for i in reversed(range(len(order)))]
+                  no_sandbox=sandbox != "bubblewrap")
+    run_batch(batch, discover(submissions), 1, lambda line: None, sandbox)
+    lines = [line.split() for line in (out / GRADED).read_text().splitlines()]
+    graded = [what for _, what in lines if what.startswith("learner")]
+    assert graded == [f"learner{i}" for i in reversed(range(len(order)))]
+    ready = set()
+    for pid, what in lines:
+        if what.startswith("judges"):
+            assert what == "judges-loaded=True"
+            ready.add(pid)
+        else:
+            assert pid in ready or str(os.getpid()) in ready, f"{what} graded before its process loaded the judges"
+    assert (str(os.getpid()) in ready) == (sandbox != "bubblewrap"), "without a sandbox, loaded before any worker"

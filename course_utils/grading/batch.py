@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import importlib
 import json
 import multiprocessing
 import sys
@@ -28,7 +29,6 @@ from course_utils.grading.assemble import assemble, course_answer_ids
 from course_utils.grading.sandbox import (RUNS_ROOT, SANDBOXED, Limits, RunFolder, SandboxUnavailable,
                                           check_sandbox, choose_sandbox)
 from course_utils.grading.schedule import longest_first
-from course_utils.grading.scoring import load_judges
 from course_utils.grading.submissions import Learner, Unreadable, answer_sources, read_submission
 
 
@@ -195,6 +195,24 @@ def _add_unsubmitted(result: dict, courses: dict, exam: bool = False) -> None:
 GRADER_ERRORS = "grader-errors.log"  # in the results folder: the grader's own failures, in full
 
 
+def load_judges(exam: bool = False) -> None:
+    """Import every chapter's exercises (an exam's public cases too) into this process.
+
+    Called before the process grades anything: a judge is then the course's code as grading
+    found it, even if a submission later writes into the course folder, since Python does not
+    read a module twice. Each worker calls it as it starts; without a sandbox (where nothing
+    keeps a submission from writing the course) the grading process calls it first, before
+    any worker exists, and the forked workers inherit what it loaded.
+    """
+    for module in CHAPTERS.values():
+        importlib.import_module(f"course_utils.exercises.{module}")
+        if exam:
+            importlib.import_module(f"course_utils.exercises.public_cases.{module}")
+    importlib.import_module("course_utils.grading.scoring")
+    if exam:
+        importlib.import_module("course_utils.exercises.exam")
+
+
 def _grade_safely(learner: Learner, batch: Batch, sandbox: str) -> dict:
     """``grade_learner``, or a result that says the grader failed on this learner.
 
@@ -248,13 +266,15 @@ def run_batch(
         else:
             todo.append((learner, cached))
     todo = longest_first(todo, lambda item: item[0])
-    # Before any submission runs: the judges are then the course's own code as grading found it,
-    # and forked workers share them rather than each importing its own.
-    load_judges(batch.exam)
-    # fork (Linux) starts a worker without importing torch again; spawn elsewhere.
+    if sandbox != SANDBOXED:
+        load_judges(batch.exam)  # here, before any worker: see load_judges
+    # fork (Linux) starts every worker at once, each loading the judges before its first
+    # learner, side by side (in this process first, they would cost a core's time while the
+    # others wait); spawn elsewhere.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux") else "spawn"
     context = multiprocessing.get_context(method)
-    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context,
+                                                initializer=load_judges, initargs=(batch.exam,)) as pool:
         futures = {pool.submit(_grade_safely, learner, batch, sandbox): (learner, cached) for learner, cached in todo}
         for future in concurrent.futures.as_completed(futures):
             learner, cached = futures[future]

@@ -73,23 +73,6 @@ def answer_raised(error: str) -> str:
     return reason
 
 
-def load_judges(exam: bool = False) -> None:
-    """Import every chapter's exercises (an exam's public cases too) into the grading process.
-
-    Called before any submission runs: a judge is then the course's code as grading found it,
-    even if an unsandboxed submission later writes into the course folder, since Python does not
-    read a module twice. Forked workers inherit them instead of importing their own.
-    """
-    from course_utils.exercises import CHAPTERS
-
-    for module in CHAPTERS.values():
-        importlib.import_module(f"course_utils.exercises.{module}")
-        if exam:
-            importlib.import_module(f"course_utils.exercises.public_cases.{module}")
-    if exam:
-        importlib.import_module("course_utils.exercises.exam")
-
-
 @functools.lru_cache(maxsize=None)
 def _exercise(module: str, name: str):
     return getattr(importlib.import_module(f"course_utils.exercises.{module}"), name)
