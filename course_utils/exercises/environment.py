@@ -916,7 +916,7 @@ def _smoke_test_calls():
         ("cpu", "device='cpu'", "cpu"),
         (torch.device("cpu"), "device=torch.device('cpu')", "cpu"),
         (_STAND_IN, _STAND_IN_TEXT, _STAND_IN),
-        (torch.device(_STAND_IN), f"device=torch.device('meta'), the check's stand-in for a GPU", _STAND_IN),
+        (torch.device(_STAND_IN), "device=torch.device('meta'), the check's stand-in for a GPU", _STAND_IN),
     ]
     for accelerator in available_accelerators():
         name = _device_name(accelerator)
