@@ -24,14 +24,6 @@ def _grad_fn_name(tensor) -> str | None:
     return None if grad_fn is None else type(grad_fn).__name__
 
 
-def _no_tensor_named(problem: str | None, got: dict) -> str | None:
-    """tensor_problem's message, named where the answer is no tensor at all (a NumPy array, a
-    float): its words ("... is a numpy.ndarray; expected a torch.Tensor") name no generic kind."""
-    if problem and got["kind"] != "tensor":
-        return Mistake("not-a-tensor", problem)
-    return problem
-
-
 # ============================================================================================
 # A1 — a parameter is a leaf that requires grad
 # ============================================================================================
@@ -88,7 +80,7 @@ def _judge_new_parameter(record):
         expected = {"kind": "tensor", "shape": case["shape"], "dtype": "torch.float32"}
         problem = tensor_problem(got, expected, what="your parameter", on=on, check_device=False)
         if problem:
-            return _no_tensor_named(problem, got)
+            return problem
         if "values" not in got:
             return Mistake("off-default-device", (
                 f"Your parameter is on the {got['device']} device, where its numbers cannot be "
@@ -181,7 +173,7 @@ def _judge_new_parameter(record):
         problem = tensor_problem(got, template, what="your parameter",
                                  on=f"shape={shape} called again", check_device=False)
         if problem:
-            return _no_tensor_named(problem, got)
+            return problem
         if "values" not in got:
             return Mistake("off-default-device",
                            f"Your parameter is on the {got['device']} device when called again (shape={shape}).")
@@ -341,7 +333,7 @@ def _judge_fresh_gradient(record):
                     "device": "cpu"}
         problem = tensor_problem(got, template, what="your gradient", on=on)
         if problem:
-            return _no_tensor_named(problem, got)
+            return problem
         values = got["values"]
         if on == _SECOND and same_values(values, x1 + x):
             return Mistake("never-cleared", (
@@ -726,7 +718,7 @@ def _judge_softplus(cases):
                                f"Your result is x itself (on {on}): log(exp(x)) — add 1 before the log.")
         problem = tensor_problem(out, template, what="your result", on=on, rtol=1e-4, atol=1e-5)
         if problem:
-            return _no_tensor_named(problem + " softplus(x) = log(exp(x) + 1).", out)
+            return problem + " softplus(x) = log(exp(x) + 1)."
         if not out["requires_grad"]:
             return Mistake("cut-from-x", (
                 f"Your result does not require grad (on {on}): it is cut off from x, so "
@@ -1001,8 +993,7 @@ def _judge_input_gradient(record):
         template = {"kind": "tensor", "shape": call["shape"], "dtype": call["dtype"], "device": call["device"]}
         problem = tensor_problem(got, template, what="your gradient", on=on)
         if problem:
-            return _no_tensor_named(
-                problem + " Expected a gradient shaped like x, with x's dtype and device.", got)
+            return problem + " Expected a gradient shaped like x, with x's dtype and device."
         expected = _expected_input_gradient(call, weight)
         if expected is None or "values" not in got:
             continue

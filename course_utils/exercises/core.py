@@ -80,6 +80,10 @@ class Mistake(str):
         named.id = id
         return named
 
+    def __add__(self, more: str) -> "Mistake":
+        """More words after a named message (advice a judge appends) leave it the same mistake."""
+        return Mistake(self.id, str.__add__(self, more))
+
 
 # Failures no judge named, by what their message says differs (facts.tensor_problem's words).
 _GENERIC_MISTAKES = (
@@ -87,7 +91,6 @@ _GENERIC_MISTAKES = (
     ("wrong values", "values"), ("changed its input", "changed-input"), ("changed the caller", "changed-input"),
     ("was stopped after", "timeout"), ("check() got", "not-a-function"),
     ("check() needs a function that takes", "wrong-signature"), ("could not handle", "unusable-result"),
-    ("expected a torch.Tensor", "not-a-tensor"),
 )
 
 

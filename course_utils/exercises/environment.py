@@ -676,7 +676,7 @@ def _judge_known_gradient(cases):
         problem = tensor_problem(got, expected, what="your gradient", on=on,
                                  rtol=case["rtol"], atol=case["rtol"] / 10)
         if problem:
-            return Mistake("not-a-tensor", problem) if got["kind"] != "tensor" else problem
+            return problem
         if case["backward_ops"] == 0 and got["shape"] != [0] and (
                 "a second call" in on or "a third call" in on) and any(
                 earlier["backward_ops"] for earlier in cases if earlier is not case):
@@ -975,8 +975,7 @@ def _judge_device_smoke_test(cases):
                 "itself, copied back to the CPU with .cpu()."
             ))
         if got["kind"] != "tensor":
-            return Mistake("returned-none" if got["kind"] == "NoneType" else "not-a-tensor",
-                           tensor_problem(got, expected, what="your result", on=on))
+            return tensor_problem(got, expected, what="your result", on=on)
         if case["default_device_after"] != case["default_device_before"]:
             return Mistake("default-device-left-set", (
                 f"Your function left torch's default device set to {case['default_device_after']} "
@@ -1149,8 +1148,6 @@ def _judge_seeded_draw(cases):
                 return Mistake("squeezed", problem + (
                     " torch.randn(1) has shape (1,); something in your function dropped that dimension."
                 ))
-            if got["kind"] != "tensor":
-                return Mistake("returned-none" if got["kind"] == "NoneType" else "not-a-tensor", problem)
             return problem
     first, again, other = cases[0]["got"]["values"], cases[1]["got"]["values"], cases[2]["got"]["values"]
     if cases[1]["same_object_as_first"]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from course_utils.exercises.core import a_or_an
+from course_utils.exercises.core import Mistake, a_or_an
 
 _REPR_LIMIT = 80
 
@@ -65,6 +65,17 @@ def shape_text(shape) -> str:
     return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+def not_a_tensor(kind: str) -> str:
+    """The mistake id of a result that is no tensor at all, by what the function returned."""
+    if kind == "NoneType":
+        return "returned-none"
+    if kind.startswith("numpy."):
+        return "returned-numpy"
+    if kind in ("int", "float", "bool"):
+        return "returned-python-number"
+    return "not-a-tensor"
+
+
 def tensor_problem(
     got: dict,
     expected: dict,
@@ -78,7 +89,8 @@ def tensor_problem(
     """The first way ``got`` differs from ``expected`` (kind, shape, dtype, device, values)."""
     where = f" (on {on})" if on else ""
     if got["kind"] != "tensor":
-        return f"{what} is {a_or_an(got['kind'])} ({got['repr']}); expected a torch.Tensor{where}."
+        return Mistake(not_a_tensor(got["kind"]),
+                       f"{what} is {a_or_an(got['kind'])} ({got['repr']}); expected a torch.Tensor{where}.")
     if got["shape"] != expected["shape"]:
         return (
             f"{what} has shape {shape_text(got['shape'])}; expected "

@@ -56,14 +56,6 @@ def _hidden_layers(model: nn.Module) -> list[str]:
     return found
 
 
-def _no_tensor_named(problem: str | None, got: dict) -> str | None:
-    """tensor_problem's message, named where the answer is no tensor at all (a NumPy array, a
-    float): its words ("... is a numpy.ndarray; expected a torch.Tensor") name no generic kind."""
-    if problem and got["kind"] != "tensor":
-        return Mistake("not-a-tensor", problem)
-    return problem
-
-
 def _is_lazy(model: nn.Module) -> bool:
     return any(isinstance(p, nn.parameter.UninitializedParameter) for p in model.parameters())
 
@@ -328,7 +320,7 @@ def _judge_skip_block(cases):
             problem = tensor_problem(got, expected, what="forward's output", on=on_call,
                                      check_device=False)
             if problem:
-                return _no_tensor_named(problem, got)
+                return problem
             variants = [call[f"variants{i}"] for i in range(case["n_branches"])]
             values = got["values"]
             if any(same_values(values, v["expected"], rtol=1e-4, atol=1e-5) for v in variants):
@@ -595,8 +587,7 @@ def _judge_tower(cases):
                         "other layers are registered but never used. Loop over the layers: "
                         "for layer in self.layers: x = torch.relu(layer(x))."
                     ))
-            return _no_tensor_named(
-                problem + " Expected each layer in the order it was registered, each followed by ReLU.", got)
+            return problem + " Expected each layer in the order it was registered, each followed by ReLU."
         meta = case.get("on_meta") or {"kind": "tensor", "device": "meta"}
         if meta["kind"] != "tensor" or meta["device"] != "meta":
             return Mistake("output-off-device", (

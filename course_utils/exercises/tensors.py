@@ -106,27 +106,6 @@ def _reshapes_to_two_sizes(answer) -> bool:
 
 
 
-def _not_a_tensor(got: dict) -> str:
-    """The mistake id of a result that is no tensor at all, by what the function returned."""
-    kind = got["kind"]
-    if kind == "NoneType":
-        return "returned-none"
-    if kind.startswith("numpy."):
-        return "returned-numpy"
-    if kind in ("int", "float", "bool"):
-        return "returned-python-number"
-    return "not-a-tensor"
-
-
-def _tensor_problem(got: dict, expected: dict, **options) -> str | None:
-    """facts.tensor_problem, with a result that is no tensor at all named (``_not_a_tensor``):
-    its words ("is a list; expected a torch.Tensor") fit no generic kind of mistake."""
-    problem = tensor_problem(got, expected, **options)
-    if problem and got["kind"] != "tensor":
-        return Mistake(_not_a_tensor(got), problem)
-    return problem
-
-
 def _left_as_it_was(given, kept) -> bool:
     """Whether the caller's tensor ``given`` still equals ``kept``, a copy made before the call.
 
@@ -319,7 +298,7 @@ def _judge_match_reference(record):
                     f"({on}). Move it with .to(reference.device)."
                 ))
         tol = case["tolerance"]
-        problem = _tensor_problem(got, expected, on=on, rtol=tol, atol=tol)
+        problem = tensor_problem(got, expected, on=on, rtol=tol, atol=tol)
         if problem:
             if tol == 0 and got["kind"] == "tensor" and got["shape"] == expected["shape"] and (
                 same_values(got.get("values", []), expected["values"], rtol=1e-6, atol=0)
@@ -502,7 +481,7 @@ def _judge_independent_copy(record):
                     f"Your tensor has dtype {got['dtype']}, the array {case['expected']['dtype']} "
                     f"({on}); a copy should keep the dtype.{cause}"
                 ))
-        problem = _tensor_problem(got, case["expected"], what="your tensor", on=on)
+        problem = tensor_problem(got, case["expected"], what="your tensor", on=on)
         if problem:
             return problem
         if "again" in case:
@@ -660,7 +639,7 @@ def _judge_flatten_transposed(record):
                 f"Your result has shape {shape_text(got['shape'])} ({on}); expected one "
                 f"dimension, {shape_text(case['expected']['shape'])}. Flatten after transposing."
             ))
-        problem = _tensor_problem(got, case["expected"], on=on)
+        problem = tensor_problem(got, case["expected"], on=on)
         if problem:
             contiguous_right = all(
                 tensor_problem(c["got"], c["expected"]) is None
@@ -1168,7 +1147,7 @@ def _judge_remove_batch_dim(record):
                     f"Your result still has shape {shape_text(got['shape'])} ({on}): the batch "
                     f"dimension, dimension 0, is still there.{note}"
                 ))
-        problem = _tensor_problem(got, case["expected"], on=on)
+        problem = tensor_problem(got, case["expected"], on=on)
         if problem:
             return problem
         problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on)
@@ -1344,7 +1323,7 @@ def _judge_outer_sum(record):
                 f"({on}). The task asks for the dtype a + b has: the one type promotion gives "
                 "when a and b meet in one operation as they are."
             ))
-        problem = _tensor_problem(got, case["expected"], on=on)
+        problem = tensor_problem(got, case["expected"], on=on)
         if problem:
             return problem
         problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on)
@@ -1352,8 +1331,8 @@ def _judge_outer_sum(record):
             return Mistake("wrong-on-second-call", (
                 f"Your function was right on its first call, not on a second call with the same a and b: {problem}"
             ))
-    problem = _tensor_problem(record["big"]["got"], record["big"]["expected"],
-                              on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
+    problem = tensor_problem(record["big"]["got"], record["big"]["expected"],
+                             on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
     return problem
 
 
@@ -1530,7 +1509,7 @@ def _judge_residuals(record):
                         f"Your result holds the squared errors ({on}); the task asks for "
                         "pred - target itself."
                     ))
-        problem = _tensor_problem(got, expected, on=on)
+        problem = tensor_problem(got, expected, on=on)
         if problem:
             if n > 1 and case["every_pair_built"]:
                 return Mistake("broadcast-every-pair", problem + (
@@ -1738,7 +1717,7 @@ def _judge_best_match(record):
                     f"Your result has shape {shape_text(shape)}; expected (1, {n}) ({on}): the "
                     f"batch dimension of a batch of one is gone.{note}"
                 ))
-        problem = _tensor_problem(got, expected, on=on, rtol=0, atol=0)
+        problem = tensor_problem(got, expected, on=on, rtol=0, atol=0)
         if problem:
             return problem
         problem = tensor_problem(case["again"], expected, what="the second result", on=on, rtol=0, atol=0)
@@ -1903,7 +1882,7 @@ def _judge_checked_mse(record):
             if changed:
                 return changed
         got, expected = case["got"], case["expected"]
-        problem = _tensor_problem(got, expected, what="your loss", on=on, rtol=1e-4)
+        problem = tensor_problem(got, expected, what="your loss", on=on, rtol=1e-4)
         if problem:
             if (
                 got["kind"] == "tensor" and got["shape"] == [] and "values" in got
