@@ -3,6 +3,8 @@
 - The report header names the device the tests run on.
 - REQUIRE_GPU=1 (the GPU CI job) stops the session at once when torch sees no accelerator,
   instead of quietly testing on the CPU.
+- The test modules that take longest are handed out first (``LONGEST_FIRST``), so that no
+  worker is left with one of them at the end while the others wait.
 - COURSE_SUMMARY_FILE=PATH (set by ./course test) receives the counts of passed, failed and
   skipped tests.
 - Each notebook's kernel starts with the settings of the run it belongs to (`notebook_run_env`):
@@ -92,6 +94,45 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"REQUIRE_GPU=1 but torch sees no accelerator ({_describe(torch, device)}): {advice}",
             returncode=3,
         )
+
+
+# Modules whose tests together take 25 s or more (./course test --durations=60 on two cores),
+# longest first. pytest-xdist's --dist loadscope hands a worker one module at a time, in
+# collection order (pyproject.toml turns off its own order, by number of tests, which put these
+# few-test, long-fixture modules last: two workers then spent minutes on the last two). A module
+# not named here keeps its place after them, those with more tests first.
+LONGEST_FIRST = (
+    "tests/test_grading_hostile.py",
+    "tests/test_grading_options.py",
+    "tests/test_grading_class.py",
+    "tests/test_grading_stops.py",
+    "tests/test_exam_release.py",
+    "tests/test_grading_hardening.py",
+    "tests/test_grading_exam.py",
+    "tests/test_time_checks.py",
+    "tests/test_digits_project.py",
+    "tests/test_gradescope.py",
+    "tests/test_widgets.py",
+    "tests/test_grading_guard.py",
+    "tests/test_start_method.py",
+    "tests/test_course_setup.py",
+    "tests/test_course_update.py",
+)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    counts: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        counts[module] = counts.get(module, 0) + 1
+
+    def rank(item) -> tuple:
+        module = item.nodeid.split("::", 1)[0]
+        if module in LONGEST_FIRST:
+            return (0, LONGEST_FIRST.index(module))
+        return (1, -counts[module])
+
+    items.sort(key=rank)  # stable: a module's own tests keep their order
 
 
 def _part_of(nodeid: str) -> str:

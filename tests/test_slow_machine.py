@@ -32,3 +32,33 @@ def test_pytest_keeps_each_module_on_one_worker_whoever_runs_it():
     text = (Path(__file__).parents[1] / "pyproject.toml").read_text()  # no tomllib on 3.10
     addopts = shlex.split(re.search(r'^addopts = "([^"]*)"', text, re.M)[1])
     assert addopts[addopts.index("--dist") + 1] == "loadscope"
+
+
+def test_the_longest_modules_go_first_and_each_still_exists():
+    """conftest.LONGEST_FIRST names modules that are there (a renamed one would silently lose its
+    place), and a collection puts them first, in that order, with pytest-xdist's own reordering
+    off."""
+    import importlib.util
+    import re
+    import shlex
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    spec = importlib.util.spec_from_file_location("course_root_conftest", root / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert [m for m in conftest.LONGEST_FIRST if not (root / m).is_file()] == []
+    text = (root / "pyproject.toml").read_text()
+    assert "--no-loadscope-reorder" in shlex.split(re.search(r'^addopts = "([^"]*)"', text, re.M)[1])
+
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    items = [Item("tests/test_a.py::x"), Item("tests/test_b.py::x"), Item("tests/test_b.py::y"),
+             Item(f"{conftest.LONGEST_FIRST[1]}::x"), Item(f"{conftest.LONGEST_FIRST[0]}::z"),
+             Item(f"{conftest.LONGEST_FIRST[0]}::a")]
+    conftest.pytest_collection_modifyitems(None, None, items)
+    assert [i.nodeid for i in items] == [f"{conftest.LONGEST_FIRST[0]}::z", f"{conftest.LONGEST_FIRST[0]}::a",
+                                         f"{conftest.LONGEST_FIRST[1]}::x", "tests/test_b.py::x",
+                                         "tests/test_b.py::y", "tests/test_a.py::x"]
