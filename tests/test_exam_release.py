@@ -1,21 +1,30 @@
 """An exam release (``python -m course_utils.authoring release --exam OUT``) as a learner and an
-instructor meet it: no reference solution and no withheld hint in any of its files, none of the
-instructor's code, exercises that check on public cases, and notebooks that run in it."""
+instructor meet it: no reference solution and no withheld hint or error note in any of its files
+(nor inside an archive or compressed file), none of the instructor's code, exercises that check
+on public cases, and notebooks that run in it."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 from nbclient import NotebookClient
 
+import course_utils.authoring.exam as authoring_exam
 from course_utils.authoring.errors import AuthoringError
 from course_utils.authoring.exam import chosen_chapters, find_leaks, release_exam, withheld
 from course_utils.exercises import CHAPTERS, all_exercises
+from course_utils.exercises.autograd import sgd_update
+from course_utils.exercises.models import SkipBlock
 
 from pasted_solutions import pasted_notebook
 
@@ -41,6 +50,72 @@ def test_no_reference_solution_and_no_hint_is_in_any_file(exam):
     secrets = withheld(ROOT, "none")
     assert len(secrets) > 2 * sum(len(e) for e in all_exercises().values()), "solutions and hints are scanned for"
     assert find_leaks(exam, secrets) == []
+
+
+def faces(release: Path, module: str) -> list[dict]:
+    return json.loads((release / "course_utils" / "exercises" / "exam_data" / module / "exercises.json").read_text())
+
+
+def sgd_note(note_id: str) -> str:
+    return next(note.text for note in sgd_update.error_notes if note.id == note_id)
+
+
+def test_no_error_note_ships_unless_the_hints_are_all(exam):
+    """Error notes are worked hints ("Put the update inside `with torch.no_grad():`"): with
+    --hints none, not one of them is in the release, and the scan looks for every one."""
+    for module in CHAPTERS.values():
+        assert all(face["error_notes"] == [] for face in faces(exam, module)), module
+    shipped = (exam / "course_utils" / "exercises" / "exam_data" / "autograd" / "exercises.json").read_text()
+    assert "with torch.no_grad()" not in shipped and "w -= lr * w.grad" not in shipped
+    secrets = withheld(ROOT, "none")
+    for note in sgd_update.error_notes:
+        assert secrets[f"error note {note.id} of {sgd_update.id}"] == note.text
+    readme = (exam / "README.md").read_text()
+    assert "what the error's own text points to" in readme and "classic mistake" not in readme
+
+
+def test_the_scan_reads_archives_compressed_files_and_wide_text(tmp_path):
+    """A withheld text is found however a file of the release holds it: in an .npz (a zip of
+    .npy files, whose strings NumPy stores as UTF-32), compressed or not, gzipped, bzipped, in a
+    zip inside a zip, or as JSON that escapes what is not ASCII."""
+    note = sgd_note("update-while-recording")
+    number, hint = next((number, hint) for number, hint in enumerate(SkipBlock.hints, start=1)
+                        if any(ord(character) > 127 for character in hint))  # "Linear → ReLU": JSON escapes →
+    np.savez(tmp_path / "plain.npz", notes=np.array([note]))
+    np.savez_compressed(tmp_path / "compressed.npz", values=np.arange(3), notes=np.array(["x", note]))
+    (tmp_path / "note.txt.gz").write_bytes(gzip.compress(note.encode()))
+    (tmp_path / "note.bz2").write_bytes(bz2.compress(note.encode()))
+    with zipfile.ZipFile(tmp_path / "outer.zip", "w", zipfile.ZIP_DEFLATED) as outer:
+        outer.write(tmp_path / "compressed.npz", "inner/compressed.npz")
+    (tmp_path / "hint.json").write_text(json.dumps({"hints": [hint]}))
+    (tmp_path / "wide.txt").write_bytes(note.encode("utf-16"))
+    found = find_leaks(tmp_path, withheld(ROOT, "none"))
+    what = f"error note update-while-recording of {sgd_update.id}"
+    for where in ("plain.npz/notes.npy", "compressed.npz/notes.npy", "note.txt.gz (decompressed)",
+                  "note.bz2 (decompressed)", "outer.zip/inner/compressed.npz/notes.npy", "wide.txt"):
+        assert f"{where}: {what}" in found, (where, found)
+    assert f"hint.json: hint {number} of {SkipBlock.id}" in found, found
+    assert not any(line.startswith("compressed.npz/values.npy") for line in found), found
+
+
+def test_a_release_with_a_withheld_note_in_an_npz_is_refused(tmp_path, monkeypatch):
+    """The release command's own scan: a note planted in a compressed .npz of exam_data (as a
+    bug in writing the expected records could put it there) refuses the release and removes it."""
+    note = sgd_note("view-of-non-contiguous")
+    write_readme = authoring_exam.write_readme
+
+    def write_readme_and_plant(out, chapters, hints):
+        write_readme(out, chapters, hints)
+        planted = out / "course_utils" / "exercises" / "exam_data" / "autograd" / "planted.npz"
+        np.savez_compressed(planted, notes=np.array([note]))
+
+    monkeypatch.setattr(authoring_exam, "write_readme", write_readme_and_plant)
+    out = tmp_path / "release"
+    with pytest.raises(AuthoringError) as refused:
+        release_exam(ROOT, out, ["02"], "first")
+    assert (f"course_utils/exercises/exam_data/autograd/planted.npz/notes.npy: error note "
+            f"view-of-non-contiguous of {sgd_update.id}") in refused.value.problems
+    assert not out.exists()
 
 
 def test_the_scan_finds_a_solution_however_it_is_indented(tmp_path):
@@ -104,6 +179,7 @@ print(e.hints[0])
 """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["1", exercise.hints[0]]
+    assert all(face["error_notes"] == [] for face in faces(out, "tensors")), "no error note with --hints first"
     assert find_leaks(out, withheld(ROOT, "first")) == []
     assert sorted(p.stem for p in (out / "notebooks").glob("*.ipynb")) == ["01_tensors"]
     assert chosen_chapters(ROOT, ["tensors", "00"]) == ["00_environment", "01_tensors"]

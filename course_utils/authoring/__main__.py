@@ -70,7 +70,7 @@ def run_exam_release(root: str, out: Path, chapters: list[str] | None, hints: st
         return 1
     print(f"Exam release in {made.out}: chapters {', '.join(made.chapters)}, {made.exercises} "
           f"exercises checked on public cases, hints: {hints}; {made.size_bytes / 1e6:.1f} MB, "
-          f"written in {made.seconds:.1f} s. No reference solution or withheld hint is in it "
+          f"written in {made.seconds:.1f} s. No reference solution, withheld hint or withheld error note is in it "
           "(every file was scanned).")
     return 0
 

@@ -10,18 +10,32 @@ made of small steps:
   exercise module (references, probes that compute expected results), the grader, the authoring
   and book tools;
 - ``write_exercises``: in their place, a few lines per chapter that load the exam's exercises,
-  and ``exam_data/``: each exercise's face (title, the hints released) and the facts its
-  reference gave on the public cases (``course_utils.exercises.exam``);
-- ``find_leaks``: every file of the release is scanned for the reference solutions and the
-  withheld hints; a release with one is removed and refused.
+  and ``exam_data/``: each exercise's face (title, the hints and error notes released) and the
+  facts its reference gave on the public cases (``course_utils.exercises.exam``);
+- ``find_leaks``: every file of the release, and every member of an archive or compressed file
+  in it, is scanned for the reference solutions and the withheld hints and error notes
+  (``withheld``); a release with one is removed and refused.
+
+What ``--hints`` releases: ``none``, no hint and no error note; ``first``, each exercise's first
+hint and no error note; ``all``, every hint and every error note. An error note (the classic
+mistake behind an error, shown as the "Likely cause:" when the learner's code raises it) is a
+worked hint, nearly always with the step that fixes it, and no rule tells the few without one
+apart reliably, so only ``all`` ships them (``course_utils.exercises.exam.released_notes``).
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
+import lzma
+import re
 import shutil
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from course_utils.authoring.errors import AuthoringError
 from course_utils.authoring.project import NOTEBOOKS, plan
@@ -47,7 +61,7 @@ answer cell and run the check below it.
 and says precisely what differs: passed, failed (and how), not attempted, or your code raised.
 Your grade also counts *hidden cases*, which only the grader runs: other inputs, shapes and
 dtypes, and repeated calls. Write code that does what the task says for any input it allows,
-not only for the public cases. There are no solutions in this release; {hints}.
+not only for the public cases. There are no solutions in this release; {hints}. {notes}
 
 Hand in the notebooks of `my-work/` as your instructor asks.
 """
@@ -55,6 +69,16 @@ HINTS_SENTENCE = {
     "none": "there are no hints either",
     "first": "`ex.NAME.hint()` shows the first hint of each exercise",
     "all": "`ex.NAME.hint()` shows the hints, one more each call",
+}
+# What a check adds when the learner's code raises: the exercise's error notes ship with
+# --hints all only (``course_utils.exercises.exam.released_notes`` says why).
+WITHOUT_NOTES = ("When your code raises an error, the check shows the error, the input it raised "
+                 "on, your line, and what the error's own text points to.")
+NOTES_SENTENCE = {
+    "none": WITHOUT_NOTES,
+    "first": WITHOUT_NOTES,
+    "all": "When your code raises an error, the check also names the classic mistake that usually "
+           "causes it.",
 }
 
 
@@ -138,26 +162,30 @@ def write_readme(out: Path, chapters: list[str], hints: str) -> None:
     shown = ", ".join(chapters[:-1]) + (" and " if len(chapters) > 1 else "") + chapters[-1]
     (out / "README.md").write_text(EXAM_README.format(
         title="PyTorch, from a working environment to a training loop you can trust",
-        chapters=shown, hints=HINTS_SENTENCE[hints]), encoding="utf-8")
+        chapters=shown, hints=HINTS_SENTENCE[hints], notes=NOTES_SENTENCE[hints]), encoding="utf-8")
 
 
 def withheld(root: Path, hints: str) -> dict[str, str]:
     """What must appear nowhere in the release: every reference solution (its body, and each
-    SOLUTION region of solutions/) and every hint the policy holds back."""
+    SOLUTION region of solutions/) and every hint and error note the policy holds back."""
     from course_utils.book.verify import solution_snippets
     from course_utils.exercises import all_exercises
-    from course_utils.exercises.exam import released_hints
+    from course_utils.exercises.exam import released_hints, released_notes
 
     secrets = {f"solution: {where}": text for where, text in solution_snippets(root).items()}
     for chapter, exercises in all_exercises().items():
         notebook = root / NOTEBOOKS / f"{chapter}.ipynb"
         lesson = _squeezed(notebook.read_text(encoding="utf-8")) if notebook.exists() else ""
         for exercise in exercises:
+            # A hint or a note that only repeats what the chapter itself teaches gives nothing away.
             shown = released_hints(exercise.hints, hints)
             for number, hint in enumerate(exercise.hints, start=1):
-                # A hint that only repeats what the chapter itself teaches gives nothing away.
                 if hint not in shown and _squeezed(hint) not in lesson:
                     secrets[f"hint {number} of {exercise.id}"] = hint
+            shown_notes = released_notes(exercise.error_notes, hints)
+            for note in exercise.error_notes:
+                if note not in shown_notes and _squeezed(note.text) not in lesson:
+                    secrets[f"error note {note.id} of {exercise.id}"] = note.text
     return secrets
 
 
@@ -166,17 +194,70 @@ def _squeezed(text: str) -> str:
 
 
 def find_leaks(out: Path, secrets: dict[str, str]) -> list[str]:
-    """``"FILE: what"`` for each withheld text found in a file of ``out`` (whitespace ignored,
-    so re-indented or re-wrapped code is found too; binary files are read as text as well)."""
+    """``"FILE: what"`` for each withheld text found in a file of ``out``, or in a member of an
+    archive or a compressed file in it (``"FILE/MEMBER: what"``). Whitespace is ignored, so
+    re-indented or re-wrapped code is found too, and each file is read in every way it can
+    hold a text (``contents``)."""
     wanted = {what: _squeezed(text) for what, text in secrets.items() if _squeezed(text)}
     found = []
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
-        text = _squeezed(path.read_bytes().decode("utf-8", errors="replace"))
-        text = text.replace("\\n", "").replace('\\"', '"')  # as JSON (a notebook) stores code
-        for what, secret in wanted.items():
-            if secret in text:
-                found.append(f"{path.relative_to(out)}: {what}")
+        for where, text in contents(path.relative_to(out).as_posix(), path.read_bytes()):
+            found += [f"{where}: {what}" for what, secret in wanted.items() if secret in text]
     return found
+
+
+# Archives inside archives are opened this deep (the release writes one level: .npz files).
+MAX_NESTING = 4
+COMPRESSED = ((b"\x1f\x8b", gzip.decompress), (b"BZh", bz2.decompress), (b"\xfd7zXZ\x00", lzma.decompress))
+
+
+def contents(where: str, data: bytes, nesting: int = 0) -> Iterator[tuple[str, str]]:
+    """``(where, text)`` for a file and for what it holds: each member of a zip archive (an
+    ``.npz`` is one) and the content of a gzip, bzip2 or xz file, each opened in turn. A text is
+    every reading of the bytes (``readings``), squeezed, one per line: a squeezed secret has no
+    line break, so it is found only where one reading holds it whole."""
+    yield where, "\n".join(_squeezed(text) for text in readings(data))
+    if nesting >= MAX_NESTING:
+        return
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for member in archive.infolist():
+                if not member.is_dir():
+                    yield from contents(f"{where}/{member.filename}", archive.read(member), nesting + 1)
+        return
+    for magic, decompress in COMPRESSED:
+        if data.startswith(magic):
+            try:
+                inner = decompress(data)
+            except (OSError, EOFError, ValueError, lzma.LZMAError):
+                return  # not that format after all: its bytes were read as they are, above
+            yield from contents(f"{where} (decompressed)", inner, nesting + 1)
+            return
+
+
+def readings(data: bytes) -> list[str]:
+    """The ways ``data`` can hold a text: as UTF-8; with the escapes of a JSON or Python string
+    undone (a notebook's code, ``\\u2192`` for →); and, where it holds zero bytes, as UTF-16 and
+    UTF-32 from each alignment (NumPy stores an array of strings as UTF-32)."""
+    text = data.decode("utf-8", errors="replace")
+    found = [text, _unescaped(text)]
+    if b"\0" in data:
+        for encoding, width in (("utf-16-le", 2), ("utf-16-be", 2), ("utf-32-le", 4), ("utf-32-be", 4)):
+            for start in range(width):
+                whole = start + (len(data) - start) // width * width
+                found.append(data[start:whole].decode(encoding, errors="replace"))
+    return found
+
+
+_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])')
+_ESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescaped(text: str) -> str:
+    """``text`` with the escapes of a JSON string (most of Python's too) undone; an escaped
+    surrogate pair (``\\ud83d\\ude00``) becomes its one character."""
+    plain = _ESCAPE.sub(lambda m: chr(int(m[1][1:], 16)) if len(m[1]) == 5 else _ESCAPED[m[1]], text)
+    return plain.encode("utf-16", "surrogatepass").decode("utf-16", errors="replace")
 
 
 def release_exam(root: Path, out: Path, chapters: list[str] | None = None, hints: str = "none") -> ExamRelease:

@@ -214,11 +214,13 @@ new_parameter = Exercise(
             "a leaf Variable that requires grad",
             "an in-place operation (mul_, *=) on a tensor created with requires_grad=True. "
             "Scale first, then call .requires_grad_().",
+            "scaled-after-requires-grad",
         ),
         (
             "randn() received an invalid combination of arguments",
             "torch.randn takes the shape as it is, torch.randn(shape), or unpacked, "
             "torch.randn(*shape).",
+            "randn-shape-argument",
         ),
     ],
 )
@@ -400,19 +402,23 @@ fresh_gradient = Exercise(
             "'NoneType' object has no attribute",
             "w.grad is None until the first backward(), so w.grad.zero_() fails there. "
             "`w.grad = None` clears in every case.",
+            "zero-of-missing-grad",
         ),
         (
             "a leaf Variable that requires grad",
             "an in-place change of w itself. Only clear its gradient: `w.grad = None`.",
+            "in-place-change-of-w",
         ),
         (
             "Trying to backward through the graph a second time",
             "a second backward() through the same loss: call backward() once per loss.",
+            "second-backward",
         ),
         (
             "attempting to assign a gradient with dtype",
             "w.grad set to a tensor of another dtype than w (torch.zeros(shape) is float32, "
             "this w float64): clear with `w.grad = None`, or make it like w, torch.zeros_like(w).",
+            "grad-of-other-dtype",
         ),
     ],
 )
@@ -598,19 +604,23 @@ sgd_update = Exercise(
             "a leaf Variable that requires grad",
             "an in-place update of a leaf that requires grad while autograd records. Put the "
             "update inside `with torch.no_grad():`.",
+            "update-while-recording",
         ),
         (
             "unsupported operand type(s) for *: 'float' and 'NoneType'",
             "w.grad is None: did your function clear the gradient before using it?",
+            "grad-cleared-before-use",
         ),
         (
             "view size is not compatible with input tensor's size and stride",
             ".view() needs contiguous memory, and w may be a transposed tensor: update w as it "
             "is (w -= lr * w.grad), or use .reshape().",
+            "view-of-non-contiguous",
         ),
         (
             "doesn't match the broadcast shape",
             "an in-place update whose right-hand side has another shape than w.",
+            "update-of-other-shape",
         ),
     ],
 )
@@ -785,25 +795,30 @@ softplus = Exercise(
             "modified by an inplace operation",
             "an in-place change (+=, add_) of a tensor that autograd saved for backward: "
             "exp() saves its output. Write e + 1, which makes a new tensor.",
+            "in-place-change",
         ),
         (
             "a leaf Variable that requires grad",
             "an in-place change of x itself. Compute new tensors from x instead.",
+            "in-place-change-of-x",
         ),
         (
             "view size is not compatible with input tensor's size and stride",
             ".view() needs contiguous memory, and x may be a transposed tensor: use "
             ".reshape(), or work on x's shape as it is.",
+            "view-of-non-contiguous",
         ),
         (
             "Trying to backward through the graph a second time",
             "a result kept from an earlier call: after one backward() its graph is freed. "
             "Compute exp(x) and the result anew from the x of each call.",
+            "result-kept-between-calls",
         ),
         (
             "Can't call numpy() on Tensor that requires grad",
             "NumPy cannot follow autograd: compute softplus with torch functions so that "
             "backward() reaches x.",
+            "numpy-breaks-autograd",
         ),
     ],
 )
@@ -816,6 +831,11 @@ def input_gradient(f, x):
     x = x.detach().requires_grad_(True)  # a new leaf on the same numbers; the caller's x is left alone
     (gradient,) = torch.autograd.grad(f(x).sum(), x)
     return gradient
+
+
+# The functions input_gradient is given: the learner's code calls them, so a grading kernel
+# must not guard them (course_utils.grading.guarded_code).
+LEARNER_FACING = ("_x_sin_x", "_mean_square")
 
 
 def _x_sin_x(t):
@@ -1049,34 +1069,40 @@ input_gradient = Exercise(
             "grad can be implicitly created only for scalar outputs",
             "a gradient asked of f(x) itself, which holds several numbers: reduce it to one "
             "first, f(x).sum() (or pass grad_outputs=torch.ones_like(output)).",
+            "gradient-of-many-values",
         ),
         (
             "One of the differentiated Tensors does not require grad",
             "a gradient asked with respect to an x that does not require grad (the check also "
             "passes such an x). Make a leaf that does, without touching the caller's x: "
             "x = x.detach().requires_grad_(), then call f on it.",
+            "x-not-recording",
         ),
         (
             "does not require grad and does not have a grad_fn",
             "a gradient asked of a result autograd did not record: the check also passes an x "
             "that does not require grad. Make a leaf that does, without touching the caller's "
             "x: x = x.detach().requires_grad_(), then call f on it.",
+            "result-not-recorded",
         ),
         (
             "appears to not have been used in the graph",
             "the tensor you asked the gradient for is not the one f was called on: call f on "
             "the very leaf you pass to torch.autograd.grad.",
+            "gradient-of-another-tensor",
         ),
         (
             "meta",
             "the check passes an x on the meta device, which stands for another device such as "
             "a GPU and holds no numbers: keep x where it is, x.detach().requires_grad_(), rather "
             "than going through .cpu(), .numpy() or torch.tensor(...).",
+            "x-moved-off-device",
         ),
         (
             "Trying to backward through the graph a second time",
             "a second backward() or autograd.grad through one graph: compute f(x) anew for "
             "each gradient.",
+            "second-backward",
         ),
     ],
 )

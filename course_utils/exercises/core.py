@@ -19,9 +19,10 @@ from __future__ import annotations
 import enum
 import html
 import inspect
+import re
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from course_utils import progress_store, run_mode
 from course_utils.display import show
@@ -83,6 +84,48 @@ class Mistake(str):
     def __add__(self, more: str) -> "Mistake":
         """More words after a named message (advice a judge appends) leave it the same mistake."""
         return Mistake(self.id, str.__add__(self, more))
+
+
+class ErrorNote(NamedTuple):
+    """One of an exercise's ``error_notes``: a clue found in an error's message, the classic
+    mistake that usually causes that error, and the mistake's stable id.
+
+    An exercise writes a note as ``(clue, text, id)``, or ``(clue, text)``, which gets an id
+    made of the clue's words (``note_id``). The id names the verdict of an answer whose error the
+    note explains (``softplus.in-place-change``), so a class report counts the classic mistake
+    instead of ``raised:RuntimeError``. A written id is the better one: a clue follows the wording
+    of torch's or Python's message, which a new version may change, and names the error, not the
+    mistake.
+    """
+
+    clue: str
+    text: str
+    id: str
+
+
+def note_id(clue: str) -> str:
+    """The id a note written without one gets: the clue's words, lower-case, joined by hyphens."""
+    return "-".join(re.findall(r"[a-z0-9]+", clue.lower())) or "error-note"
+
+
+def error_note(entry: Sequence[str]) -> ErrorNote:
+    """An ``error_notes`` entry as written, ``(clue, text)`` or ``(clue, text, id)``."""
+    if len(entry) == 2:
+        clue, text = entry
+        return ErrorNote(clue, text, note_id(clue))
+    clue, text, id = entry
+    return ErrorNote(clue, text, id)
+
+
+def error_notes_of(entries: Sequence[Sequence[str]], exercise: str) -> tuple[ErrorNote, ...]:
+    """``entries`` as ErrorNotes; a class report could not tell two notes with one id apart,
+    so an exercise whose notes share one is refused where it is defined."""
+    notes = tuple(error_note(entry) for entry in entries)
+    ids = [note.id for note in notes]
+    repeated = sorted({id for id in ids if ids.count(id) > 1})
+    if repeated:
+        raise ValueError(f"{exercise}: error notes share the id {', '.join(repeated)}; give each its own")
+    return notes
 
 
 # Failures no judge named, by what their message says differs (facts.tensor_problem's words).
@@ -286,7 +329,7 @@ class Exercise:
     returns plain data. ``judge(data)`` returns ``None`` when the answer is right, else the
     message that says what is wrong (and, where a classic mistake explains it, names it).
     ``error_notes`` pairs a clue found in an exception's message with the classic mistake
-    that usually causes it.
+    that usually causes it, and names that mistake (``ErrorNote``).
     """
 
     def __init__(
@@ -301,7 +344,7 @@ class Exercise:
         hints: Sequence[str],
         reference: Callable,
         passed_message: str = "Correct.",
-        error_notes: Sequence[tuple[str, str]] = (),
+        error_notes: Sequence[tuple[str, str] | tuple[str, str, str]] = (),
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     ):
         self.name = name
@@ -314,7 +357,7 @@ class Exercise:
         self.hints = tuple(hints)
         self.reference = reference
         self.passed_message = passed_message
-        self.error_notes = tuple(error_notes)
+        self.error_notes = error_notes_of(error_notes, self.id)
         self.time_limit_s = time_limit_s
         self._next_hint = 0
 
@@ -390,7 +433,8 @@ class Exercise:
                 "never ends, or work far bigger than the task needs.",
             )
         if result.status is Status.RAISED:
-            return self._verdict(Outcome.RAISED, self._raised_message(result.error))
+            message = self._raised_message(result.error)
+            return self._verdict(Outcome.RAISED, str(message), getattr(message, "id", None))
         try:
             problem = self._judge(result.data)
         except (KeyError, IndexError, TypeError, ValueError) as error:
@@ -408,14 +452,16 @@ class Exercise:
         """The learner's error, the input and line it came from, and what to look at.
 
         The exercise's own notes (a clue in the error → the classic mistake of its topic) come
-        first; any other error gets what its own text shows (``likely_cause``).
+        first, and the message is then that ``Mistake``, named by the note's id; any other
+        error gets what its own text shows (``likely_cause``).
         """
         message = f"{error['type']}: {error['message']}\n(on {error['on']})"
         if error.get("line"):
             message += f"\nRaised at: {error['line']}"
-        notes = [note for clue, note in self.error_notes if clue in error["message"]]
-        cause = notes[0] if notes else likely_cause(error["type"], error["message"])
-        return message + "\nLikely cause: " + cause
+        notes = [note for note in self.error_notes if note.clue in error["message"]]
+        if notes:
+            return Mistake(notes[0].id, message + "\nLikely cause: " + notes[0].text)
+        return message + "\nLikely cause: " + likely_cause(error["type"], error["message"])
 
     def _verdict(self, outcome: Outcome, message: str, named: str | None = None) -> Verdict:
         return Verdict(self.id, self.title, outcome, message,

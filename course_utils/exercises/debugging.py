@@ -346,21 +346,25 @@ flat_features = Exercise(
             "Expected more than 1 value per channel",
             "BatchNorm in train mode cannot normalise a batch of one value per channel: switch to "
             "eval() for the dry run.",
+            "batch-norm-in-train-mode",
         ),
         (
             "expected input",
             "the fake input needs a batch dimension and the sample's channels first: "
             "torch.zeros(1, *sample_shape).",
+            "fake-input-of-other-layout",
         ),
         (
             "D input (got",
             "the fake input needs a batch dimension in front of sample_shape: "
             "torch.zeros(1, *sample_shape) is (1, C, H, W); torch.zeros(*sample_shape) has none.",
+            "fake-input-without-batch",
         ),
         (
             "should be the same",
             "the fake input must match the stack, float32 on the CPU: what "
             "torch.zeros(1, *sample_shape) gives without dtype= or device=.",
+            "fake-input-of-other-dtype-or-device",
         ),
     ],
 )
@@ -669,12 +673,13 @@ PositionWeights = Exercise(
         "return x * (steps / length)[:, None]",
     ],
     error_notes=[
-        ("is not on the expected device", _DEVICE_FIX),
-        ("Expected all tensors to be on the same device", _DEVICE_FIX),
-        ("view size is not compatible", _VIEW_NOTE),
+        ("is not on the expected device", _DEVICE_FIX, "tensor-made-off-device"),
+        ("Expected all tensors to be on the same device", _DEVICE_FIX, "operands-on-two-devices"),
+        ("view size is not compatible", _VIEW_NOTE, "view-of-non-contiguous"),
         ("Cannot copy out of meta tensor", "the check moves your module to the meta device, "
          "which has no values: do not move tensors to the CPU (.cpu(), .item(), .tolist()) "
-         "inside forward; keep everything on x.device."),
+         "inside forward; keep everything on x.device.",
+         "moved-to-cpu-in-forward"),
     ],
     # The first factory call on the meta device in a process loads torch's reference
     # implementations, which takes seconds; the chapter's demonstrations usually did it already.
@@ -888,24 +893,28 @@ drop_non_finite = Exercise(
             "The shape of the mask",
             "your mask has one entry per value, not per example: reduce over every dimension "
             "but the first, e.g. torch.isfinite(x).flatten(start_dim=1).all(dim=1).",
+            "mask-per-value",
         ),
-        ("view size is not compatible", _VIEW_NOTE),
+        ("view size is not compatible", _VIEW_NOTE, "view-of-non-contiguous"),
         (
             "tensors used as indices must be long",
             "when no example is kept, torch.tensor([]) of an empty list of indices is a float "
             "tensor, which cannot index; give it dtype=torch.long, or index with the boolean "
             "mask itself, x[keep].",
+            "float-indices",
         ),
         (
             "could not infer output dtype",
             "the check passes integer features too (int64 counts), and mean() works on floats "
             "only. Test the values themselves: torch.isfinite works on every dtype (integers are "
             "always finite).",
+            "mean-of-integers",
         ),
         (
             "stack expects a non-empty TensorList",
             "when no example is kept, the list you stack is empty; a boolean mask, x[keep], "
             "gives an empty tensor with the right shape instead.",
+            "stack-of-nothing-kept",
         ),
     ],
 )
@@ -1199,6 +1208,7 @@ clipped_step = Exercise(
         (
             "Trying to backward through the graph a second time",
             "call loss.backward() once per loss.",
+            "second-backward",
         ),
         (
             "'NoneType'",
@@ -1206,6 +1216,7 @@ clipped_step = Exercise(
             ".grad: a parameter that gets no gradient (frozen with requires_grad=False, or "
             "unused) keeps .grad None; skip it, as clip_grad_norm_ does "
             "([p.grad for p in model.parameters() if p.grad is not None]).",
+            "grad-of-frozen-parameter",
         ),
     ],
 )
@@ -1464,6 +1475,7 @@ seeded_loader = Exercise(
             "accelerator",
             "torch.Generator's argument is a device, not a seed: torch.Generator(7) asks for "
             "device 7. Make it, then seed it: torch.Generator().manual_seed(seed).",
+            "seed-passed-as-device",
         ),
     ],
 )

@@ -375,6 +375,7 @@ kernel_environment = Exercise(
             "is not defined",
             "a name used before it was imported or defined in this notebook: import it "
             "(import sys, import torch, from pathlib import Path) above your function.",
+            "name-not-imported",
         ),
     ],
 )
@@ -729,24 +730,29 @@ known_gradient = Exercise(
             "does not require grad",
             "x has requires_grad=False, so nothing was recorded. Make a copy that records: "
             "x = x.detach().clone().requires_grad_(True).",
+            "x-not-recording",
         ),
         (
             "only for scalar outputs",
             "backward() with no argument needs a single number. Sum first: (x**3).sum().backward().",
+            "backward-of-many-values",
         ),
         (
             "a leaf Variable that requires grad",
             "an in-place change of a tensor that requires grad. Compute a new tensor (x**3) instead.",
+            "in-place-change-of-x",
         ),
         (
             "view size is not compatible with input tensor's size and stride",
             "x can be non-contiguous (a transposed tensor, for example), and .view() needs "
             "contiguous memory. Use .reshape(), or keep x's own shape: the gradient has it.",
+            "view-of-non-contiguous",
         ),
         (
             "Trying to backward through the graph a second time",
             "backward() frees the graph it went through. Compute y again before another "
             "backward(), or call backward() once.",
+            "second-backward",
         ),
     ],
 )
@@ -1055,21 +1061,25 @@ device_smoke_test = Exercise(
         (
             "Expected all tensors to be on the same device",
             "one operand is on the device and the other on the CPU: create both on `device`.",
+            "operands-on-two-devices",
         ),
         (
             "Torch not compiled with CUDA enabled",
             "the code asks for 'cuda' itself. Use the `device` argument the check passes in: "
             "it may be the CPU, a GPU, or the stand-in 'meta'.",
+            "cuda-written-in",
         ),
         (
             "'str' object has no attribute",
             "the check passes the device as a string ('cpu') as well as a torch.device; "
             "torch.device(device) turns either into a torch.device.",
+            "device-given-as-string",
         ),
         (
             "to numpy",
             ".numpy() only works on CPU tensors, and the task asks for a tensor anyway: "
             "return product.cpu().",
+            "numpy-of-device-tensor",
         ),
     ],
 )
@@ -1205,6 +1215,7 @@ seeded_draw = Exercise(
             "seed() takes 0 positional arguments",
             "torch.seed() sets a fresh, random seed. The function that sets yours is "
             "torch.manual_seed(seed).",
+            "seed-not-manual-seed",
         ),
     ],
 )
@@ -1218,6 +1229,12 @@ def seed_check(draw):
     again = draw(0)
     other = draw(1)
     return torch.equal(first, again) and not torch.equal(first, other)
+
+
+# The draws a seed check is given: the learner's code calls them, so a grading kernel must not
+# guard them (course_utils.grading.guarded_code).
+LEARNER_FACING = ("_seeded_rand", "_seed_ignored", "_never_seeded", "_python_random_seeded",
+                  "_seeds_the_wrong_library", "_seeded_integers", "_seeded_float64", "_padded")
 
 
 def _seeded_rand(seed):
@@ -1486,12 +1503,14 @@ seed_check = Exercise(
             "Boolean value of Tensor with more than one value is ambiguous",
             "`if a == b` or `a == b and ...` on tensors: == gives one boolean per element. "
             "Use torch.equal(a, b).",
+            "tensor-comparison-as-bool",
         ),
         (
             "cannot be converted to Scalar",
             ".item() reads a single number, and a draw may return a tensor of any shape "
             "(this one has more than one number there): compare whole tensors with "
             "torch.equal(a, b).",
+            "item-of-many-values",
         ),
     ],
 )

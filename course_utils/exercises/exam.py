@@ -3,10 +3,10 @@
 An exam release (``python -m course_utils.authoring release --exam``) replaces each chapter's
 exercise module by a few lines that call ``load_chapter``. What they load was written at
 release time into ``exam_data/MODULE/``: each exercise's face (title, the function it expects,
-the hints the instructor released, messages) and the facts the reference gave on the public
-cases (``course_utils.exercises.public``). No reference solution, no probe of the practice
-course and no code that computes an expected result is in the release; the grader, which has
-the whole course, runs the practice checks as hidden cases.
+the hints and error notes the instructor released, messages) and the facts the reference gave
+on the public cases (``course_utils.exercises.public``). No reference solution, no probe of the
+practice course and no code that computes an expected result is in the release; the grader,
+which has the whole course, runs the practice checks as hidden cases.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Sequence
 
 from course_utils.display import show
 from course_utils.exercises import plain
-from course_utils.exercises.core import Exercise, Function, Status, _Note
+from course_utils.exercises.core import ErrorNote, Exercise, Function, Status, _Note
 from course_utils.exercises.public import PublicCases, public_judge, spec_of
 
 EXAM_DATA = Path(__file__).resolve().parent / "exam_data"
@@ -66,17 +66,28 @@ def released_hints(hints: Sequence[str], policy: str) -> list[str]:
     return {"none": [], "first": list(hints[:1]), "all": list(hints)}[policy]
 
 
-def _quotes(note: str, hint: str) -> bool:
-    return "".join(hint.split()) in "".join(note.split())
+def released_notes(notes: Sequence[ErrorNote], policy: str) -> list[ErrorNote]:
+    """The error notes an exam with hint policy ``policy`` shows: all of them with ``all``,
+    none otherwise.
+
+    A note is a worked hint: it names the classic mistake behind an error and, nearly always,
+    the step that fixes it ("Put the update inside `with torch.no_grad():`"). With ``first``
+    only a note that gives no step of the solution could ship, and no rule tells those apart
+    reliably: some steps are code, others plain words ("evaluate in eval mode"). So ``first``
+    ships none, like ``none``; a learner whose code raises still reads the error, the input,
+    their own line, and the likely cause that the error's text itself shows (``likely_cause``).
+    """
+    if policy not in HINT_POLICIES:
+        raise ValueError(f"hints must be one of {', '.join(HINT_POLICIES)}, not {policy!r}")
+    return list(notes) if policy == "all" else []
 
 
 def face_of(exercise: Exercise, hints: str) -> dict:
-    """What an exam shows of ``exercise``: plain data, no code. An error note that quotes a hint
-    the release holds back is left out with it (the note would give the hint away)."""
+    """What an exam with hint policy ``hints`` shows of ``exercise``: plain data, no code; its
+    hints and error notes as far as the policy releases them (``released_hints``,
+    ``released_notes``)."""
     shown = released_hints(exercise.hints, hints)
-    withheld = [hint for hint in exercise.hints if hint not in shown]
-    notes = [list(note) for note in exercise.error_notes
-             if not any(_quotes(note[1], hint) for hint in withheld)]
+    notes = [list(note) for note in released_notes(exercise.error_notes, hints)]
     return {
         "name": exercise.name,
         "chapter": exercise.chapter,
@@ -135,15 +146,17 @@ def public_probe_exercise(exercise: Exercise) -> Exercise | None:
     return None if spec is None else _as_exercise(exercise, spec, exercise.time_limit_s)
 
 
-def public_exercise(exercise: Exercise, expected: list | None = None) -> ExamExercise:
-    """The exam's check of ``exercise`` (every hint shown), its expectations computed here from
-    the reference unless given: for tests and the grader, which have the reference."""
+def public_exercise(exercise: Exercise, expected: list | None = None, hints: str = "all") -> ExamExercise:
+    """The exam's check of ``exercise`` as a release with hint policy ``hints`` has it (by
+    default every hint and error note shown), its expectations computed here from the reference
+    unless given: for tests and the grader, which have the reference. The grader passes the
+    release's policy, so that the public verdict shows no note the release withheld."""
     spec = spec_of(exercise)
     if spec is None:
         raise LookupError(f"{exercise.id} has no public cases")
     if expected is None:
         expected = expected_public_record(exercise, spec)
-    return exam_exercise(face_of(exercise, "all"), spec, expected)
+    return exam_exercise(face_of(exercise, hints), spec, expected)
 
 
 def public_verdict(exercise: Exercise, answer, expected: list | None = None):
@@ -187,4 +200,4 @@ def load_chapter(module: str, folder: Path = EXAM_DATA) -> dict[str, ExamExercis
 
 
 __all__ = ["ExamExercise", "exam_exercise", "expected_public_record", "face_of", "load_chapter",
-           "public_exercise", "public_verdict", "released_hints", "write_chapter"]
+           "public_exercise", "public_verdict", "released_hints", "released_notes", "write_chapter"]

@@ -15,6 +15,11 @@ Rule = Callable[["re.Match[str]"], str]
 
 # (error type or None for any, pattern searched in the message, what to say); first match wins.
 _RULES: list[tuple[str | None, str, Rule]] = [
+    # Only a notebook being graded says this (course_utils.grading.kernel_guard, kernel_probe).
+    (None, r"^grading: ",
+     lambda m: "your code reached for the grader's own code or data (a worked answer, a check, "
+               "its frames or memory), which a graded notebook does not allow: a grade comes only "
+               "from code you wrote. Write the computation yourself."),
     (None, r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) "
            r"at non-singleton dimension (\d+)",
      lambda m: f"two tensors met in one element-wise operation with sizes {m[1]} and {m[2]} in "

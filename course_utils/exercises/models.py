@@ -68,12 +68,14 @@ def _parameter_devices(model: nn.Module) -> list[str]:
 _SUPER_INIT_NOTE = (
     "cannot assign module before Module.__init__() call",
     "super().__init__() must run before the first layer is assigned to self.",
+    "layer-before-super-init",
 )
 _DEVICE_NOTE = (
     "is not on the expected device",
     "a tensor on the CPU inside your code (made by torch.zeros(...), torch.empty(...) or "
     "torch.tensor(...) without device=, or moved there by .cpu() / .to('cpu')) while the inputs "
     "are on another device: keep it where the inputs are (torch.zeros_like(x), device=x.device).",
+    "tensor-made-on-cpu",
 )
 _META = "moved with .to('meta') (a stand-in for a GPU) and called on a batch there"
 
@@ -435,10 +437,12 @@ SkipBlock = Exercise(
             "mat1 and mat2 shapes cannot be multiplied",
             "a layer whose in_features does not match what it is given: expand takes width "
             "features, project takes hidden.",
+            "layer-sizes-mismatch",
         ),
         (
             "a leaf Variable that requires grad",
             "an in-place change (+=) of a tensor autograd tracks: write x + ..., a new tensor.",
+            "in-place-add",
         ),
     ],
 )
@@ -625,6 +629,7 @@ Tower = Exercise(
             "mat1 and mat2 shapes cannot be multiplied",
             "a layer whose in_features is not width: every layer of the tower is "
             "nn.Linear(width, width).",
+            "layer-sizes-mismatch",
         ),
     ],
 )
@@ -861,20 +866,24 @@ cross_entropy_from_logits = Exercise(
         (
             "expected scalar type Long",
             "targets are class indices (int64): pass them as they are, not as floats.",
+            "float-targets",
         ),
         (
             "Dimension out of range",
             "logits have shape (N, C): the classes are dim=1.",
+            "classes-on-wrong-dim",
         ),
         _DEVICE_NOTE,
         (
             "a leaf Variable that requires grad",
             "an in-place change of logits (-=, sub_): compute a new tensor, logits - m.",
+            "in-place-change-of-logits",
         ),
         (
             "view size is not compatible with input tensor's size and stride",
             ".view() needs contiguous memory, and logits may be a transposed tensor: use "
             ".reshape().",
+            "view-of-non-contiguous",
         ),
     ],
 )
@@ -1114,34 +1123,41 @@ multilabel_loss = Exercise(
             "integer targets given to binary_cross_entropy_with_logits as they are (or changed "
             "in place), and an integer tensor cannot hold its floating-point result. Convert "
             "them to a new tensor: targets.to(logits.dtype).",
+            "integer-targets",
         ),
         (
             "with two bool tensors is not supported",
             "bool targets given to binary_cross_entropy_with_logits as they are: convert them "
             "first, targets.to(logits.dtype).",
+            "bool-targets",
         ),
         (
             "with a bool tensor is not supported",
             "1 - targets on bool targets: convert them first, targets.to(logits.dtype).",
+            "one-minus-bool-targets",
         ),
         (
             "but expected Double",
             "binary_cross_entropy on float64 probabilities with float32 targets: convert the "
             "targets to the logits' dtype, targets.to(logits.dtype).",
+            "targets-of-other-dtype",
         ),
         (
             "must be the same as input size",
             "targets of another shape than the logits: both are (N, C), one 0/1 per label.",
+            "targets-of-other-shape",
         ),
         (
             "view size is not compatible with input tensor's size and stride",
             ".view() needs contiguous memory, and logits may be a transposed tensor: use "
             ".reshape(), or no reshaping at all.",
+            "view-of-non-contiguous",
         ),
         _DEVICE_NOTE,
         (
             "a leaf Variable that requires grad",
             "an in-place change of logits (sigmoid_, -=): compute a new tensor.",
+            "in-place-change-of-logits",
         ),
     ],
 )

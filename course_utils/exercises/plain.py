@@ -9,6 +9,7 @@ reach the judge. The grader stores the same data as JSON plus an ``.npz`` file, 
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -119,5 +120,27 @@ def load(json_path: str | os.PathLike):
     npz_path = json_path.with_suffix(".npz")
     if npz_path.exists():
         with np.load(npz_path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    return to_plain(_join_arrays(structure, arrays))
+
+
+def dumps(value) -> bytes:
+    """Plain data as one byte string: its JSON (length first), then an ``.npz`` of its arrays.
+    What a grading kernel sends the grader."""
+    arrays: dict = {}
+    text = json.dumps(_split_arrays(to_plain(value), arrays), allow_nan=False).encode("utf-8")
+    archive = io.BytesIO()
+    if arrays:
+        np.savez(archive, **arrays)
+    return len(text).to_bytes(8, "big") + text + archive.getvalue()
+
+
+def loads(data: bytes):
+    """Read what ``dumps`` wrote; arrays are loaded without pickle."""
+    size = int.from_bytes(data[:8], "big")
+    structure = json.loads(data[8:8 + size].decode("utf-8"))
+    arrays = {}
+    if data[8 + size:]:
+        with np.load(io.BytesIO(data[8 + size:]), allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     return to_plain(_join_arrays(structure, arrays))

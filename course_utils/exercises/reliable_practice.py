@@ -646,16 +646,19 @@ resume = Exercise(
             'Unexpected key(s) in state_dict: "epoch"',
             "the checkpoint is a dict of parts (epoch, model, optimizer, scheduler, scaler, rng): "
             "the model's weights are one of them, model.load_state_dict(checkpoint['model']).",
+            "whole-checkpoint-into-model",
         ),
         (
             "Weights only load failed",
             "this checkpoint holds only tensors and plain values, so weights_only=True reads it; "
             "something else than the checkpoint path was loaded.",
+            "loaded-something-else",
         ),
         (
             "The source state dict is empty",
             "an enabled GradScaler cannot load the {} that a disabled one saved; create the "
             "scaler with the same enabled= as the run that saved it.",
+            "scaler-enabled-differently",
         ),
     ],
 )

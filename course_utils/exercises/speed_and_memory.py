@@ -580,8 +580,10 @@ accumulation_step = Exercise(
     error_notes=[
         ("Trying to backward through the graph a second time",
          "backward() on a loss whose graph was already used: call it once per micro-batch, on "
-         "that micro-batch's loss."),
-        ("too many values to unpack", "batches is a list of (x, y) pairs: `for x, y in batches:`."),
+         "that micro-batch's loss.",
+         "second-backward"),
+        ("too many values to unpack", "batches is a list of (x, y) pairs: `for x, y in batches:`.",
+         "batches-not-unpacked-as-pairs"),
     ],
 )
 
@@ -949,16 +951,21 @@ split_step_time = Exercise(
         "data += got - start; step_fn(batch); start = time.perf_counter(); compute += start - got.",
     ],
     error_notes=[
-        ("not iterable", "loader is something to loop over with `for batch in loader:`."),
+        ("not iterable", "loader is something to loop over with `for batch in loader:`.",
+         "loader-not-looped-over"),
         ("has no len()", "a loader may have no length (a DataLoader over an IterableDataset, a "
-         "generator): loop over it and count the batches as they come instead of len(loader)."),
+         "generator): loop over it and count the batches as they come instead of len(loader).",
+         "len-of-loader"),
         ("division by zero", "an empty loader has no batches: dividing by their number fails. "
-         "Return the totals, which are then 0.0 and 0.0."),
+         "Return the totals, which are then 0.0 and 0.0.",
+         "average-of-empty-loader"),
         ("where it is not associated with a value", "a variable first set inside the loop: with "
          "an empty loader the loop body never runs. Set the totals (and the clock) before the "
-         "loop."),
+         "loop.",
+         "total-set-in-loop"),
         ("referenced before assignment", "a variable first set inside the loop: with an empty "
-         "loader the loop body never runs. Set the totals (and the clock) before the loop."),
+         "loader the loop body never runs. Set the totals (and the clock) before the loop.",
+         "total-set-in-loop-python-3-10"),
     ],
 )
 
@@ -1288,20 +1295,25 @@ scaled_clipped_step = Exercise(
     error_notes=[
         ("_scale is None",
          "the scaler has no scale yet: scaler.scale(loss) makes it. Back-propagate the scaled "
-         "loss, scaler.scale(loss).backward(), before scaler.unscale_(optimizer)."),
+         "loss, scaler.scale(loss).backward(), before scaler.unscale_(optimizer).",
+         "unscale-before-scaled-backward"),
         ("unscale_() has already been called",
          "scaler.unscale_(optimizer) may run once per step: scaler.step() knows it ran and does "
-         "not unscale again. Call it once, before clipping."),
+         "not unscale again. Call it once, before clipping.",
+         "unscale-twice"),
         ("No inf checks were recorded",
          "the scaler found no gradients to check: either they were cleared between backward() "
          "and the step (zero_grad() belongs before backward()), or step/update ran twice. "
          "The order: zero_grad(), scaled backward(), unscale_, clip, scaler.step(optimizer) "
-         "once, scaler.update() once."),
+         "once, scaler.update() once.",
+         "no-gradients-at-step"),
         ("unscale_() is being called after step()",
          "the previous call's scaler.step(optimizer) was never followed by scaler.update(): "
-         "end every step with scaler.update(), which also resets the scaler for the next one."),
+         "end every step with scaler.update(), which also resets the scaler for the next one.",
+         "update-missing"),
         ("is non-finite, so it cannot be clipped",
          "clip_grad_norm_(..., error_if_nonfinite=True) raises on a step whose gradients "
-         "overflowed; leave error_if_nonfinite at its default: the scaler skips that step."),
+         "overflowed; leave error_if_nonfinite at its default: the scaler skips that step.",
+         "error-if-nonfinite"),
     ],
 )

@@ -341,17 +341,20 @@ match_reference = Exercise(
             "with both given by position, .to() takes the device first: "
             "x.to(reference.device, reference.dtype); or name them, "
             "x.to(dtype=reference.dtype, device=reference.device).",
+            "to-arguments-swapped",
         ),
         (
             "have incompatible tensor type",
             "an assignment to .data cannot move a tensor to another device (here meta), and on "
             "the caller's x it would change the caller's own tensor. Return a new tensor "
             "instead: x.to(dtype=reference.dtype, device=reference.device).",
+            "assigned-to-data",
         ),
         (
             "invalid type: 'torch.meta",
             "x.type(...) knows only the tensor types with a name (CPU, CUDA), not every device "
             "(here meta). Use x.to(dtype=reference.dtype, device=reference.device).",
+            "type-for-device",
         ),
     ],
 )
@@ -527,23 +530,27 @@ independent_copy = Exercise(
             "stack expects a non-empty TensorList",
             "an empty array has no rows, so the list given to torch.stack was empty. "
             "torch.tensor(array) copies an array of any shape, empty ones too, in one call.",
+            "stack-of-empty-array",
         ),
         (
             "iteration over a 0-d array",
             "a 0-d array (a single number) has no rows to go through. torch.tensor(array) "
             "copies an array of any shape in one call.",
+            "loop-over-0-d-array",
         ),
         (
             "expected np.ndarray (got numpy.",
             "torch.from_numpy takes an array, and arithmetic on a 0-d array (array + 0, "
             "array * 1, ...) gives a NumPy scalar, not an array. Copy without arithmetic: "
             "torch.from_numpy(array.copy()), or torch.tensor(array).",
+            "from-numpy-of-scalar",
         ),
         (
             "output with shape [] doesn't match the broadcast shape [1]",
             "the tensor you copy into is 0-d (shape ()) but what you copy from has one "
             "dimension: np.ascontiguousarray (and np.atleast_1d) turn a 0-d array into shape "
             "(1,). torch.tensor(array) copies an array of any shape, 0-d too.",
+            "0-d-made-1-d",
         ),
     ],
 )
@@ -680,11 +687,13 @@ flatten_transposed = Exercise(
             "view size is not compatible with input tensor's size and stride",
             "view() cannot reorder memory, and a transposed tensor is not contiguous. Use "
             ".reshape(-1), or .contiguous().view(-1).",
+            "view-of-transpose",
         ),
         (
             "expected a non-empty list of Tensors",
             "an x with no columns (shape (n, 0)) gives an empty list of columns, and torch.cat "
             "refuses an empty list. x.T.reshape(-1) handles every shape, empty ones too.",
+            "cat-of-no-columns",
         ),
     ],
 )
@@ -1048,17 +1057,20 @@ zero_negative_rows = Exercise(
             "a boolean mask must have the shape of the dimensions it indexes. x.sum(dim=1) < 0 "
             "is (N,), one value per row, and x[mask] picks rows; with keepdim=True it is (N, 1), "
             "which does not fit x's (N, M).",
+            "mask-of-other-shape",
         ),
         (
             "must match the size of tensor",
             "a row mask of shape (N,) meeting x of shape (N, M) in an element-wise operation "
             "lines up with the columns. Give it a column dimension, mask[:, None], or index "
             "with it: x[mask] = 0.",
+            "row-mask-against-columns",
         ),
         (
             "view size is not compatible",
             "x may be a non-contiguous view, which view() cannot reshape. Index x itself: "
             "x[mask] = 0.",
+            "view-of-non-contiguous",
         ),
     ],
 )
@@ -1177,16 +1189,19 @@ remove_batch_dim = Exercise(
             'reshape() missing 1 required positional arguments: "shape"',
             "for x of shape (1,) the rest is (), so reshape(*x.shape[1:]) passes no size at "
             "all. Pass the shape as one tuple, x.reshape(x.shape[1:]), or use x.squeeze(0) or x[0].",
+            "reshape-of-unpacked-empty-shape",
         ),
         (
             "view() received an invalid combination of arguments - got ()",
             "for x of shape (1,) the rest is (), so view(*x.shape[1:]) passes no size at all. "
             "Pass the shape as one tuple, x.view(x.shape[1:]), or use x.squeeze(0) or x[0].",
+            "view-of-unpacked-empty-shape",
         ),
         (
             "could not infer output dtype",
             "mean() computes an average, which needs a floating dtype; an integer x has none. "
             "Dropping a dimension needs no arithmetic: x.squeeze(0) or x[0].",
+            "mean-of-integers",
         ),
     ],
 )
@@ -1354,22 +1369,26 @@ outer_sum = Exercise(
             "must match the size of tensor b",
             "a + b on two 1-D tensors pairs a[i] with b[i] only, so their sizes must be equal. "
             "For every pair give a a second dimension: a[:, None] + b[None, :].",
+            "added-without-new-dimension",
         ),
         (
             "stack expects a non-empty TensorList",
             "with an empty a (N = 0) a loop over a gives torch.stack an empty list. The task "
             "asks for no loop: a[:, None] + b[None, :] handles every size.",
+            "loop-over-empty-a",
         ),
         (
             "meshgrid expects all tensors to have the same dtype",
             "torch.meshgrid needs a and b of one dtype, and the check also passes an integer a "
             "with a float b. Broadcasting needs no grid: a[:, None] + b[None, :].",
+            "meshgrid-of-mixed-dtypes",
         ),
         (
             "select(): index 0 out of range for tensor of size [0]",
             "an empty a (N = 0) has no element 0 to take, and mapping over a's elements "
             "(torch.vmap does, as does a.select(0, 0)) needs one. Broadcasting handles every N, "
             "0 too: a[:, None] + b[None, :].",
+            "element-of-empty-a",
         ),
     ],
 )
@@ -1553,6 +1572,7 @@ residuals = Exercise(
             "stack expects a non-empty TensorList",
             "an empty batch (N = 0) gives a loop over the samples nothing to collect, and "
             "torch.stack refuses an empty list. pred.squeeze(1) - target handles every N, 0 too.",
+            "loop-over-empty-batch",
         ),
     ],
 )
@@ -1748,27 +1768,32 @@ best_match = Exercise(
             "Expected size for first two dimensions of batch2 tensor",
             "q @ k multiplies each (n, d) matrix of queries by an (m, d) matrix of keys: the "
             "inner sizes, d and m, do not fit. Transpose the keys' last two dimensions: q @ k.mT.",
+            "batched-keys-not-transposed",
         ),
         (
             "shapes cannot be multiplied",
             "q @ k multiplies (n, d) queries by (m, d) keys: the inner sizes, d and m, do not "
             "fit. Transpose the keys' last two dimensions: q @ k.mT.",
+            "keys-not-transposed",
         ),
         (
             "must be a 3D tensor",
             "torch.bmm takes two 3-D tensors only, and k may be (m, d), the same keys for every "
             "batch. @ (torch.matmul) broadcasts the batch dimensions: q @ k.mT.",
+            "bmm-of-2-d-keys",
         ),
         (
             "Dimension out of range",
             "k may have two dimensions, (m, d), so dimension 2 does not exist. Count from the "
             "end, which works for both: k.transpose(-2, -1), or k.mT.",
+            "transpose-of-missing-dimension",
         ),
         (
             "does not match the number of dimensions",
             "k may have two dimensions, (m, d), the same keys for every batch, and an einsum "
             "equation names a fixed number of them. q @ k.mT broadcasts the batch dimensions "
             "(so does an ellipsis: \"...nd,...md->...nm\").",
+            "einsum-of-fixed-dimensions",
         ),
         (
             "must match the size of tensor",
@@ -1776,16 +1801,19 @@ best_match = Exercise(
             "these do not fit. Often a transpose moved k's batch dimension (k.T reverses all the "
             "dimensions of a 3-D k; transpose(0, 1) swaps batch and keys). k.mT swaps only the "
             "last two.",
+            "batch-dimension-moved",
         ),
         (
             "stack expects a non-empty TensorList",
             "with an empty batch (B = 0) a loop over the batch gives torch.stack an empty list. "
             "One product handles every B: (q @ k.mT).argmax(dim=-1).",
+            "loop-over-empty-batch",
         ),
         (
             "view size is not compatible",
             "q and k may be non-contiguous views, which view() cannot reshape; @ needs no "
             "reshaping: (q @ k.mT).argmax(dim=-1).",
+            "view-of-non-contiguous",
         ),
     ],
 )
@@ -1960,6 +1988,7 @@ checked_mse = Exercise(
             "view size is not compatible with input tensor's size and stride",
             "view() needs memory laid out in the order it reads; a transposed pred or target "
             "is not. The loss needs no reshaping: ((pred - target) ** 2).mean(), or reshape().",
+            "view-of-non-contiguous",
         ),
     ],
 )

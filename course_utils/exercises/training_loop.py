@@ -447,18 +447,21 @@ train_step = Exercise(
         (
             "backward through the graph a second time",
             "loss.backward() called twice on one forward pass. Call it once per step.",
+            "second-backward",
         ),
         (
             "does not require grad and does not have a grad_fn",
             "the forward pass ran inside torch.no_grad(), or the loss was detached (.item(), "
             ".detach()) before backward(). Keep the loss tensor for backward(); call .item() "
             "only on the value you return.",
+            "loss-not-recorded",
         ),
         (
             "must have the same dtype",
             "the model and the batch you were given have the same dtype (float64 in this "
             "check), so the mismatch comes from a conversion in your code (.float(), dtype=...) "
             "or from a tensor or model of the notebook used instead of the arguments.",
+            "dtype-converted",
         ),
     ],
 )
@@ -798,16 +801,19 @@ evaluate = Exercise(
             "training mode is expected to be boolean",
             "model.train(mode) takes True or False: read was_training = model.training before "
             "model.eval(), and give it back with model.train(was_training).",
+            "mode-not-boolean",
         ),
         (
             "Expected more than 1 value per channel",
             "batch norm in train mode on a batch of one example; evaluate in eval mode.",
+            "batch-norm-in-train-mode",
         ),
         (
             "must have the same dtype",
             "the model and the batch you were given have the same dtype (float64 in one of "
             "this check's cases), so the mismatch comes from a conversion in your code "
             "(.float(), dtype=...) or from a tensor or model of the notebook used instead.",
+            "dtype-converted",
         ),
     ],
 )
@@ -1115,12 +1121,14 @@ EarlyStopping = Exercise(
             "has no attribute",
             "an attribute used in step() that __init__ never set. Set every attribute in "
             "__init__ (best_loss = math.inf, best_epoch = None, the counters = 0).",
+            "attribute-not-set-in-init",
         ),
         (
             "and 'NoneType'",
             "a loss compared (<, >) with None: an attribute that starts as None cannot be "
             "compared with a number. Start best_loss at math.inf, or test `is None` before "
             "comparing.",
+            "loss-compared-with-none",
         ),
     ],
 )
