@@ -2,17 +2,30 @@
 
 Every file is written atomically (a temporary file, then a rename), so an interrupted batch
 never leaves a half-written result that looks whole.
+
+A learner's JSON is written with sorted keys (the same result, the same bytes), which would
+put each notebook's exercises in alphabetical order; so each notebook also records its
+exercises' order in the course notebook (``"order"``), and ``read_results`` gives them back in
+that order. A page or gradebook made from results read back (``merge``) is then the one a
+single run writes. Results written before ``"order"`` existed get the order in which the
+course's exercise module defines them.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import html
 import io
 import json
 import os
 import tempfile
 from pathlib import Path
+
+from course_utils.exercises import CHAPTERS
+
+# The gradebook's second row, as in Canvas's: each column's maximum.
+POINTS_POSSIBLE = "Points Possible"
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -27,12 +40,84 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def counted(number: int, word: str) -> str:
+    """``1 learner``, ``2 learners``: a count a person reads."""
+    return f"{number} {word}" if number == 1 else f"{number} {word}s"
+
+
+def shortened(text: str, limit: int = 300) -> str:
+    """The first line of ``text``, cut at a word boundary to at most ``limit`` characters, with
+    "…" where something was cut: a message shown in a table stays readable."""
+    line = text.split("\n", 1)[0].strip()
+    if len(line) <= limit:
+        return line
+    cut = line[:limit - 1]
+    if " " in cut and not line[limit - 1].isspace():
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
+# --------------------------------------------------------------------------------------------
+# The order of chapters and exercises
+# --------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _defined_order(chapter: str) -> tuple[str, ...]:
+    """The exercises of ``chapter`` in the order its module defines them (the notebook's order)."""
+    from course_utils.exercises import chapter_exercises
+
+    if chapter not in CHAPTERS:
+        return ()
+    return tuple(exercise.name for exercise in chapter_exercises(CHAPTERS[chapter]))
+
+
+def exercise_order(chapter: str, notebook: dict) -> list[str]:
+    """The names of a notebook's exercises in course order: its recorded ``"order"`` where it
+    has one that names them all, else the module's order (results from before ``"order"``)."""
+    names = list(notebook["exercises"])
+    recorded = notebook.get("order")
+    if isinstance(recorded, list) and sorted(recorded) == sorted(names):
+        return list(recorded)
+    known = [name for name in _defined_order(chapter) if name in notebook["exercises"]]
+    return known + [name for name in names if name not in known]
+
+
+def in_course_order(result: dict) -> dict:
+    """``result`` with its chapters in course order and each one's exercises in notebook order."""
+    notebooks = result.get("notebooks", {})
+    chapters = sorted(notebooks, key=lambda c: (list(CHAPTERS).index(c) if c in CHAPTERS else len(CHAPTERS), c))
+    ordered = {}
+    for chapter in chapters:
+        notebook = dict(notebooks[chapter])
+        names = exercise_order(chapter, notebook)
+        notebook["exercises"] = {name: notebook["exercises"][name] for name in names}
+        notebook["order"] = names
+        ordered[chapter] = notebook
+    return {**result, "notebooks": ordered}
+
+
+def handed_in(notebook: dict | None) -> bool:
+    """Whether a chapter was graded from a notebook the learner handed in for it.
+
+    Not when the chapter is absent, nor when its notebook is the stand-in the grader writes
+    where nothing could be graded (no notebook handed in, an unreadable file, a file of no
+    chapter): there every exercise is "missing" for the notebook's own problem.
+    """
+    if notebook is None:
+        return False
+    problems = set(notebook.get("problems", []))
+    entries = list(notebook["exercises"].values())
+    return not entries or not all(e["outcome"] == "missing" and e["reason"] in problems for e in entries)
+
+
 def write_learner(out: Path, result: dict) -> None:
-    write_atomically(out / f"{result['learner']}.json", json.dumps(result, indent=1, sort_keys=True))
-    write_atomically(out / "feedback" / f"{result['learner']}.html", feedback_page(result))
+    """The learner's JSON (with each notebook's ``"order"``) and feedback page."""
+    ordered = in_course_order(result)
+    write_atomically(out / f"{result['learner']}.json", json.dumps(ordered, indent=1, sort_keys=True))
+    write_atomically(out / "feedback" / f"{result['learner']}.html", feedback_page(ordered))
 
 
 def read_results(out: Path) -> list[dict]:
+    """The learners' results in ``out``, sorted by learner, each in course order."""
     results = []
     for path in sorted(out.glob("*.json")):
         try:
@@ -40,24 +125,57 @@ def read_results(out: Path) -> list[dict]:
         except (OSError, json.JSONDecodeError):
             continue
         if isinstance(record, dict) and "learner" in record and "notebooks" in record:
-            results.append(record)
+            results.append(in_course_order(record))
     return results
 
 
+# --------------------------------------------------------------------------------------------
+# The gradebook
+# --------------------------------------------------------------------------------------------
+def _column_parts(chapter: str, name: str, entry: dict) -> dict[str, dict]:
+    """The gradebook columns of one exercise and the part of its result each shows: the
+    exercise, and in an exam its public and hidden parts too."""
+    parts = {f"{chapter}/{name}": entry}
+    parts.update({f"{chapter}/{name} {part}": entry[part] for part in ("public", "hidden") if part in entry})
+    return parts
+
+
+def _scores(result: dict) -> dict[str, int]:
+    """Each gradebook column's score in ``result``, for the chapters it handed in."""
+    scores = {}
+    for chapter, notebook in result["notebooks"].items():
+        if handed_in(notebook):
+            for name, entry in notebook["exercises"].items():
+                scores.update({column: part["score"] for column, part in _column_parts(chapter, name, entry).items()})
+    return scores
+
+
+def points_possible(results: list[dict], columns: list[str]) -> list:
+    """The most each column can score (blank where no result has it), then their sum."""
+    best: dict[str, int] = {}
+    for result in results:
+        for chapter, notebook in result["notebooks"].items():
+            for name, entry in notebook["exercises"].items():
+                for column, part in _column_parts(chapter, name, entry).items():
+                    best[column] = max(best.get(column, 0), part["max"])
+    row = [best.get(column, "") for column in columns]
+    return [*row, sum(value for value in row if value != "")]
+
+
 def write_gradebook(out: Path, results: list[dict], columns: list[str]) -> Path:
-    """One row per learner, one column per exercise (``chapter/exercise``), and the total."""
+    """One row per learner, one column per exercise (``chapter/exercise``), and the total.
+
+    The second row, "Points Possible", gives each column's maximum (as Canvas's gradebook
+    does). A chapter the learner did not hand in (or handed in unreadable) is blank, not 0: it
+    was not graded; the total still counts it as 0.
+    """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["learner", *columns, "total"])
+    writer.writerow([POINTS_POSSIBLE, *points_possible(results, columns)])
     for result in sorted(results, key=lambda r: r["learner"]):
-        scores = {}
-        for chapter, notebook in result["notebooks"].items():
-            for name, entry in notebook["exercises"].items():
-                scores[f"{chapter}/{name}"] = entry["score"]
-                for part in ("public", "hidden"):
-                    if part in entry:
-                        scores[f"{chapter}/{name} {part}"] = entry[part]["score"]
-        writer.writerow([result["learner"], *(scores.get(c, 0) for c in columns), result["total"]])
+        scores = _scores(result)
+        writer.writerow([result["learner"], *(scores.get(c, "") for c in columns), result["total"]])
     path = out / "gradebook.csv"
     write_atomically(path, buffer.getvalue())
     return path
@@ -69,7 +187,9 @@ HIDDEN_NOT_SHOWN = ("the hidden cases' inputs are not shown (other inputs, shape
 
 
 def feedback_page(result: dict) -> str:
+    """A learner's page: every chapter in course order, every exercise in notebook order."""
     e = html.escape
+    result = in_course_order(result)
     parts = [
         "<!doctype html><meta charset='utf-8'>",
         f"<title>Feedback for {e(result['learner'])}</title>",
