@@ -259,21 +259,23 @@ def loop_in_function(name: str = "flatten_transposed", params: str = "x") -> str
 
 
 def stubborn_loop_in_function(name: str = "residuals", params: str = "pred, target") -> str:
-    """A loop that swallows every exception, the check's own time limit and ^C included."""
+    """A loop that swallows every exception, the check's own time limit and ^C included. It
+    sleeps rather than computes (as does ``TOP_LEVEL_LOOP``), so that it costs the other tests no
+    CPU; a loop that computes is stopped the same way."""
     return textwrap.dedent(
         f"""\
         def {name}({params}):
             while True:
                 try:
                     while True:
-                        pass
+                        __import__("time").sleep(0.5)
                 except BaseException:
                     pass
         """
     )
 
 
-TOP_LEVEL_LOOP = "while True:\n    pass\n"
+TOP_LEVEL_LOOP = "while True:\n    __import__(\"time\").sleep(0.5)\n"
 
 # Allocates 100 MB blocks (touched, so a cgroup limit sees them too) until MemoryError; held in
 # a local, so memory is freed when the error propagates. Stops at 6 GB even if nothing caps it.
@@ -531,3 +533,207 @@ def use_stolen(grade_id: str, route: str) -> str:
 
 def results_json(results: Path, learner: str) -> dict:
     return json.loads((results / f"{learner}.json").read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------------------------
+# Answers that reach for the grader's own code, data or memory (issue 25): each computes its
+# result only through what it reached for, so that being refused fails it with the reason.
+# --------------------------------------------------------------------------------------------
+REACH_FOR_CODE = {
+    # the worked answer, through the notebook's `ex` and through an import of the exercise module
+    "match_reference": "def match_reference(x, reference):\n    return ex.match_reference.reference(x, reference)\n",
+    "independent_copy": textwrap.dedent(
+        """\
+        def independent_copy(array):
+            import course_utils.exercises.tensors as T
+            return T.independent_copy.reference(array)
+        """),
+    # the probe itself, run on a right answer, to read what it expects
+    "flatten_transposed": textwrap.dedent(
+        """\
+        def flatten_transposed(x):
+            from course_utils.exercises.running import Runner
+            import course_utils.exercises.tensors as T
+            T.flatten_transposed._probe(lambda y: y.mT.reshape(-1), Runner())
+            return x.mT.reshape(-1)
+        """),
+    # the module's source, to run its reference as one's own code
+    "remove_batch_dim": textwrap.dedent(
+        """\
+        def remove_batch_dim(x):
+            import inspect
+            import course_utils.exercises.tensors as T
+            namespace = {}
+            exec(inspect.getsource(T), namespace)
+            return namespace["remove_batch_dim"].reference(x)
+        """),
+    # another chapter's module (not loaded in a chapter 01 kernel), then this one's source file
+    "outer_sum": textwrap.dedent(
+        """\
+        def outer_sum(a, b):
+            import importlib
+            import course_utils.exercises.tensors as T
+            try:
+                importlib.import_module("course_utils.exercises.models")
+            except ImportError as error:
+                other = str(error)
+            try:
+                source = open(T.__file__).read()
+            except OSError as error:
+                raise FileNotFoundError(f"{other}; {error}") from None
+            namespace = {}
+            exec(source, namespace)
+            return namespace["outer_sum"].reference(a, b)
+        """),
+    # a check opened by the answer itself
+    "residuals": textwrap.dedent(
+        """\
+        def residuals(pred, target):
+            import course_utils.grading.kernel_probe as kp
+            kp.record("tensors", "residuals", "residuals", "a name of my own")
+            return pred.squeeze(1) - target
+        """),
+    # a judge called to try answers out
+    "checked_mse": textwrap.dedent(
+        """\
+        def checked_mse(pred, target):
+            import course_utils.exercises.tensors as T
+            T.checked_mse._judge({})
+            return ((pred - target) ** 2).mean()
+        """),
+}
+
+REACH_FOR_MEMORY = {
+    # every object in the interpreter: the probe's expected values among them
+    "match_reference": textwrap.dedent(
+        """\
+        def match_reference(x, reference):
+            import gc
+            gc.get_objects()
+            return x.to(dtype=reference.dtype, device=reference.device)
+        """),
+    # the frames of the check that called the answer: its locals hold the right answers
+    "independent_copy": textwrap.dedent(
+        """\
+        def independent_copy(array):
+            import inspect
+            inspect.currentframe().f_back.f_locals
+            return torch.tensor(array)
+        """),
+    "flatten_transposed": textwrap.dedent(
+        """\
+        def flatten_transposed(x):
+            try:
+                raise RuntimeError("look up")
+            except RuntimeError as error:
+                error.__traceback__.tb_frame.f_back.f_locals
+            return x.mT.reshape(-1)
+        """),
+    "remove_batch_dim": textwrap.dedent(
+        """\
+        def remove_batch_dim(x):
+            import sys
+            sys.settrace(lambda frame, event, arg: None)
+            return x[0]
+        """),
+    "outer_sum": textwrap.dedent(
+        """\
+        def outer_sum(a, b):
+            import ctypes
+            ctypes.string_at(id(a), 16)
+            return a[:, None] + b[None, :]
+        """),
+    "residuals": textwrap.dedent(
+        """\
+        def residuals(pred, target):
+            with open("/proc/self/mem", "rb"):
+                pass
+            return pred.squeeze(1) - target
+        """),
+    "checked_mse": textwrap.dedent(
+        """\
+        def checked_mse(pred, target):
+            import sys
+            sys._current_frames()
+            return ((pred - target) ** 2).mean()
+        """),
+}
+
+# The exercise's texts: hints and worked answer as code to run.
+REACH_FOR_TEXTS = textwrap.dedent(
+    """\
+    def outer_sum(a, b):
+        namespace = {}
+        exec(ex.outer_sum.solution_text(), namespace)
+        return namespace["outer_sum"](a, b)
+    """
+)
+
+# A thread that waits for each check's record beside the answers and copies what the probe
+# expected into what the answer gave, before the grader reads it (records used to be files in
+# the kernel's folder; now they leave through a pipe the kernel cannot read).
+FORGE_RECORDS = textwrap.dedent(
+    """\
+    import glob as _glob, json as _json, os as _os, threading as _threading, time as _time
+    def _forge(node):
+        if isinstance(node, dict):
+            if "got" in node and "expected" in node:
+                for key in ("got", "again"):  # the result of the first call, and of a second
+                    if key in node:
+                        node[key] = node["expected"]
+            for value in node.values():
+                _forge(value)
+        elif isinstance(node, list):
+            for value in node:
+                _forge(value)
+    def _watch(seen=set()):
+        end = _time.time() + 120
+        while _time.time() < end:
+            for path in _glob.glob("probes/*.json"):
+                if path in seen:
+                    continue
+                try:
+                    with open(path) as file:
+                        record = _json.load(file)
+                    _forge(record)
+                    with open(path, "w") as file:
+                        _json.dump(record, file)
+                    seen.add(path)
+                except Exception:
+                    pass
+            _time.sleep(0.0005)
+    _threading.Thread(target=_watch, daemon=True).start()
+    """
+)
+
+# Junk written where a kernel sends its records (course_utils.grading.records.RECORDS_FD).
+WRITE_TO_THE_CHANNEL = textwrap.dedent(
+    """\
+    import os as _os
+    try:
+        _os.write(190, b"not a record")
+    except OSError:
+        pass
+    """
+)
+
+
+def read_these(paths: list[str]) -> str:
+    """An answer cell for match_reference that is right only if none of ``paths`` (files the
+    sandbox must hide) can be read; otherwise it raises, naming those it could read."""
+    return textwrap.dedent(
+        f"""\
+        _readable = []
+        for _path in {paths!r}:
+            try:
+                with open(_path, "rb") as _file:
+                    _file.read(1)
+                _readable.append(_path)
+            except OSError:
+                pass
+        def match_reference(x, reference):
+            if _readable:
+                raise PermissionError("read: " + ", ".join(_readable))
+            return x.to(dtype=reference.dtype, device=reference.device)
+        """
+    )

@@ -38,6 +38,11 @@ def memorised_outer_sum() -> str:
     )
 
 
+# An outer_sum that adds a and b as they are: on the first public case (sizes 3 and 5) it raises
+# the error that one of the exercise's error notes explains, with the whole answer in it.
+ADDS_WITHOUT_A_NEW_DIMENSION = "def outer_sum(a, b):\n    return a + b\n"
+
+
 @pytest.fixture(scope="module")
 def exam_grading(tmp_path_factory):
     base = tmp_path_factory.mktemp("grading-exam")
@@ -48,6 +53,7 @@ def exam_grading(tmp_path_factory):
     gf.write_submission(submissions, "alice", gf.submission())
     gf.write_submission(submissions, "dan", gf.submission(answers={"outer_sum": memorised_outer_sum()}))
     gf.write_submission(submissions, "erin", gf.submission(answers=gf.all_wrong()))
+    gf.write_submission(submissions, "gina", gf.submission(answers={"outer_sum": ADDS_WITHOUT_A_NEW_DIMENSION}))
     out = base / "results"
     run = grade(submissions, out, course, "--exam")
     revealed = base / "revealed"
@@ -94,6 +100,44 @@ def test_feedback_shows_hidden_results_as_pass_or_fail_unless_revealed(exam_grad
     assert "outer_sum: public cases" in page and "outer_sum: hidden cases" in page
     assert "not one of the public inputs" not in page and "inputs are not shown" in page
     assert reveal_run.returncode == 0, reveal_run.log()
-    assert reveal_run.counts() == (0, 3), "revealing is a choice about the page: the grades come from the cache"
+    assert reveal_run.counts() == (0, 4), "revealing is a choice about the page: the grades come from the cache"
     shown = (revealed / "feedback" / "dan.html").read_text()
     assert "not one of the public inputs" in shown and hidden_reason.split("\n")[0][:40] in shown.replace("&#x27;", "'")
+
+
+@pytest.fixture(scope="module")
+def hints_grading(tmp_path_factory, exam_grading):
+    """gina, whose outer_sum raises, graded as the submission of an exam released with --hints
+    none (the grader's default: exam_grading's run) and of one released with --hints all."""
+    _, out, _, _ = exam_grading
+    base = tmp_path_factory.mktemp("grading-exam-hints")
+    course = base / "course"
+    (course / "notebooks").mkdir(parents=True)
+    shutil.copy2(gf.NOTEBOOKS / f"{TENSORS}.ipynb", course / "notebooks" / f"{TENSORS}.ipynb")
+    submissions = base / "submissions"
+    shutil.copytree(out.parent / "submissions" / "gina", submissions / "gina")
+    return {"none": (exam_grading[0], out),
+            "all": (grade(submissions, base / "all", course, "--exam", "--hints", "all"), base / "all")}
+
+
+def test_the_public_reason_shows_an_error_note_only_where_the_release_shipped_it(hints_grading):
+    note = next(note for note in tensors.outer_sum.error_notes if note.id == "added-without-new-dimension")
+    entries = {}
+    for policy, (run, out) in hints_grading.items():
+        assert run.returncode == 0, run.log()
+        entries[policy] = results(out)["gina"]["notebooks"][TENSORS]["exercises"]["outer_sum"]
+    withheld, shown = entries["none"]["public"], entries["all"]["public"]
+    assert withheld["outcome"] == shown["outcome"] == "your code raised"
+    assert "must match the size of tensor b" in withheld["reason"] and "Likely cause:" in withheld["reason"]
+    assert note.text not in withheld["reason"] and withheld["mistake"] == "raised:RuntimeError"
+    assert note.text in shown["reason"] and shown["mistake"] == "outer_sum.added-without-new-dimension"
+    page = (hints_grading["none"][1] / "feedback" / "gina.html").read_text()
+    assert "must match the size of tensor b" in page and note.text not in page
+    # The hidden check is the practice course's, which the grader has whole: the class report
+    # counts the classic mistake whatever the release showed.
+    assert entries["none"]["hidden"]["mistake"] == "outer_sum.added-without-new-dimension"
+
+
+def test_hints_go_with_exam(tmp_path):
+    run = grade(tmp_path, tmp_path / "out", gf.GRADING_COURSE, "--hints", "all")
+    assert run.returncode == 2 and "--hints goes with --exam" in run.stderr, run.log()

@@ -133,8 +133,9 @@ def results(out: Path) -> dict[str, dict]:
 
 
 def gradebook(out: Path) -> dict[str, dict]:
+    """The learners' rows (not the second row, "Points Possible")."""
     with open(out / "gradebook.csv", newline="", encoding="utf-8") as file:
-        return {row["learner"]: row for row in csv.DictReader(file)}
+        return {row["learner"]: row for row in csv.DictReader(file) if row["learner"] != "Points Possible"}
 
 
 def seed_cache(out: Path, *sources: Path) -> int:

@@ -21,7 +21,7 @@ import grading_fixtures as gf
 from course_utils.grading import __main__ as cli
 from course_utils.grading import batch as batch_module
 from course_utils.grading import sandbox
-from course_utils.grading.batch import Batch, cache_key, course_version, grade_learner, run_batch
+from course_utils.grading.batch import Batch, cache_key, course_notebooks, grade_learner, run_batch
 from course_utils.grading.sandbox import Limits, SandboxUnavailable
 from course_utils.grading.submissions import discover
 
@@ -213,7 +213,8 @@ def test_the_kernel_spec_knows_only_bubblewrap_or_none(tmp_path):
 def test_a_result_made_without_a_sandbox_never_stands_in_for_a_sandboxed_one(batch_dirs):
     submissions, out, _ = batch_dirs
     (learner,) = discover(submissions)
-    batch, version = _batch(submissions, out), course_version(gf.GRADING_COURSE)
-    sandboxed = cache_key(learner, batch, version, "bubblewrap")
-    assert cache_key(learner, batch, version, "none: a") == cache_key(learner, batch, version, "none: b")
-    assert cache_key(learner, batch, version, "none: a") != sandboxed
+    batch = _batch(submissions, out)
+    courses = course_notebooks(batch.course)
+    sandboxed = cache_key(learner, batch, courses, "bubblewrap")
+    assert cache_key(learner, batch, courses, "none: a") == cache_key(learner, batch, courses, "none: b")
+    assert cache_key(learner, batch, courses, "none: a") != sandboxed

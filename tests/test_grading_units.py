@@ -55,13 +55,28 @@ def test_only_answer_cells_are_taken_and_checks_become_probes():
     assert "print('hacked')" not in sources
     assert not any(".check(" in s for s in sources)
     assert len(assembly.probes) == 7 and "match_reference" in assembly.missing
-    assert assembly.notebook.cells[0].source == "import course_utils.grading.kernel_probe"
-    tokens = {probe.record_name.split("-")[0] for probe in assembly.probes}
-    assert len(tokens) == 1 and len(tokens.pop()) == 32  # unguessable, one per run
+    setup = assembly.notebook.cells[0].source
+    assert setup.startswith("import course_utils.grading.kernel_probe as ") and ".setup([" in setup
+    names = [probe.record_name for probe in assembly.probes]
+    assert len(set(names)) == len(names) and all(len(name) == 32 for name in names)  # one per check
+    # the first cell knows each check only by its hash: no answer can open a later check
+    from course_utils.grading.kernel_guard import record_name_hash
+
+    assert not any(name in setup for name in names)
+    assert all(record_name_hash(name) in setup for name in names)
 
 
 def _record(answer):
-    return {"probe": tensors.outer_sum.probe(answer).to_plain(), "code": None}
+    from course_utils.grading.kernel_probe import answer_code
+
+    return {"probe": tensors.outer_sum.probe(answer).to_plain(), "code": answer_code(answer)}
+
+
+def _source(answer) -> str:
+    import inspect
+    import textwrap
+
+    return textwrap.dedent(inspect.getsource(answer))
 
 
 def test_a_record_with_rewritten_expectations_is_refused():
@@ -81,17 +96,19 @@ def test_a_record_with_rewritten_expectations_is_refused():
                 rewrite(value)
 
     rewrite(record["probe"]["data"])
-    assembly = assemble("01_tensors", COURSE_01, {"outer_sum": "x"})
+    answers = {"outer_sum": _source(wrong)}
+    assembly = assemble("01_tensors", COURSE_01, answers)
     probe = next(p for p in assembly.probes if p.exercise == "outer_sum")
     execution = Execution(records={probe.grade_id: record})
-    score = next(s for s in scoring.score_notebook("tensors", assembly, execution) if s.exercise == "outer_sum")
+    score = next(s for s in scoring.score_notebook("tensors", assembly, execution, answers) if s.exercise == "outer_sum")
     assert score.score == 0 and "expected values were changed" in score.reason
 
 
 def test_an_honest_record_is_judged_as_in_the_notebook():
-    assembly = assemble("01_tensors", COURSE_01, {"outer_sum": "x", "residuals": "x"})
+    answers = {"outer_sum": _source(tensors.outer_sum.reference), "residuals": "x"}
+    assembly = assemble("01_tensors", COURSE_01, answers)
     records = {p.grade_id: _record(tensors.outer_sum.reference) for p in assembly.probes if p.exercise == "outer_sum"}
-    scores = {s.exercise: s for s in scoring.score_notebook("tensors", assembly, Execution(records=records))}
+    scores = {s.exercise: s for s in scoring.score_notebook("tensors", assembly, Execution(records=records), answers)}
     assert scores["outer_sum"].score == 1
     assert scores["residuals"].outcome == "no result"
     assert scores["match_reference"].outcome == "missing"
@@ -131,21 +148,26 @@ def test_the_checked_function_must_be_written_in_its_answer_cell():
     assert not scoring.defined_in(code_fingerprint(tensors.outer_sum.reference.__code__), borrowed)
 
 
-def test_the_sandbox_keeps_tmp_only_when_the_course_lives_there(tmp_path, monkeypatch):
-    import tempfile
-
+def test_the_sandbox_is_an_allow_list(tmp_path):
+    """The kernel sees the system's programs and libraries, its Python, its run folder and the
+    run's copy of the package; /tmp is always an empty one of its own, the course folder and
+    anything else are not there, and the rest is read-only."""
     from course_utils.grading import sandbox
 
     folder = sandbox.RunFolder(tmp_path / "run")
-    tmp = str(Path(tempfile.gettempdir()).resolve())
-    monkeypatch.setattr(sandbox, "_needed_inside", lambda: [Path("/usr"), ROOT])
     args = sandbox.bubblewrap_prefix(folder, [tmp_path / "hidden-does-not-exist"])
-    in_tmp = Path(ROOT).resolve().is_relative_to(tmp)
-    assert (["--tmpfs", tmp] == args[8:10]) is (not in_tmp)
-    monkeypatch.setattr(sandbox, "_needed_inside", lambda: [Path(tmp) / "a-clone"])
-    args = sandbox.bubblewrap_prefix(folder, [])
-    assert ["--tmpfs", tmp] != args[8:10]
-    assert args[args.index("--bind") + 1] == str(folder.root) and "--unshare-all" in args
+    pairs = list(zip(args, args[1:]))
+    assert ("--tmpfs", "/tmp") in pairs and ("--ro-bind", "/") not in pairs
+    bound = [args[i + 2] for i, arg in enumerate(args) if arg in ("--bind", "--ro-bind")]
+    assert str(folder.root) in bound and str(folder.package) in bound
+    assert not any(Path(path).resolve() == ROOT.resolve() or ROOT.resolve().is_relative_to(Path(path).resolve())
+                   for path in bound if path not in ("/usr",) and not path.startswith("/etc"))
+    assert all(str(root) in bound or str(root).startswith("/usr") for root in sandbox.python_roots())
+    assert args.index("--bind") > args.index("--tmpfs") and "--remount-ro" in args
+    assert (folder.package / "course_utils" / "exercises" / "tensors.py").exists()
+    folder.forget_exercise_sources()
+    assert not (folder.package / "course_utils" / "exercises" / "tensors.py").exists()
+    assert (folder.package / "course_utils" / "exercises" / "core.py").exists()
 
 
 @pytest.mark.parametrize("error, option", [

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from course_utils.grading.batch import Batch, exercise_columns, in_shard, run_batch
 from course_utils.grading.class_report import write_class_report
-from course_utils.grading.lms import write_lms
-from course_utils.grading.regrade import write_regrade
+from course_utils.grading.lms import (CanvasProblem, add_canvas_options, canvas_option_problem, canvas_options,
+                                      write_lms)
+from course_utils.grading.regrade import CHANGED, headline, learner_line, write_regrade
 from course_utils.grading.reports import read_results, write_gradebook
 from course_utils.grading.sandbox import SANDBOXED, Limits, SandboxUnavailable, choose_sandbox
 from course_utils.grading.submissions import discover
@@ -29,6 +30,18 @@ def _shard(text: str) -> tuple[int, int]:
     if not 1 <= k <= n:
         raise argparse.ArgumentTypeError("K must be between 1 and N")
     return k, n
+
+
+class DefaultsShown(argparse.HelpFormatter):
+    """``--help`` ends each option's text with its default, where it has one (not for a switch
+    that is off unless given, nor an option that is unset unless given)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "%(default)" in text or default in (None, False, [], argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,22 +64,32 @@ REPORT_NAMES = {"class_report", "regrade", "gradebook", "canvas"}
 def grade_main(argv: list[str]) -> int:
     defaults = Limits()
     parser = argparse.ArgumentParser(
-        prog="python -m course_utils.grading",
+        prog="python -m course_utils.grading", formatter_class=DefaultsShown,
         description="Grade learners' notebooks: one folder per learner (SUBMISSIONS/alice/01_tensors.ipynb) "
-        "or one file per learner (SUBMISSIONS/alice.ipynb). Also: `merge SHARD_RESULTS... --out RESULTS` "
-        "joins --shard runs; `gradescope --out autograder.zip` builds a Gradescope autograder.",
+        "or one file per learner (SUBMISSIONS/alice.ipynb). Also: `merge RESULTS... --out RESULTS` "
+        "joins --shard runs (and, with --update, a regrade into the class's results); "
+        "`gradescope --out autograder.zip --chapters 01` builds a Gradescope autograder for chapter 01.",
     )
-    parser.add_argument("submissions", type=Path)
+    parser.add_argument("submissions", type=Path, help="the folder of the learners' submissions")
     parser.add_argument("--out", type=Path, required=True, help="results folder (created)")
     parser.add_argument("--course", type=Path, default=Path(__file__).resolve().parents[2],
-                        help="the course folder (default: the one this grader belongs to)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--shard", type=_shard, help="grade part K of N of the learners")
-    parser.add_argument("--cell-timeout", type=int, default=defaults.cell_timeout_s, help="seconds")
-    parser.add_argument("--notebook-timeout", type=int, default=defaults.notebook_timeout_s, help="seconds")
-    parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb)
-    parser.add_argument("--max-processes", type=int, default=defaults.max_processes)
-    parser.add_argument("--output-cap-kb", type=int, default=defaults.output_cap_kb)
+                        help="the course folder: by default the one this grader belongs to, here %(default)s")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="how many learners to grade at once: by default the number of cores, here %(default)s")
+    parser.add_argument("--shard", type=_shard, metavar="K/N", help="grade part K of N of the learners")
+    parser.add_argument("--cell-timeout", type=int, default=defaults.cell_timeout_s, metavar="SECONDS",
+                        help="the longest one cell of a learner's notebook may run")
+    parser.add_argument("--notebook-timeout", type=int, default=defaults.notebook_timeout_s, metavar="SECONDS",
+                        help="the longest a learner's whole notebook may run")
+    parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb, metavar="MB",
+                        help="the memory a kernel can write to on the CPU (default: %(default)s; it caps RLIMIT_DATA, "
+                             "not the address space; GPU memory is not capped)")
+    parser.add_argument("--max-processes", type=int, default=defaults.max_processes, metavar="N",
+                        help="the processes and threads a kernel may run")
+    parser.add_argument("--max-file-mb", type=int, default=defaults.max_file_mb, metavar="MB",
+                        help="the largest file a kernel may write")
+    parser.add_argument("--output-cap-kb", type=int, default=defaults.output_cap_kb, metavar="KB",
+                        help="the output kept from one cell; the rest is cut off")
     parser.add_argument("--no-cache", action="store_true", help="grade everything again")
     parser.add_argument("--exam", action="store_true",
                         help="submissions of an exam release: score each exercise on its public cases "
@@ -74,12 +97,16 @@ def grade_main(argv: list[str]) -> int:
                              "one gradebook column each")
     parser.add_argument("--lms", choices=("canvas",),
                         help="also write the LMS's gradebook import file (canvas: canvas.csv)")
+    add_canvas_options(parser)
     parser.add_argument("--regrade", type=Path, metavar="PREVIOUS_RESULTS",
                         help="grade again into --out and report, per learner, what changed since "
                              "PREVIOUS_RESULTS and why (regrade.html); PREVIOUS_RESULTS is kept as it is")
     parser.add_argument("--reveal-hidden", action="store_true",
                         help="with --exam: feedback pages say what the hidden cases found (their "
                              "inputs included), not only passed or failed")
+    parser.add_argument("--hints", choices=("none", "first", "all"),
+                        help="with --exam: the --hints the exam release was made with (default: none); "
+                             "the public checks' messages then show no hint or error note it withheld")
     parser.add_argument("--hide", type=Path, action="append", default=[], metavar="FOLDER",
                         help="a folder the submissions must not see, emptied in the sandbox like the "
                              "submissions and --out are (repeatable): on a shared file system, the folder "
@@ -97,14 +124,19 @@ def grade_main(argv: list[str]) -> int:
         print(refusal, file=sys.stderr)
         return 2
     limits = Limits(args.cell_timeout, args.notebook_timeout, args.memory_mb, args.max_processes,
-                    defaults.max_file_mb, args.output_cap_kb)
+                    args.max_file_mb, args.output_cap_kb)
     if args.reveal_hidden and not args.exam:
         parser.error("--reveal-hidden goes with --exam")
+    if args.hints is not None and not args.exam:
+        parser.error("--hints goes with --exam")
     if args.regrade is not None and args.regrade.resolve() == args.out.resolve():
         parser.error("--regrade keeps the previous results: give a new --out folder")
+    canvas_problem = canvas_option_problem(args)
+    if canvas_problem:
+        parser.error(canvas_problem)
     batch = Batch(args.course.resolve(), args.submissions.resolve(), args.out.resolve(), limits,
                   not args.no_cache, args.no_sandbox, args.exam, args.reveal_hidden,
-                  tuple(path.resolve() for path in args.hide))
+                  tuple(path.resolve() for path in args.hide), hints=args.hints or "none")
     learners = [l for l in discover(batch.submissions) if in_shard(l.id, args.shard)]
     clashing = sorted({l.id for l in learners} & REPORT_NAMES)
     if clashing:
@@ -115,17 +147,30 @@ def grade_main(argv: list[str]) -> int:
         print("WARNING: not sandboxed (--no-sandbox). Submissions run with limits only: they can "
               "read and change your files and use the network.", file=sys.stderr)
     start = time.perf_counter()
-    results, cached = run_batch(batch, learners, args.workers, print, sandbox)
+    try:
+        results, cached = run_batch(batch, learners, args.workers, lambda line: print(line, flush=True), sandbox)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (batch.GradingStopped): workers and kernels are ended
+        graded = len(read_results(batch.out))
+        print(f"Grading stopped: every worker and kernel ended. {graded} results are in {batch.out}; "
+              "run the same command again to grade the rest (graded learners come from the cache).", flush=True)
+        return 130
     everything = read_results(batch.out)
     gradebook = write_gradebook(batch.out, everything, exercise_columns(everything))
     report = write_class_report(batch.out, everything)
     if args.lms:
-        write_lms(batch.out, everything, args.lms)
+        try:
+            for note in write_lms(batch.out, everything, args.lms, canvas_options(args)).notes:
+                print(f"canvas.csv: {note}")
+        except CanvasProblem as problem:
+            print(f"canvas.csv not written: {problem}", file=sys.stderr)
     print(f"Done in {time.perf_counter() - start:.1f} s: {len(results) - cached} graded, "
           f"{cached} from the cache; gradebook: {gradebook}; class report: {report}")
     if args.regrade is not None:
-        moved = write_regrade(args.regrade, batch.out)["moved"]
-        print(f"Regrade: {moved} learners changed since {args.regrade}; see {batch.out / 'regrade.html'}")
+        regrade = write_regrade(args.regrade, batch.out)
+        print(f"Regrade: {headline(regrade)} since {args.regrade}; see {batch.out / 'regrade.html'}")
+        for item in regrade["learners"]:
+            if item["status"] == CHANGED:
+                print(f"  {learner_line(item)}")
     return 0
 
 

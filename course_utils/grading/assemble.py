@@ -1,9 +1,11 @@
 """What the grader runs: the course's learner notebook with only the learner's answers in it.
 
 Every cell but the answer cells comes from the course, so edited or deleted check cells, pasted
-outputs and rewritten metadata in a submission change nothing. Each check cell becomes a probe
-cell that records the exercise's plain data to a file whose name the learner's code cannot
-guess (a random token, sent only with the probe cell itself).
+outputs and rewritten metadata in a submission change nothing. A first cell, before all of the
+learner's code, sets the kernel up (``kernel_probe.setup``). Each check cell becomes a probe
+cell that records the exercise's plain data under a name of its own: random, different for
+every cell, known to the set-up cell only by its hash, so no code of the learner's can open a
+check in its place or guess a later one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import nbformat
 
 from course_utils.exercises import CHAPTERS
+from course_utils.grading.submissions import answer_sources
 
 CHECK_CALL = re.compile(r"^\s*ex\.(\w+)\.check\((\w+)\)\s*$")
 
@@ -29,6 +32,7 @@ class Probe:
     variable: str
     answer_id: str
     record_name: str
+    check_source: str = ""  # the course's check cell it replaces: what a message names it by
 
 
 @dataclass
@@ -48,7 +52,11 @@ def course_answer_ids(course_nb) -> set[str]:
     }
 
 
-SETUP_SOURCE = "import course_utils.grading.kernel_probe"
+def setup_source(probes: list[Probe], alias: str, module: str) -> str:
+    from course_utils.grading.kernel_guard import record_name_hash
+
+    hashes = [record_name_hash(probe.record_name) for probe in probes]
+    return f"import course_utils.grading.kernel_probe as {alias}\n{alias}.setup({hashes!r}, ({module!r},))"
 
 
 def probe_source(module: str, probe: Probe, alias: str, exam: bool = False) -> str:
@@ -86,15 +94,26 @@ def assemble(chapter: str, course_nb, answers: dict[str, str], exam: bool = Fals
             if match is None:
                 raise ValueError(f"{chapter}: check cell {meta['grade_id']} is not `ex.NAME.check(NAME)`")
             exercise, variable = match.groups()
-            probe = Probe(meta["grade_id"], exercise, variable, variable, f"{token}-{index}.json")
+            probe = Probe(meta["grade_id"], exercise, variable, variable, secrets.token_hex(16), cell.source)
             probes.append(probe)
             result.cell_of_probe[index] = probe
             cell.source = probe_source(module, probe, f"_probe_{token[:12]}", exam)
     # First of all, before any of the learner's code: the probe's copies are taken then.
-    setup = nbformat.v4.new_code_cell(SETUP_SOURCE)
+    setup = nbformat.v4.new_code_cell(setup_source(probes, f"_grader_{token[:12]}", module))
     setup.id = f"grader-setup-{token[:8]}"
     nb.cells.insert(0, setup)
     result.cell_of_probe = {index + 1: probe for index, probe in result.cell_of_probe.items()}
     result.answer_cells = {index + 1: grade_id for index, grade_id in result.answer_cells.items()}
     result.missing = missing
     return result
+
+
+def chapter_of(path, nb, courses: dict) -> str | None:
+    """The chapter whose answer cells the notebook holds; its file name only breaks a tie (a
+    notebook of chapter 02 saved as 01_tensors.ipynb is chapter 02's)."""
+    ids = set(answer_sources(nb)[0])
+    overlap = {chapter: len(ids & course_answer_ids(course_nb)) for chapter, course_nb in courses.items()}
+    best = max(overlap, key=lambda chapter: (overlap[chapter], chapter == path.stem), default=None)
+    if best is not None and overlap[best] > 0:
+        return best
+    return path.stem if path.stem in courses else None

@@ -15,8 +15,10 @@ import hashlib
 import importlib
 import json
 import multiprocessing
+import os
 import sys
 import tempfile
+import threading
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,11 +27,13 @@ import nbformat
 
 from course_utils.exercises import CHAPTERS
 from course_utils.grading import GRADER_VERSION
-from course_utils.grading.assemble import assemble, course_answer_ids
+from course_utils.grading.assemble import assemble, chapter_of
 from course_utils.grading.sandbox import (RUNS_ROOT, SANDBOXED, Limits, RunFolder, SandboxUnavailable,
                                           check_sandbox, choose_sandbox)
 from course_utils.grading.schedule import longest_first
 from course_utils.grading.submissions import Learner, Unreadable, answer_sources, read_submission
+from course_utils.grading.versions import (chapter_version, check_versions, course_version, notebook_chapter,
+                                           shared_version)
 
 
 @dataclass
@@ -45,6 +49,9 @@ class Batch:
     # More folders the sandbox empties, besides the course's solutions/ and .git, the submissions
     # and ``out`` (--hide): on a shared file system, the other shards' results.
     hide: tuple[Path, ...] = ()
+    # With ``exam``: the --hints the release was made with; the public verdicts show no hint or
+    # error note that release withheld.
+    hints: str = "none"
 
 
 def course_notebooks(course: Path) -> dict[str, nbformat.NotebookNode]:
@@ -74,13 +81,6 @@ def graded_exercises(chapter: str, course_notebook: nbformat.NotebookNode) -> li
     return [probe.exercise for probe in assemble(chapter, course_notebook, {}).probes]
 
 
-def course_version(course: Path) -> str:
-    digest = hashlib.sha256()
-    files = sorted((course / "notebooks").glob("*.ipynb"))
-    files += sorted((Path(__file__).resolve().parents[1]).rglob("*.py"))
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def in_shard(learner_id: str, shard: tuple[int, int] | None) -> bool:
@@ -90,22 +90,85 @@ def in_shard(learner_id: str, shard: tuple[int, int] | None) -> bool:
     return int(hashlib.sha256(learner_id.encode()).hexdigest(), 16) % n == k - 1
 
 
-def cache_key(learner: Learner, batch: Batch, version: str, sandbox: str = SANDBOXED) -> str:
+def cache_key(learner: Learner, batch: Batch, courses: dict, sandbox: str = SANDBOXED) -> str:
+    """What a learner's result depends on: their files, and for each the version of the chapter it
+    is graded as (``versions.chapter_version``), the grader's and the limits. A change to another
+    chapter's checks leaves it as it is."""
     sandboxed = sandbox == SANDBOXED
-    digest = hashlib.sha256(
-        f"{GRADER_VERSION}\0{version}\0{json.dumps(asdict(batch.limits))}\0{sandboxed}\0{batch.exam}".encode())
+    digest = hashlib.sha256(f"{GRADER_VERSION}\0{json.dumps(asdict(batch.limits))}\0{sandboxed}\0"
+                            f"{batch.exam}\0{batch.hints}\0{shared_version()}".encode())
     for path in learner.files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        chapter = notebook_chapter(path, courses)
+        version = chapter_version(batch.course, chapter) if chapter else ""
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0" + version.encode() + b"\0")
     return digest.hexdigest()
 
 
-def _chapter_of(path: Path, nb, courses: dict) -> str | None:
-    if path.stem in courses:
-        return path.stem
-    ids = set(answer_sources(nb)[0])
-    overlap = {chapter: len(ids & course_answer_ids(course_nb)) for chapter, course_nb in courses.items()}
-    best = max(overlap, key=overlap.get, default=None)
-    return best if best is not None and overlap[best] > 0 else None
+# A notebook that stops (a cell ran past its limit, the kernel died) is run again without the
+# answer it stopped in, so that the exercises after it are graded all the same; at most this often.
+MAX_RERUNS = 3
+
+
+def _grade_notebook(chapter: str, course_nb, answers: dict[str, str], batch: Batch, sandbox: str,
+                    hidden: list[Path]) -> tuple[dict, list[str], str, bool]:
+    """One chapter's exercises scored: ``({exercise: entry}, problems, process_limit, busy)``;
+    ``busy``: a time limit stopped a run while the kernel waited for a core (``Execution.starved``).
+
+    When the run stops in an answer cell or a check (a loop that never ends, the memory or
+    process limit, a kernel that exits), that exercise gets the reason and the notebook runs
+    again without that answer, as if it were missing; the others keep the score of the first
+    run that got that far. A stop in a cell of the course's own takes the rest with it."""
+    from course_utils.grading.execute import execute
+    from course_utils.grading.scoring import score_notebook
+
+    module = CHAPTERS[chapter]
+    final: dict[str, dict] = {}
+    problems: list[str] = []
+    left_out: dict[str, str] = {}  # answer grade_id -> why it was left out of the reruns
+    process_limit, busy = "", False
+    for attempt in range(MAX_RERUNS + 1):
+        kept = {grade_id: source for grade_id, source in answers.items() if grade_id not in left_out}
+        assembly = assemble(chapter, course_nb, kept, batch.exam)
+        RUNS_ROOT.mkdir(mode=0o700, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="run-", dir=RUNS_ROOT) as root:
+            execution = execute(assembly, RunFolder(Path(root)), batch.limits, sandbox, hidden)
+        process_limit = execution.process_limit
+        busy = busy or execution.starved
+        scores = score_notebook(module, assembly, execution, kept, batch.exam, batch.hints, batch.limits)
+        culprit = _stopped_in(assembly, execution)
+        for probe, score in zip(assembly.probes, scores):
+            if probe.exercise in final:
+                continue
+            if probe.answer_id in left_out:
+                continue  # its entry came from the run it stopped
+            stopped_here = probe.answer_id == culprit
+            stopped_before = execution.stopped and score.outcome in ("timeout", "kernel died", "no result") \
+                and score.reason == execution.stopped and not stopped_here
+            if not stopped_before or culprit is None or attempt == MAX_RERUNS:
+                final[probe.exercise] = score.to_dict()
+        if execution.stopped:
+            problems.append(execution.stopped + (f" (run {attempt + 1})" if attempt else ""))
+        if execution.truncated_outputs:
+            problems.append(f"output was cut off {execution.truncated_outputs} times (over "
+                            f"{batch.limits.output_cap_kb} KB in a cell, --output-cap-kb)")
+        if culprit is None or len(final) == len(assembly.probes):
+            break
+        left_out[culprit] = execution.stopped
+        problems.append(f"graded again without the answer for {culprit}, so that the exercises after it count")
+    order = [probe.exercise for probe in assemble(chapter, course_nb, {}, batch.exam).probes]
+    return {name: final[name] for name in order if name in final}, problems, process_limit, busy
+
+
+def _stopped_in(assembly, execution) -> str | None:
+    """The answer (grade_id) whose cell, or whose check, the run stopped in; None when it ran to
+    the end or stopped in a cell of the course's own."""
+    index = execution.stopped_at
+    if not execution.stopped or index is None:
+        return None
+    if index in assembly.answer_cells:
+        return assembly.answer_cells[index]
+    probe = assembly.cell_of_probe.get(index)
+    return probe.answer_id if probe is not None else None
 
 
 def _allowed(sandbox: str, batch: Batch) -> str:
@@ -118,9 +181,6 @@ def _allowed(sandbox: str, batch: Batch) -> str:
 def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
     """Everything about one learner, as plain JSON-able data."""
     _allowed(sandbox, batch)
-    from course_utils.grading.execute import execute
-    from course_utils.grading.scoring import score_notebook
-
     courses = course_notebooks(batch.course)
     # The audit trail: what graded this result, so a regrade can say why a score moved.
     result = {"learner": learner.id, "sandbox": sandbox, "grader_version": GRADER_VERSION,
@@ -137,7 +197,8 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
             if path.stem in courses and path.stem not in result["notebooks"]:
                 result["notebooks"][path.stem] = _nothing_graded(path.stem, courses[path.stem], str(error), batch.exam)
             continue
-        chapter = _chapter_of(path, nb, courses)
+        chapter = chapter_of(path, nb, courses)
+        named = path.stem
         if chapter is None:
             result["problems"].append(f"{path.name}: no answer cell of this course's notebooks in it")
             continue
@@ -145,25 +206,20 @@ def grade_learner(learner: Learner, batch: Batch, sandbox: str) -> dict:
             result["problems"].append(f"{path.name}: a second notebook for {chapter}; only the first counts")
             continue
         answers, duplicated = answer_sources(nb)
-        assembly = assemble(chapter, courses[chapter], answers, batch.exam)
         problems = [f"answer cell {d} appears more than once; the last one was graded" for d in duplicated]
-        RUNS_ROOT.mkdir(mode=0o700, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="run-", dir=RUNS_ROOT) as root:
-            folder = RunFolder(Path(root))
-            execution = execute(assembly, folder, batch.limits, sandbox, hidden)
-        result["process_limit"] = execution.process_limit
-        if execution.stopped:
-            problems.append(execution.stopped)
-        if execution.truncated_outputs:
-            problems.append(f"output was cut off {execution.truncated_outputs} times (over "
-                            f"{batch.limits.output_cap_kb} KB in a cell)")
-        scores = [s.to_dict() for s in score_notebook(CHAPTERS[chapter], assembly, execution, answers, batch.exam)]
+        if named != chapter and named in courses:  # alice.ipynb (one file per learner) names no chapter
+            problems.append(f"{path.name} holds the answers of {chapter}, not of {named}: graded as {chapter}")
+        scores, run_problems, result["process_limit"], busy = _grade_notebook(chapter, courses[chapter], answers,
+                                                                               batch, sandbox, hidden)
         result["notebooks"][chapter] = {
-            "exercises": {name: entry for name, entry in zip((p.exercise for p in assembly.probes), scores)},
-            "score": sum(entry["score"] for entry in scores),
-            "max": sum(entry["max"] for entry in scores),
-            "problems": problems,
+            "exercises": scores,
+            "score": sum(entry["score"] for entry in scores.values()),
+            "max": sum(entry["max"] for entry in scores.values()),
+            "problems": problems + run_problems,
         }
+        if busy:  # a time limit hit while other work starved the kernel: run_batch grades it again
+            result["notebooks"][chapter]["busy_machine"] = True
+        result.setdefault("check_versions", {})[chapter] = check_versions(CHAPTERS[chapter], list(scores))
     _add_unsubmitted(result, courses, batch.exam)
     result["total"] = sum(n["score"] for n in result["notebooks"].values())
     result["max"] = sum(n["max"] for n in result["notebooks"].values())
@@ -202,8 +258,12 @@ def load_judges(exam: bool = False) -> None:
     found it, even if a submission later writes into the course folder, since Python does not
     read a module twice. Each worker calls it as it starts; without a sandbox (where nothing
     keeps a submission from writing the course) the grading process calls it first, before
-    any worker exists, and the forked workers inherit what it loaded.
+    any worker exists, and the forked workers inherit what it loaded. Judges run no probe, so
+    torch's one-time set-up for probes (``running.set_up_torch_once``) is left out.
     """
+    from course_utils.exercises import running
+
+    running.WARM_UP["on"] = False
     for module in CHAPTERS.values():
         importlib.import_module(f"course_utils.exercises.{module}")
         if exam:
@@ -236,45 +296,74 @@ def _grade_safely(learner: Learner, batch: Batch, sandbox: str) -> dict:
                 "problems": [f"the grader failed on this learner: {said}; the instructor's log has the details"]}
 
 
-def run_batch(
-    batch: Batch, learners: list[Learner], workers: int, report, sandbox: str | None = None
-) -> tuple[list[dict], int]:
-    """Grade ``learners`` with ``workers`` processes; ``report(line)`` is told each outcome.
+def _end_with_parent() -> None:
+    """Linux: this process gets SIGKILL when the process that started it ends, however it ends (a
+    grader stopped with SIGKILL leaves no worker grading on). Elsewhere: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
 
-    ``sandbox`` is what ``choose_sandbox(batch.no_sandbox)`` gave, when the caller already
-    asked; without it, it is asked here. Either way, before anything is written or run:
-    ``SandboxUnavailable`` when bubblewrap cannot sandbox here and ``batch.no_sandbox`` is not
-    set. Returns the results and how many of them came from the cache.
-    """
-    from course_utils.grading.reports import write_learner
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
-    sandbox = choose_sandbox(batch.no_sandbox) if sandbox is None else _allowed(sandbox, batch)
-    version = course_version(batch.course)
-    cache_dir = batch.out / ".cache"
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    results, todo = [], []
-    for learner in learners:
-        key = cache_key(learner, batch, version, sandbox)
-        cached = cache_dir / f"{key}.json"
-        if batch.use_cache and cached.exists():
-            result = json.loads(cached.read_text(encoding="utf-8"))
-            result["learner"] = learner.id  # the same bytes may come from another learner
-            result["reveal_hidden"] = batch.reveal_hidden  # a choice about the page, not the grade
-            write_learner(batch.out, result)
-            results.append(result)
-            report(f"{learner.id}: {result['total']}/{result['max']} (cached)")
-        else:
-            todo.append((learner, cached))
-    todo = longest_first(todo, lambda item: item[0])
-    if sandbox != SANDBOXED:
-        load_judges(batch.exam)  # here, before any worker: see load_judges
-    # fork (Linux) starts every worker at once, each loading the judges before its first
-    # learner, side by side (in this process first, they would cost a core's time while the
-    # others wait); spawn elsewhere.
+
+def _start_worker(exam: bool, parent: int) -> None:
+    """A grading worker: ends with the grader, leaves Ctrl-C to the grader, loads the judges."""
+    import signal
+
+    _end_with_parent()
+    if os.getppid() != parent:  # the grader ended before this worker could ask to end with it
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    load_judges(exam)
+
+
+class GradingStopped(KeyboardInterrupt):
+    """The grader was asked to stop (Ctrl-C, SIGTERM): every worker and kernel is ended."""
+
+
+def _stop_on_sigterm() -> None:
+    import signal
+
+    def stop(signum, frame):
+        raise GradingStopped(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+
+
+def _starved(result: dict) -> bool:
+    """Whether a time limit stopped one of the learner's notebooks while other work on the machine
+    starved its kernel (it waited for a core, ``execute.KernelTime.starved``): worth grading
+    again, alone. A cell that computed, or slept, all along would have run past it anyway."""
+    return any(notebook.get("busy_machine") for notebook in result.get("notebooks", {}).values())
+
+
+def _cacheable(result: dict) -> bool:
+    """Whether a result may stand for the same submission later: not when the grader failed, and
+    not when a time or memory limit ended a run (a busy machine may have caused it)."""
+    if any("the grader failed" in p or "worker died" in p for p in result.get("problems", [])):
+        return False
+    notebooks = result.get("notebooks", {}).values()
+    stops = ("timeout", "kernel died")
+    return not any(entry.get("outcome") in stops for notebook in notebooks for entry in notebook["exercises"].values()) \
+        and not any(problem.startswith(stops) for notebook in notebooks for problem in notebook.get("problems", []))
+
+
+AGAIN_ALONE = ("graded a second time, alone, after a time limit was hit while other notebooks graded beside "
+               "it kept its kernel from a whole core: this is that second run's result")
+
+
+def _grade_in_pool(todo: list, batch: Batch, sandbox: str, workers: int):
+    """Yield ``(learner, cached, result)`` as each learner of ``todo`` is graded."""
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux") else "spawn"
     context = multiprocessing.get_context(method)
-    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context,
-                                                initializer=load_judges, initargs=(batch.exam,)) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context,
+                                                  initializer=_start_worker, initargs=(batch.exam, os.getpid()))
+    try:
         futures = {pool.submit(_grade_safely, learner, batch, sandbox): (learner, cached) for learner, cached in todo}
         for future in concurrent.futures.as_completed(futures):
             learner, cached = futures[future]
@@ -284,11 +373,71 @@ def run_batch(
                 result = {"learner": learner.id, "sandbox": sandbox, "grader_version": GRADER_VERSION,
                           "notebooks": {}, "total": 0, "max": 0,
                           "problems": [f"the grading worker died: {type(error).__name__}: {error}"]}
-            write_learner(batch.out, result)
-            if not any("the grader failed" in p or "worker died" in p for p in result["problems"]):
-                from course_utils.grading.reports import write_atomically
+            yield learner, cached, result
+    except BaseException:
+        # Stopped (Ctrl-C, SIGTERM) or failed: end every worker now; their kernels end with them.
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
-                write_atomically(cached, json.dumps(result))
-            results.append(result)
-            report(f"{learner.id}: {result['total']}/{result['max']}")
-    return results, len(learners) - len(todo)
+
+def run_batch(
+    batch: Batch, learners: list[Learner], workers: int, report, sandbox: str | None = None
+) -> tuple[list[dict], int]:
+    """Grade ``learners`` with ``workers`` processes; ``report(line)`` is told each outcome.
+
+    ``sandbox`` is what ``choose_sandbox(batch.no_sandbox)`` gave, when the caller already
+    asked; without it, it is asked here. Either way, before anything is written or run:
+    ``SandboxUnavailable`` when bubblewrap cannot sandbox here and ``batch.no_sandbox`` is not
+    set. Returns the results and how many of them came from the cache.
+
+    A learner whose notebook hit a time limit while other notebooks, graded beside it, starved
+    its kernel (``_starved``) is graded once more when the others are done, alone; a result in
+    which a time or memory limit ended a run is never cached. Stopped with Ctrl-C or SIGTERM, it ends every worker and kernel
+    and raises ``GradingStopped``; what was graded until then stays written.
+    """
+    from course_utils.grading.reports import write_atomically, write_learner
+
+    sandbox = choose_sandbox(batch.no_sandbox) if sandbox is None else _allowed(sandbox, batch)
+    _stop_on_sigterm()
+    courses = course_notebooks(batch.course)
+    cache_dir = batch.out / ".cache"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    results, todo = {}, []
+    for learner in learners:
+        key = cache_key(learner, batch, courses, sandbox)
+        cached = cache_dir / f"{key}.json"
+        if batch.use_cache and cached.exists():
+            result = json.loads(cached.read_text(encoding="utf-8"))
+            result["learner"] = learner.id  # the same bytes may come from another learner
+            result["reveal_hidden"] = batch.reveal_hidden  # a choice about the page, not the grade
+            write_learner(batch.out, result)
+            results[learner.id] = result
+            report(f"{learner.id}: {result['total']}/{result['max']} (cached)")
+        else:
+            todo.append((learner, cached))
+    todo = longest_first(todo, lambda item: item[0])
+    if sandbox != SANDBOXED:
+        load_judges(batch.exam)  # here, before any worker: see load_judges
+
+    def keep(learner, cached, result, note=""):
+        write_learner(batch.out, result)
+        if _cacheable(result):
+            write_atomically(cached, json.dumps(result))
+        results[learner.id] = result
+        report(f"{learner.id}: {result['total']}/{result['max']}{note}")
+
+    # fork (Linux) starts every worker at once, each loading the judges before its first
+    # learner, side by side (in this process first, they would cost a core's time while the
+    # others wait); spawn elsewhere.
+    timed_out = []
+    for learner, cached, result in _grade_in_pool(todo, batch, sandbox, workers):
+        keep(learner, cached, result)
+        if _starved(result) and workers > 1 and len(todo) > 1:
+            timed_out.append((learner, cached))
+    for learner, cached, result in (item for pair in timed_out for item in _grade_in_pool([pair], batch, sandbox, 1)):
+        result["problems"].insert(0, AGAIN_ALONE)
+        keep(learner, cached, result, " (graded again, alone, after a time limit)")
+    return [results[learner.id] for learner in learners if learner.id in results], len(learners) - len(todo)

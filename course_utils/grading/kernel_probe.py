@@ -1,40 +1,54 @@
-"""The only grader code that runs inside the learner's kernel: record one exercise's probe.
+"""The only grader code that runs inside the learner's kernel: set up, then record each probe.
 
-It is imported by a cell the grader puts before all the learner's code, and keeps copies of
-every exercise and of ``Exercise.probe`` as they were then, so an answer cell that later
-replaces ``Exercise.probe``, an exercise's probe or ``check`` does not change what is run. The
-namespace is read from the calling cell's frame, not through names an answer cell could rebind.
-With the record goes a fingerprint of the probed function's code, which the grader compares
-with the code of the answer cell it inserted. It writes plain data (JSON + ``.npz``) into
-``probes/`` and nothing else; the grading process reads it right after the cell.
+``setup`` runs in a cell the grader puts before all the learner's code. It loads the notebook's
+chapter's exercise module guarded (``guarded_code``: its functions run only for the grader's own
+checks; another chapter's module cannot be imported at all), takes out of every exercise what no answer may find (hints, error notes, the worked
+answer) and makes the notebook's ``ex.NAME`` a stand-in, keeps a copy of each exercise and of
+``Exercise.probe`` for the probes, and installs ``kernel_guard``'s hook. The grader then
+deletes the exercise modules' files from the run's copy of the package.
+
+``record`` runs in each check cell. It opens the check's probe window (by the cell's own
+record name, which the first cell knew only by its hash, so an answer cannot open one), runs the
+exercise's probe on the function the cell's namespace holds, and sends plain data
+(``plain.dumps``) through the pipe that only the grader reads (``records``), right after which
+the grading process takes it. The namespace is read from the calling cell's frame, not through
+names an answer cell could rebind. With the record goes a fingerprint of the probed function's
+code, which the grader compares with the code of the answer cell it inserted.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
+import os
 import sys
 import types
 from pathlib import Path
 
+from course_utils.display import show
 from course_utils.exercises import CHAPTERS, plain
-from course_utils.exercises.core import Exercise, ProbeResult, Status
-from course_utils.exercises.exam import public_probe_exercise
+from course_utils.exercises.core import Exercise, Outcome, ProbeResult, Status, Verdict, _Note
+from course_utils.grading import records
 
 _MISSING = object()
 _PROBE = Exercise.probe
-_SAVE = plain.save
-_EXERCISES = {
-    (module, name): copy.copy(value)
-    for module in CHAPTERS.values()
-    for name, value in vars(importlib.import_module(f"course_utils.exercises.{module}")).items()
-    if isinstance(value, Exercise)
-}
+_DUMPS = plain.dumps
+_SEND = records.send
+_AUDIT = sys.audit
+# (module, exercise name) -> the probe's own copy of the exercise; filled by setup()
+_EXERCISES: dict = {}
+_PUBLIC: dict = {}
+_KERNEL_PID = [os.getpid()]
+
+WITHHELD = ("Not available while a notebook is graded: the grader runs your own code only.")
+GRADED_LATER = ("This notebook is being graded: the grader checks every exercise itself, after "
+                "running your answer cells, on its own cases.")
 
 
 def code_fingerprint(code: types.CodeType) -> str:
-    """What a function's code is, independent of the file and line it was compiled at."""
+    """What a function's code is, independent of the file and line it was compiled at, and of
+    the process (a set constant, ``x in {"a", "b"}``, is taken in sorted order: its own order
+    follows the string hash, which differs from one process to the next)."""
     digest = hashlib.sha256()
     digest.update(code.co_code)
     digest.update(repr((code.co_names, code.co_varnames, code.co_argcount)).encode())
@@ -42,34 +56,149 @@ def code_fingerprint(code: types.CodeType) -> str:
         if isinstance(const, types.CodeType):
             digest.update(code_fingerprint(const).encode())
         else:
-            digest.update(repr(const).encode())
+            digest.update(_constant_text(const).encode())
     return digest.hexdigest()
 
 
-# The public cases' probes (exam grading), copied with the rest before any answer cell runs.
-_PUBLIC = {key: public_probe_exercise(exercise) for key, exercise in _EXERCISES.items()}
+def _constant_text(const) -> str:
+    if isinstance(const, frozenset):
+        return "frozenset(" + ",".join(sorted(_constant_text(item) for item in const)) + ")"
+    if isinstance(const, tuple):
+        return "(" + ",".join(_constant_text(item) for item in const) + ")"
+    return repr(const)
+
+
+def answer_code(answer):
+    """What the grader compares with the answer cell's code: a function's fingerprint, or the
+    fingerprints of a class's own methods (so a method taken from the course's worked answer
+    shows); None for anything else (a functools.partial, a builtin, an object)."""
+    if isinstance(answer, types.FunctionType):
+        return code_fingerprint(answer.__code__)
+    if isinstance(answer, type):
+        functions = []
+        for value in vars(answer).values():
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if isinstance(value, property):
+                functions += [part for part in (value.fget, value.fset, value.fdel) if part is not None]
+            elif callable(value) and not isinstance(value, type):
+                functions.append(value)
+        # methods made by code at run time (a dataclass's __init__, "<string>") are not compared
+        return [code_fingerprint(f.__code__) if isinstance(f, types.FunctionType) else "not written here"
+                for f in functions
+                if not (isinstance(f, types.FunctionType) and f.__code__.co_filename.startswith("<"))]
+    return None
+
+
+def _withheld(name: str):
+    def withheld(*args, **kwargs):
+        raise PermissionError(f"grading: the worked answer of {name} is not available. {WITHHELD}")
+    withheld.__name__ = withheld.__qualname__ = name
+    return withheld
+
+
+def _withhold(exercise: Exercise) -> None:
+    """What an answer must not find on an exercise while it is graded: hints, error notes (the
+    classic mistakes, with their fixes) and the worked answer."""
+    exercise.hints = (WITHHELD,)
+    exercise.error_notes = ()
+    exercise.passed_message = "Correct."
+    exercise.reference = _withheld(exercise.expects.name)
+
+
+class _GradedLater(Exercise):
+    """What ``ex.NAME`` is in a notebook being graded.
+
+    The course's cells that use a learner's answer once it passes (``answer if
+    ex.NAME.verdict(answer).passed else ex.NAME.reference``) then use the learner's own answer;
+    a ``check()`` left in an answer cell says that grading checks it; nothing here runs a probe.
+    """
+
+    def verdict(self, answer=None) -> Verdict:
+        return Verdict(self.id, self.title, Outcome.PASSED, GRADED_LATER)
+
+    def check(self, answer=None) -> Verdict:
+        verdict = self.verdict(answer)
+        verdict._shown = True
+        show(_Note(self.title, GRADED_LATER))
+        return verdict
+
+    def hint(self, level=None) -> None:
+        show(_Note(f"Hints: {self.title}", WITHHELD))
+
+    def solution_text(self) -> str:
+        return WITHHELD
+
+    def solution(self) -> None:
+        show(_Note(f"Solution: {self.title}", WITHHELD))
+
+
+def _silence_forked_copies(kernel_pid: int) -> None:
+    """A learner's code that forks (a loop of os.fork(), say) makes copies of the kernel, each of
+    which goes on running the notebook's code and answering the grader on the kernel's own
+    channels, garbling them for the rest of the notebook. A copy that tries to send a message, or
+    a check's record, now ends there."""
+    from jupyter_client.session import Session
+
+    def send_only_from_the_kernel(self, *args, _send=Session.send, _pid=kernel_pid, _getpid=os.getpid,
+                                  _exit=os._exit, **kwargs):
+        if _getpid() != _pid:
+            _exit(0)
+        return _send(self, *args, **kwargs)
+
+    Session.send = send_only_from_the_kernel
+
+
+def setup(record_hashes, modules=None) -> None:
+    """Load the exercises of ``modules`` (the notebook's chapter; every chapter when None) guarded
+    and install the guard; called once, by the grader's first cell. A chapter not loaded cannot
+    be imported later: the grader deletes every chapter's module once this cell has run."""
+    import logging
+
+    import course_utils
+    from course_utils.exercises import running
+    from course_utils.exercises.exam import public_probe_exercise
+    from course_utils.grading import kernel_guard
+    from course_utils.grading.guarded_code import load_chapters
+
+    if _EXERCISES:
+        raise PermissionError("grading: set up already")
+    package = Path(course_utils.__file__).resolve().parent
+    for module_name, module in load_chapters(package.parent, CHAPTERS.values() if modules is None else modules).items():
+        for name, value in vars(module).items():
+            if isinstance(value, Exercise):
+                _withhold(value)
+                _EXERCISES[(module_name, name)] = copy.copy(value)
+                value.__class__ = _GradedLater
+    _PUBLIC.update({key: public_probe_exercise(exercise) for key, exercise in _EXERCISES.items()})
+    logging._srcfile = None  # logging would walk the stack to name a message's caller
+    _silence_forked_copies(_KERNEL_PID[0])
+    kernel_guard.install(record_hashes, str(package), running.call_learner.__code__, record.__code__)
 
 
 def record(module_name: str, exercise_name: str, variable: str, record_name: str,
            public: bool = False) -> None:
     namespace = sys._getframe(1).f_globals
-    exercise = _EXERCISES[(module_name, exercise_name)]
-    answer = namespace.get(variable, _MISSING)
-    public_result = None
-    if answer is _MISSING:
-        result, code = ProbeResult(Status.NOT_ATTEMPTED), None
-        public_result = result if public else None
-    else:
-        result = _PROBE(exercise, answer)
-        if public:
-            public_exercise = _PUBLIC[(module_name, exercise_name)]
-            public_result = (_PROBE(public_exercise, answer) if public_exercise is not None
-                             else ProbeResult(Status.BAD_ANSWER, error={"message": "no public cases"}))
-        function_code = getattr(answer, "__code__", None)
-        code = code_fingerprint(function_code) if isinstance(function_code, types.CodeType) else None
-    folder = Path("probes")
-    folder.mkdir(exist_ok=True)
-    saved = {"probe": result.to_plain(), "code": code}
-    if public_result is not None:
-        saved["public"] = public_result.to_plain()
-    _SAVE(saved, folder / record_name)
+    _AUDIT("course.window.open", record_name)
+    try:
+        exercise = _EXERCISES[(module_name, exercise_name)]
+        answer = namespace.get(variable, _MISSING)
+        public_result = None
+        if answer is _MISSING:
+            result, code = ProbeResult(Status.NOT_ATTEMPTED), None
+            public_result = result if public else None
+        else:
+            result = _PROBE(exercise, answer)
+            if public:
+                public_exercise = _PUBLIC[(module_name, exercise_name)]
+                public_result = (_PROBE(public_exercise, answer) if public_exercise is not None
+                                 else ProbeResult(Status.BAD_ANSWER, error={"message": "no public cases"}))
+            code = answer_code(answer)
+        saved = {"probe": result.to_plain(), "code": code}
+        if public_result is not None:
+            saved["public"] = public_result.to_plain()
+        if os.getpid() != _KERNEL_PID[0]:  # a copy the learner's code forked: not the kernel
+            os._exit(0)
+        _SEND(record_name, _DUMPS(saved))
+    finally:
+        _AUDIT("course.window.close", record_name)

@@ -1,7 +1,7 @@
 """Start a command with resource limits and an environment of our choosing.
 
 ``python -m course_utils.grading.limits [--memory-mb M] [--max-processes P] [--max-file-mb F]
-[--cpu-seconds S] [--cgroup DIR] [--env KEY=VALUE ...] -- COMMAND...``
+[--cpu-seconds S] [--cgroup DIR] [--records-fifo PATH] [--env KEY=VALUE ...] -- COMMAND...``
 
 Limits are set on this process and then it ``exec``s the command, which inherits them. Run as
 root, RLIMIT_NPROC means nothing; the grader then passes ``--cgroup``, a pids cgroup (see
@@ -49,6 +49,20 @@ def _tasks_of(uid: int) -> int:
     return count
 
 
+def _end_with_parent() -> None:
+    """The command (bwrap, or the kernel) gets SIGKILL when the grading worker that started it
+    ends, however it ends: a grader stopped with SIGTERM or SIGKILL leaves no kernel behind.
+    Linux only; it lasts across the exec below."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m course_utils.grading.limits")
     parser.add_argument("--memory-mb", type=int)
@@ -59,12 +73,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env", action="append", default=[],
                         help="KEY=VALUE; nothing else is kept (without any --env, all is kept)")
     parser.add_argument("--log", help="send the command's stdout and stderr to this file")
+    parser.add_argument("--records-fifo",
+                        help="open this named pipe for writing as file descriptor records.RECORDS_FD "
+                             "(the grader reads the kernel's check records from it)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
 
+    _end_with_parent()
     if args.memory_mb:
         _set(resource.RLIMIT_DATA, args.memory_mb * 1024 * 1024)
     if args.max_file_mb:
@@ -78,6 +96,12 @@ def main(argv: list[str] | None = None) -> None:
     elif args.max_processes:
         # The limit counts every thread of the user; leave room for what already runs.
         _set(resource.RLIMIT_NPROC, _tasks_of(os.geteuid()) + args.max_processes)
+    if args.records_fifo:
+        from course_utils.grading.records import RECORDS_FD
+
+        fifo = os.open(args.records_fifo, os.O_WRONLY)
+        os.dup2(fifo, RECORDS_FD)
+        os.close(fifo)
     if args.log:
         log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(log, 1)

@@ -4,11 +4,21 @@ Grading needs a working sandbox: ``choose_sandbox`` tries bubblewrap once (a tri
 run folder of its own) and refuses, with the reason and how to fix it, when it cannot sandbox;
 grading without one happens only when the caller says so (``--no-sandbox``).
 
+The sandbox is an allow-list. A kernel sees the operating system's programs and libraries
+(``/usr`` and its links, a few files of ``/etc`` that the dynamic loader and Python read), the
+Python it runs on (its prefix and base prefix, read-only), its own run folder, and in it a copy
+of the course's package made for this run (read-only: ``RunFolder.package``, copied from the
+one ``package_copy`` prepares once). Nothing else of
+the file system exists in there: no home folder, no course folder (so no ``solutions/`` and no
+``.git``), no submissions, no results, no other run, and an empty ``/tmp``, wherever the course
+and the submissions live. The chapters' exercise modules, which hold the reference solutions,
+are in the copy only until the kernel has loaded them (``kernel_probe.setup``); the grader then
+deletes them (``RunFolder.forget_exercise_sources``), so no code of the submission can read them.
+
 The kernel talks to the grader over Unix sockets (ZeroMQ's ipc transport) in the run's own
-folder, so the sandbox can drop the network entirely. Inside bubblewrap the whole file system
-is read-only, the instructor's folders (solutions, submissions, results, other runs) are
-replaced by empty ones, and a pid namespace ends every process the kernel started when it
-ends. The environment holds only what Python needs: nothing says that grading is running.
+folder, so the sandbox can drop the network entirely, and a pid namespace ends every process
+the kernel started when it ends. The environment holds only what Python needs: nothing says
+that grading is running.
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_utils.grading.package_copy import copy_package, exercise_files
+
 @dataclass
 class Limits:
     cell_timeout_s: int = 60
@@ -34,17 +46,37 @@ class Limits:
 
 @dataclass
 class RunFolder:
-    """A run's private folder: ``home`` and ``run`` (the kernel's cwd) are writable."""
+    """A run's private folder: ``home``, ``run`` (the kernel's cwd) and ``tmp`` are writable;
+    ``package`` is this run's copy of the course's package and data, read-only to the kernel."""
 
     root: Path
     home: Path = field(init=False)
     run: Path = field(init=False)
     kernels: Path = field(init=False)
+    package: Path = field(init=False)
+    etc: Path = field(init=False)
+    records: Path = field(init=False)
 
     def __post_init__(self):
         self.home, self.run, self.kernels = self.root / "home", self.root / "run", self.root / "kernels"
-        for folder in (self.home, self.run, self.run / "probes", self.kernels / "grading"):
+        self.package, self.etc = self.root / "course", self.root / "etc"
+        # Beside the folder, not in it: a sandboxed kernel cannot see it (records.Channel).
+        self.records = self.root.parent / f"{self.root.name}.records"
+        for folder in (self.home, self.run, self.root / "tmp", self.kernels / "grading", self.etc):
             folder.mkdir(parents=True, exist_ok=True)
+        if not self.package.exists():
+            copy_package(RUNS_ROOT, self.package)
+        # Who the kernel is, for the few libraries that ask the system (getpass, pwd): this
+        # user only, not the machine's list of users.
+        uid, gid = (os.getuid(), os.getgid()) if hasattr(os, "getuid") else (1000, 1000)
+        (self.etc / "passwd").write_text(f"learner:x:{uid}:{gid}:learner:{self.home}:/bin/sh\n")
+        (self.etc / "group").write_text(f"learner:x:{gid}:\n")
+
+    def forget_exercise_sources(self) -> None:
+        """Delete the chapters' exercise modules from this run's package copy: called once the
+        kernel has loaded them, before any code of the submission runs."""
+        for path in exercise_files(self.package):
+            path.unlink(missing_ok=True)
 
 
 def kernel_environment(folder: RunFolder) -> dict[str, str]:
@@ -57,6 +89,9 @@ def kernel_environment(folder: RunFolder) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
+        # The run's copy of the package, ahead of the course's own (an editable install points
+        # at the course folder, which a sandboxed kernel cannot see).
+        "PYTHONPATH": str(folder.package),
         "MPLBACKEND": "Agg",
         "OMP_NUM_THREADS": "1",
     }
@@ -67,12 +102,21 @@ def kernel_environment(folder: RunFolder) -> dict[str, str]:
 RUNS_ROOT = Path(tempfile.gettempdir()) / f"course-grading-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
 
 
-def _needed_inside() -> list[Path]:
-    """What the kernel must see: its Python and the course's own package."""
-    import course_utils
+def python_roots() -> list[Path]:
+    """The Python a kernel runs on: its environment (a venv) and the installation under it."""
+    roots = []
+    for path in (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parents[1]):
+        for candidate in (path, path.resolve()):
+            if candidate not in roots:
+                roots.append(candidate)
+    return roots
 
-    return [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve(),
-            Path(course_utils.__file__).resolve().parents[1]]
+
+# The system a kernel sees, read-only: programs and libraries, and the files of /etc that the
+# dynamic loader and Python's standard library read. /etc/passwd and /etc/group are the run's own.
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+                "/etc/nsswitch.conf", "/etc/alternatives", "/etc/os-release")
 
 
 def _under(path: Path, folder: Path) -> bool:
@@ -84,24 +128,43 @@ def _under(path: Path, folder: Path) -> bool:
 
 
 def bubblewrap_prefix(folder: RunFolder, hidden: list[Path]) -> list[str]:
-    """bwrap's arguments: the system read-only, hidden folders empty, only this run writable.
+    """bwrap's arguments: an allow-list of what the kernel sees (see the module's docstring).
 
-    /tmp is replaced by an empty one unless the course or its Python lives there (a clone in
-    /tmp, as CI may make); every run folder lies in RUNS_ROOT, which is always hidden, so no
-    kernel sees another run's files.
+    ``hidden`` (the submissions, the results, ``--hide`` folders) cannot be seen anyway, unless
+    one lies inside what the kernel must see (a results folder inside the Python's prefix, say):
+    such a folder is covered with an empty one.
     """
     # bwrap by its full path: the one on the grader's PATH, which the trial run tried, not
     # whichever one the kernel's own PATH would find
-    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    tmp = Path(tempfile.gettempdir())
-    if not any(_under(path, tmp) for path in _needed_inside()):
-        args += ["--tmpfs", str(tmp.resolve())]
-    for path in [*hidden, RUNS_ROOT]:
-        if path.is_dir() and not any(_under(needed, path) for needed in _needed_inside()):
+    args = [shutil.which("bwrap") or "bwrap"]
+    for name in SYSTEM_FOLDERS:
+        path = Path(name)
+        if path.is_symlink():  # a merged /usr: /bin -> usr/bin
+            args += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            args += ["--ro-bind", name, name]
+    for name in SYSTEM_FILES:
+        if os.path.lexists(name):
+            args += ["--ro-bind", name, name]
+    args += ["--ro-bind", str(folder.etc / "passwd"), "/etc/passwd",
+             "--ro-bind", str(folder.etc / "group"), "/etc/group",
+             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--ro-bind-try", "/sys", "/sys"]
+    seen = [Path(name) for name in SYSTEM_FOLDERS]
+    for root in python_roots():
+        if root.is_dir() and not any(_under(root, other) for other in seen):
+            args += ["--ro-bind", str(root), str(root)]
+            seen.append(root)
+    args += ["--bind", str(folder.root), str(folder.root),
+             "--ro-bind", str(folder.package), str(folder.package)]
+    needed = [*python_roots(), folder.package]
+    for path in hidden:
+        if path.is_dir() and any(_under(path, other) for other in [*seen, folder.root]) and not any(
+                _under(inside, path) for inside in needed):
             args += ["--tmpfs", str(path.resolve())]
-    args += ["--bind", str(folder.root), str(folder.root)]
-    args += ["--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
-             "--chdir", str(folder.run)]
+    # Everything outside the run folder, /tmp and /dev/shm is read-only, the sandbox's own root
+    # included (the folders bwrap made there to mount things on).
+    args += ["--remount-ro", "/", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent",
+             "--new-session", "--chdir", str(folder.run)]
     return args
 
 
@@ -150,8 +213,7 @@ def bubblewrap_problem() -> str | None:
     RUNS_ROOT.mkdir(mode=0o700, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="trial-", dir=RUNS_ROOT) as root:
         folder = RunFolder(Path(root))
-        (folder.root / "tmp").mkdir()
-        command = [*bubblewrap_prefix(folder, []), sys.executable, "-I", "-c",
+        command = [*bubblewrap_prefix(folder, []), sys.executable, "-c",
                    f"import course_utils; print({token!r})"]
         try:
             run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -227,12 +289,12 @@ def write_kernel_spec(
     ipykernel``: the process limit by the second launcher, inside the sandbox, when
     ``nproc_inside_sandbox``; otherwise by the first.
     """
-    (folder.root / "tmp").mkdir(exist_ok=True)
     inside = nproc_inside_sandbox(sandbox, cgroup)
     launcher = [sys.executable, "-m", "course_utils.grading.limits",
                 "--memory-mb", str(limits.memory_mb),
                 "--max-file-mb", str(limits.max_file_mb),
-                "--log", str(folder.root / "kernel.log")]
+                "--log", str(folder.root / "kernel.log"),
+                "--records-fifo", str(folder.records)]
     if not inside:
         launcher += ["--max-processes", str(limits.max_processes)]
     if cgroup is not None:

@@ -64,13 +64,34 @@ _LIMIT_ERRORS = (
 )
 
 
+def limit_hit(error: str) -> str | None:
+    """Which of the grader's limits an error shows was hit (with the option that sets it), if any."""
+    for signs, why in _LIMIT_ERRORS:
+        if any(sign in error for sign in signs):
+            return why
+    return None
+
+
 def answer_raised(error: str) -> str:
     """The reason for an answer cell that raised, naming the grader's limit where one was hit."""
     reason = f"the answer cell raised {error}"
-    for signs, why in _LIMIT_ERRORS:
-        if any(sign in error for sign in signs):
-            return f"{reason}; {why}"
-    return reason
+    why = limit_hit(error)
+    return f"{reason}; {why}" if why else reason
+
+
+def printed_too_much(seconds: str, cap_kb: int) -> str:
+    return (f"Your code was stopped after {seconds} s while printing: it printed more than grading keeps "
+            f"of a cell ({cap_kb} KB, --output-cap-kb), and printing that much took longer than the check "
+            "allows. Print less, or nothing, in the function.")
+
+
+def written_in_cell(code, source: str) -> bool:
+    """Whether the checked answer is code of the answer cell: a function (``code`` is its
+    fingerprint) or a class (``code`` lists its methods' fingerprints). ``None``: something else
+    (a functools.partial of another's function, a builtin, an object), which is not."""
+    if code is None:
+        return False
+    return all(defined_in(fingerprint, source) for fingerprint in ([code] if isinstance(code, str) else code))
 
 
 @functools.lru_cache(maxsize=None)
@@ -151,16 +172,19 @@ def defined_in(fingerprint: str, source: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _public_judge(module: str, name: str):
-    """The exam's public check of an exercise, its expectations computed here from the reference."""
+def _public_judge(module: str, name: str, hints: str = "none"):
+    """The exam's public check of an exercise, its expectations computed here from the reference,
+    as the release made with ``--hints hints`` has it: its verdict, which the learner sees at once,
+    shows no hint or error note that release withheld."""
     from course_utils.exercises.exam import public_exercise
 
-    return public_exercise(_exercise(module, name))
+    return public_exercise(_exercise(module, name), hints=hints)
 
 
-def public_score(module: str, name: str, record, hidden: ExerciseScore) -> ExerciseScore:
-    """The public half of an exam exercise. Where the hidden half never got a verdict (no answer,
-    the notebook stopped, a function not from the answer cell), the public half shares its fate."""
+def public_score(module: str, name: str, record, hidden: ExerciseScore, hints: str = "none") -> ExerciseScore:
+    """The public half of an exam exercise, judged as the release with hint policy ``hints``
+    judged it. Where the hidden half never got a verdict (no answer, the notebook stopped, a
+    function not from the answer cell), the public half shares its fate."""
     if record is None or "public" not in record or hidden.outcome in ("missing", "timeout", "kernel died") or (
             hidden.reason.startswith("the ") and "not a function written in your answer cell" in hidden.reason):
         return ExerciseScore(name, 0, 1, hidden.outcome, hidden.reason, mistake=hidden.mistake)
@@ -168,24 +192,31 @@ def public_score(module: str, name: str, record, hidden: ExerciseScore) -> Exerc
         result = ProbeResult.from_plain(record["public"])
     except (ValueError, TypeError, KeyError) as error:
         return ExerciseScore(name, 0, 1, "no result", f"unreadable public check result ({error})")
-    verdict = _public_judge(module, name).judge(result)
+    verdict = _public_judge(module, name, hints).judge(result)
     return ExerciseScore(name, int(verdict.passed), 1, verdict.outcome.value, verdict.message, mistake=verdict.mistake)
 
 
 def score_notebook(
     module: str, assembly: Assembly, execution: Execution, answers: dict[str, str] | None = None,
-    exam: bool = False,
+    exam: bool = False, hints: str = "none", limits=None,
 ) -> list[ExerciseScore]:
     """Score every exercise; ``answers`` (grade_id → source) enables the code check; ``exam``
-    scores the public cases too (``ExerciseScore.public``)."""
-    scores = _score_hidden(module, assembly, execution, answers or {})
+    scores the public cases too (``ExerciseScore.public``), as the release made with ``--hints
+    hints`` checks them."""
+    scores = _score_hidden(module, assembly, execution, answers or {}, limits)
     if exam:
         for probe, score in zip(assembly.probes, scores):
-            score.public = public_score(module, probe.exercise, execution.records.get(probe.grade_id), score)
+            score.public = public_score(module, probe.exercise, execution.records.get(probe.grade_id), score,
+                                        hints)
     return scores
 
 
-def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers: dict[str, str]) -> list[ExerciseScore]:
+def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers: dict[str, str],
+                  limits=None) -> list[ExerciseScore]:
+    from course_utils.grading.sandbox import Limits
+
+    limits = limits or Limits()
+    cells = {probe.grade_id: index for index, probe in assembly.cell_of_probe.items()}
     scores = []
     for probe in assembly.probes:
         name = probe.exercise
@@ -194,7 +225,10 @@ def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers
             continue
         record = execution.records.get(probe.grade_id)
         if record is None:
-            if execution.stopped:
+            if probe.grade_id in execution.record_problems:
+                scores.append(ExerciseScore(name, 0, 1, "no result", execution.record_problems[probe.grade_id],
+                                            mistake="record-tampered"))
+            elif execution.stopped:
                 outcome = "timeout" if execution.stopped.startswith("timeout") else (
                     "kernel died" if execution.stopped.startswith("kernel died") else "no result")
                 scores.append(ExerciseScore(name, 0, 1, outcome, execution.stopped))
@@ -214,10 +248,11 @@ def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers
         except (ValueError, TypeError, KeyError) as error:
             scores.append(ExerciseScore(name, 0, 1, "no result", f"unreadable check result ({error})"))
             continue
-        if code is not None and not defined_in(code, answers.get(probe.answer_id, "")):
+        if result.status.value != "not_attempted" and not written_in_cell(code, answers.get(probe.answer_id, "")):
             scores.append(ExerciseScore(
                 name, 0, 1, "failed",
-                f"the {probe.variable} that was checked is not a function written in your answer cell"))
+                f"the {probe.variable} that was checked is not a function written in your answer cell",
+                mistake="not-written-in-the-answer-cell"))
             continue
         if result.data is not None and tampered(module, name, result.data):
             scores.append(ExerciseScore(
@@ -228,6 +263,14 @@ def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers
         error = execution.answer_errors.get(probe.answer_id)
         outcome = verdict.outcome.value
         mistake = verdict.mistake
+        if result.status.value == "timeout" and cells.get(probe.grade_id) in execution.capped_cells:
+            reason, mistake = printed_too_much(result.error["seconds"], limits.output_cap_kb), "printed-too-much"
+        elif verdict.outcome.value == "your code raised":
+            why = limit_hit(reason.split("\n", 1)[0])
+            if why:
+                reason = f"{reason}\n{why[0].upper()}{why[1:]}: a limit of grading, not of the exercise."
+            if "grading: " in reason.split("\n", 1)[0]:
+                mistake = "reached-for-the-grader"
         if not verdict.passed and error and result.status.value == "not_attempted":
             # The stub was still in place because the answer cell stopped before defining it.
             reason, outcome = answer_raised(error), "your code raised"
