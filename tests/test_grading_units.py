@@ -167,7 +167,46 @@ def test_the_sandbox_is_an_allow_list(tmp_path):
     assert (folder.package / "course_utils" / "exercises" / "tensors.py").exists()
     folder.forget_exercise_sources()
     assert not (folder.package / "course_utils" / "exercises" / "tensors.py").exists()
+    assert not list((folder.package / "course_utils" / "exercises").glob("tensors*"))
     assert (folder.package / "course_utils" / "exercises" / "core.py").exists()
+
+
+def test_the_package_a_run_copies_is_compiled_once_with_its_chapters_guarded(tmp_path):
+    """Every module but the chapters' compiled to bytecode; each chapter's module as guarded code
+    beside its source, which a kernel loads as compiled from its own run's copy (the guard tells
+    the course's frames by that file name); a stale prepared package of another version goes."""
+    import marshal
+    import time
+    import types
+
+    from course_utils.exercises import CHAPTERS
+    from course_utils.grading import package_copy
+    from course_utils.grading.guarded_code import GUARDED_SUFFIX, _with_audit
+
+    stale, recent = tmp_path / "package-0ld", tmp_path / "package-n3w"
+    for folder in (stale, recent):
+        folder.mkdir()
+    os.utime(stale, (time.time() - 2 * package_copy.STALE_AFTER_S,) * 2)
+    prepared = package_copy.prepared(tmp_path)
+    exercises = prepared / "course_utils" / "exercises"
+    assert not stale.exists() and recent.exists()
+    compiled = {path.name.split(".")[0] for path in (exercises / "__pycache__").glob("*.pyc")}
+    assert {"core", "facts", "running"} <= compiled and not compiled & set(CHAPTERS.values())
+    assert not (prepared / "course_utils" / "exercises" / "exam_data").exists()
+
+    code = marshal.loads((exercises / f"tensors{GUARDED_SUFFIX}").read_bytes())
+    run_copy = "/a/run/course/course_utils/exercises/tensors.py"
+    code = _with_audit(code, run_copy)
+
+    def codes(c):
+        yield c
+        for const in c.co_consts:
+            if isinstance(const, types.CodeType):
+                yield from codes(const)
+
+    assert {c.co_filename for c in codes(code)} == {run_copy}
+    probe = next(c for c in codes(code) if c.co_name == "_probe_outer_sum")
+    assert sys.audit in probe.co_consts  # the guard, first thing in the function
 
 
 @pytest.mark.parametrize("error, option", [

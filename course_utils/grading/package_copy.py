@@ -94,7 +94,24 @@ def prepared(root: Path) -> Path:
                 raise
         finally:
             shutil.rmtree(making, ignore_errors=True)
+        _remove_stale(root, keep=final)
     return final
+
+
+# A prepared package of an earlier version of the course is removed once it is this old (a
+# grader of that version still running would not have made it so long ago).
+STALE_AFTER_S = 24 * 3600
+
+
+def _remove_stale(root: Path, keep: Path) -> None:
+    import time
+
+    for folder in root.glob("package-*"):
+        try:
+            if folder != keep and time.time() - folder.stat().st_mtime > STALE_AFTER_S:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def copy_package(root: Path, into: Path) -> None:
