@@ -54,6 +54,9 @@ def exam_grading(tmp_path_factory):
     gf.write_submission(submissions, "dan", gf.submission(answers={"outer_sum": memorised_outer_sum()}))
     gf.write_submission(submissions, "erin", gf.submission(answers=gf.all_wrong()))
     gf.write_submission(submissions, "gina", gf.submission(answers={"outer_sum": ADDS_WITHOUT_A_NEW_DIMENSION}))
+    # issue 25: the worked answer, called from inside the answer, scored public 1 and hidden 1
+    gf.write_submission(submissions, "hal", gf.submission(answers={
+        name: gf.REACH_FOR_CODE[name] for name in ("match_reference", "independent_copy")}))
     out = base / "results"
     run = grade(submissions, out, course, "--exam")
     revealed = base / "revealed"
@@ -82,6 +85,18 @@ def test_an_answer_that_memorised_the_public_cases_scores_0_on_the_hidden_ones(e
     assert hidden["outcome"] == "your code raised" and "not one of the public inputs" in hidden["reason"]
 
 
+def test_an_answer_that_calls_the_worked_answer_scores_0_on_both_parts_and_says_why(exam_grading):
+    """Through the notebook's ``ex`` and through an import of the exercise module."""
+    _, out, _, _ = exam_grading
+    exercises = results(out)["hal"]["notebooks"][TENSORS]["exercises"]
+    for name in ("match_reference", "independent_copy"):
+        for part in ("public", "hidden"):
+            entry = exercises[name][part]
+            assert entry["score"] == 0 and entry["mistake"] == "reached-for-the-grader", (name, part, entry)
+            assert f"grading: the worked answer of {name} is not available" in entry["reason"], entry
+    assert exercises["outer_sum"]["public"]["score"] == exercises["outer_sum"]["hidden"]["score"] == 1
+
+
 def test_wrong_answers_fail_the_public_cases_with_the_message_the_learner_saw(exam_grading):
     _, out, _, _ = exam_grading
     exercises = results(out)["erin"]["notebooks"][TENSORS]["exercises"]
@@ -100,7 +115,7 @@ def test_feedback_shows_hidden_results_as_pass_or_fail_unless_revealed(exam_grad
     assert "outer_sum: public cases" in page and "outer_sum: hidden cases" in page
     assert "not one of the public inputs" not in page and "inputs are not shown" in page
     assert reveal_run.returncode == 0, reveal_run.log()
-    assert reveal_run.counts() == (0, 4), "revealing is a choice about the page: the grades come from the cache"
+    assert reveal_run.counts() == (0, 5), "revealing is a choice about the page: the grades come from the cache"
     shown = (revealed / "feedback" / "dan.html").read_text()
     assert "not one of the public inputs" in shown and hidden_reason.split("\n")[0][:40] in shown.replace("&#x27;", "'")
 

@@ -193,7 +193,22 @@ def public_score(module: str, name: str, record, hidden: ExerciseScore, hints: s
     except (ValueError, TypeError, KeyError) as error:
         return ExerciseScore(name, 0, 1, "no result", f"unreadable public check result ({error})")
     verdict = _public_judge(module, name, hints).judge(result)
-    return ExerciseScore(name, int(verdict.passed), 1, verdict.outcome.value, verdict.message, mistake=verdict.mistake)
+    reason, mistake = verdict.message, verdict.mistake
+    if verdict.outcome.value == "your code raised":
+        reason, mistake = _raised(reason, mistake)
+    return ExerciseScore(name, int(verdict.passed), 1, verdict.outcome.value, reason, mistake=mistake)
+
+
+def _raised(reason: str, mistake: str | None) -> tuple[str, str | None]:
+    """A "your code raised" verdict's reason and mistake, with what grading adds: the limit the
+    error shows was hit, and ``reached-for-the-grader`` for a refusal of the grader's guard."""
+    first = reason.split("\n", 1)[0]
+    why = limit_hit(first)
+    if why:
+        reason = f"{reason}\n{why[0].upper()}{why[1:]}: a limit of grading, not of the exercise."
+    if "grading: " in first:
+        mistake = "reached-for-the-grader"
+    return reason, mistake
 
 
 def score_notebook(
@@ -266,11 +281,7 @@ def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers
         if result.status.value == "timeout" and cells.get(probe.grade_id) in execution.capped_cells:
             reason, mistake = printed_too_much(result.error["seconds"], limits.output_cap_kb), "printed-too-much"
         elif verdict.outcome.value == "your code raised":
-            why = limit_hit(reason.split("\n", 1)[0])
-            if why:
-                reason = f"{reason}\n{why[0].upper()}{why[1:]}: a limit of grading, not of the exercise."
-            if "grading: " in reason.split("\n", 1)[0]:
-                mistake = "reached-for-the-grader"
+            reason, mistake = _raised(reason, mistake)
         if not verdict.passed and error and result.status.value == "not_attempted":
             # The stub was still in place because the answer cell stopped before defining it.
             reason, outcome = answer_raised(error), "your code raised"
