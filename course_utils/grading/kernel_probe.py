@@ -75,19 +75,25 @@ def answer_code(answer):
     if isinstance(answer, types.FunctionType):
         return code_fingerprint(answer.__code__)
     if isinstance(answer, type):
-        functions = []
-        for value in vars(answer).values():
-            if isinstance(value, (staticmethod, classmethod)):
-                value = value.__func__
-            if isinstance(value, property):
-                functions += [part for part in (value.fget, value.fset, value.fdel) if part is not None]
-            elif callable(value) and not isinstance(value, type):
-                functions.append(value)
         # methods made by code at run time (a dataclass's __init__, "<string>") are not compared
         return [code_fingerprint(f.__code__) if isinstance(f, types.FunctionType) else "not written here"
-                for f in functions
+                for f in own_functions(answer)
                 if not (isinstance(f, types.FunctionType) and f.__code__.co_filename.startswith("<"))]
     return None
+
+
+def own_functions(cls: type) -> list:
+    """What a class defines that runs: its methods (static and class methods by their function),
+    its properties' accessors, and any other callable in its body (not nested classes)."""
+    functions = []
+    for value in vars(cls).values():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property):
+            functions += [part for part in (value.fget, value.fset, value.fdel) if part is not None]
+        elif callable(value) and not isinstance(value, type):
+            functions.append(value)
+    return functions
 
 
 def _withheld(name: str):

@@ -63,16 +63,9 @@ def _code_parts(value) -> list[types.CodeType]:
     if isinstance(value, types.FunctionType):
         return list(_codes(value.__code__))
     if isinstance(value, type):
-        parts = []
-        for item in vars(value).values():
-            if isinstance(item, (staticmethod, classmethod)):
-                item = item.__func__
-            if isinstance(item, property):
-                parts += [code for f in (item.fget, item.fset, item.fdel) if f is not None
-                          for code in _codes(f.__code__)]
-            elif isinstance(item, types.FunctionType):
-                parts += list(_codes(item.__code__))
-        return parts
+        from course_utils.grading.kernel_probe import own_functions
+
+        return [code for f in own_functions(value) if isinstance(f, types.FunctionType) for code in _codes(f.__code__)]
     return []
 
 
