@@ -102,6 +102,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # few-test, long-fixture modules last: two workers then spent minutes on the last two). A module
 # not named here keeps its place after them, those with more tests first.
 LONGEST_FIRST = (
+    "tests/test_hosted.py",  # one scope per chapter class: handed out early, run side by side
     "tests/test_grading_hostile.py",
     "tests/test_grading_options.py",
     "tests/test_grading_class.py",
@@ -117,6 +118,7 @@ LONGEST_FIRST = (
     "tests/test_start_method.py",
     "tests/test_course_setup.py",
     "tests/test_course_update.py",
+    "tests/test_nbgitpuller.py",
 )
 
 
@@ -149,6 +151,8 @@ def _part_of(nodeid: str) -> str:
             return json.loads(settings.read_text(encoding="utf-8")).get("LABEL", parts[2])
         except (OSError, ValueError):
             return parts[2] if len(parts) > 2 else top
+    if nodeid.startswith("tests/test_hosted.py::TestChapter"):
+        return "each chapter alone on a simulated Colab, Kaggle or hub"
     return "unit tests"
 
 

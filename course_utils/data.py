@@ -1,8 +1,10 @@
-"""Small real data for the course, read from files shipped in the repository's ``data/`` folder.
+"""Small real data for the course, read from files shipped inside the package (``files/data/``).
 
 The course never downloads anything while it runs: a learner offline, behind a proxy or in an
 exam room gets the same data as everyone else, and the tests can check it by its sha256
-(see ``data/README.md`` for where each file comes from and its licence).
+(see ``course_utils/files/data/README.md`` for where each file comes from and its licence).
+The files are package data, so a learner who has only a chapter notebook and the installed
+package (Colab, Kaggle, a hub) has them too.
 
 The package's ``__init__`` does not import this module, so ``import course_utils`` stays cheap;
 importing ``course_utils.data`` itself loads torch, because ``DigitsDataset`` subclasses
@@ -21,7 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = Path(__file__).resolve().parent / "files" / "data"
 DIGITS_FILE = DATA_DIR / "digits.csv.gz"
 
 _DIGITS_N_PIXELS = 64
@@ -52,8 +54,9 @@ def _read_digits(path: Path):
     """Parse the shipped CSV; kept apart from load_digits so the cache logic stays readable."""
     if not path.is_file():
         raise FileNotFoundError(
-            f"The digits data file {path} is missing: it ships with the course repository "
-            "(data/digits.csv.gz), so restore it with `git checkout -- data/digits.csv.gz`."
+            f"The digits data file {path} is missing: it ships inside the course's package "
+            "(course_utils/files/data/digits.csv.gz); in the course folder restore it with "
+            "`git checkout -- course_utils/files/data/digits.csv.gz`, elsewhere reinstall the package."
         )
     with gzip.open(path, "rt", encoding="ascii") as f:
         table = np.loadtxt(f, delimiter=",", dtype=np.int64, ndmin=2)

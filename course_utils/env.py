@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from course_utils import display
+from course_utils import display, hosting
 from course_utils.nvidia_smi import NVIDIA_SMI_TIMEOUT_S, NvidiaSmiInfo, query_nvidia_smi  # noqa: F401
 
 STATUSES = ("ok", "warning", "failed", "skipped")
@@ -464,17 +464,21 @@ def diagnose_build(
     *,
     torch_version: str | None = None,
     torch_hip_version: str | None = None,
+    place: hosting.Place | None = None,
 ) -> Check:
     """Compare how torch was built with what the NVIDIA driver reports, and name any mismatch.
 
     A pure function of those facts, so tests can describe any machine. ``torch_version``
     defaults to the installed torch; it only appears in the suggested install commands.
     ``torch_hip_version`` is ``torch.version.hip``: set in a ROCm build (AMD GPUs), whose
-    ``torch.version.cuda`` is None although its GPU is the "cuda" device.
+    ``torch.version.cuda`` is None although its GPU is the "cuda" device. ``place`` (default:
+    this machine, ``hosting.where()``) decides the advice: on Colab or Kaggle the platform chose
+    the build, and a GPU is a menu away, not a reinstall.
     """
     torch_version = torch_version or torch.__version__
+    place = place or hosting.where()
     if torch_hip_version:
-        return _diagnose_rocm_build(torch_hip_version, cuda_available, gpu_info, torch_version)
+        return _diagnose_rocm_build(torch_hip_version, cuda_available, gpu_info, torch_version, place)
     if torch_cuda_version is None:
         if gpu_info is None:
             detail = "no NVIDIA GPU found and this torch has no CUDA: nothing is left unused"
@@ -487,13 +491,21 @@ def diagnose_build(
                 f"torch uses CUDA {torch_cuda_version}; "
                 "nvidia-smi was not found, so the driver was not compared",
             )
+        if place.kind in (hosting.COLAB, hosting.KAGGLE):
+            # The platform ships one CUDA build for its CPU and GPU runtimes alike: nothing to fix.
+            return Check(
+                FALLBACK_CHECK, "ok",
+                f"this runtime of {place.name} has no GPU, so its torch (built for CUDA "
+                f"{torch_cuda_version}) runs on the CPU, as it should: every notebook works. "
+                f"For a GPU: {place.gpu_advice}",
+            )
         return Check(
             FALLBACK_CHECK, "warning",
             f"this torch was built for CUDA {torch_cuda_version} but no NVIDIA driver is visible, "
             "so it runs on the CPU: every notebook works, but the GPU part of this build (a few GB) "
             "is never used",
             "if this machine has an NVIDIA GPU, install its driver (nvidia-smi should then work); "
-            f"if it has none, nothing is broken, but {_smaller_cpu_build(torch_version)}",
+            f"if it has none, nothing is broken, but {_smaller_cpu_build(torch_version, place)}",
         )
     if _newer(torch_cuda_version, gpu_info.cuda_version):
         return _runtime_newer_than_driver(torch_cuda_version, cuda_available, gpu_info)
@@ -513,7 +525,8 @@ def diagnose_build(
 
 
 def _diagnose_rocm_build(
-    hip_version: str, gpu_available: bool, gpu_info: NvidiaSmiInfo | None, torch_version: str
+    hip_version: str, gpu_available: bool, gpu_info: NvidiaSmiInfo | None, torch_version: str,
+    place: hosting.Place,
 ) -> Check:
     build = f"a ROCm build (HIP {hip_version}), for AMD GPUs"
     if gpu_available:
@@ -530,16 +543,15 @@ def _diagnose_rocm_build(
         "notebook works, but the GPU part of this build (a few GB) is never used",
         "if this machine has an AMD GPU, check that `rocminfo` lists it and that this ROCm "
         "version supports it (your user usually needs the groups render and video); if it has "
-        f"none, nothing is broken, but {_smaller_cpu_build(torch_version)}",
+        f"none, nothing is broken, but {_smaller_cpu_build(torch_version, place)}",
     )
 
 
-def _smaller_cpu_build(torch_version: str) -> str:
-    return (
-        "the CPU-only build is a much smaller download: "
-        "COURSE_TORCH=cpu ./course setup "
-        f"(or pip install torch=={_release(torch_version)} --index-url https://download.pytorch.org/whl/cpu)"
-    )
+def _smaller_cpu_build(torch_version: str, place: hosting.Place) -> str:
+    pip = f"pip install torch=={_release(torch_version)} --index-url https://download.pytorch.org/whl/cpu"
+    if place.kind != hosting.COURSE_FOLDER:  # the platform's own Python: no ./course there
+        return f"the CPU-only build is a much smaller download: {pip}"
+    return f"the CPU-only build is a much smaller download: COURSE_TORCH=cpu ./course setup (or {pip})"
 
 
 def _cpu_build_on_gpu_machine(

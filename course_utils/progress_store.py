@@ -143,6 +143,7 @@ class ChapterProgress:
 class ProgressReport:
     chapters: list[ChapterProgress]
     path: Path
+    note: str = ""  # where the file lives, when that is not a place that lasts (hosting.where)
 
     @property
     def shown_path(self) -> str:
@@ -153,7 +154,7 @@ class ProgressReport:
             return str(self.path)
 
     def __str__(self) -> str:
-        lines = [f"Your progress ({self.shown_path})"]
+        lines = [f"Your progress ({self.shown_path})"] + ([self.note] if self.note else [])
         for chapter in self.chapters:
             total = len(chapter.done) + len(chapter.todo)
             lines.append(f"  {chapter.chapter:<24} {len(chapter.done)}/{total}")
@@ -175,7 +176,8 @@ class ProgressReport:
             )
         return (
             f"<div><b>Your progress</b> <small>({html.escape(self.shown_path)})</small>"
-            "<table><tr><th>chapter</th><th>done</th><th>exercises</th></tr>"
+            + (f"<p><small>{html.escape(self.note)}</small></p>" if self.note else "")
+            + "<table><tr><th>chapter</th><th>done</th><th>exercises</th></tr>"
             f"{''.join(rows)}</table></div>"
         )
 
@@ -195,7 +197,21 @@ def progress_report(
         done = [e.name for e in listed if e.id in passed]
         todo = [e.name for e in listed if e.id not in passed]
         chapters.append(ChapterProgress(chapter, done, todo))
-    return ProgressReport(chapters, path)
+    return ProgressReport(chapters, path, hosted_note())
+
+
+def hosted_note() -> str:
+    """On a hosted machine, the progress file (and the notebook) go when the machine does."""
+    from course_utils import hosting
+
+    place = hosting.where()
+    if place.kind not in (hosting.COLAB, hosting.KAGGLE):  # a hub's home folder stays
+        return ""
+    drive = (' To keep your progress too, mount your Drive and set os.environ["COURSE_PROGRESS_FILE"] = '
+             '"/content/drive/MyDrive/pytorch-course-progress.json" before your first check.'
+             if place.kind == hosting.COLAB else "")
+    return (f"On {place.name} this file lives on the machine you were lent, and goes when it does. "
+            f"To keep your answers: {place.keep_work}.{drive}")
 
 
 def show_progress(

@@ -60,7 +60,6 @@ def guarded_session(package: Path):
     the probe-window opener, ``window(exercise, answer) -> Verdict``."""
     shutil.copytree(ROOT / "course_utils", package / "course_utils",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "exam_data"))
-    shutil.copytree(ROOT / "data", package / "data")
     sys.path[:0] = [str(package), str(ROOT / "tests")]
 
     import course_utils

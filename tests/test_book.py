@@ -5,6 +5,7 @@ The rendered site is tested in a real browser by tests/browser/ (./course test-b
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -165,3 +166,45 @@ def test_the_pages_name_the_repository_to_clone_when_the_build_knows_it(monkeypa
     assert "<this repository>" in intro
     front = pages.front_page(intro, [chapter(title, name="01_tensors")], readme)
     assert "git clone https://github.com/someone/pytorch-course pytorch-course" in front
+
+
+def test_with_a_github_repository_a_page_opens_its_notebook_in_colab_and_kaggle(monkeypatch):
+    title = nbformat.v4.new_markdown_cell("# 03 · Models")
+    monkeypatch.delenv("COURSE_BRANCH", raising=False)
+    monkeypatch.setenv(pages.REPOSITORY_ENV, "https://github.com/example-org/pytorch-course.git")
+    note = pages.page_notebook(chapter(title, name="03_models")).cells[1].source
+    hrefs = re.findall(r'<a class="[^"]*" href="([^"]+)"[^>]*>([^<]+)</a>', note)
+    assert [(text, href) for href, text in hrefs] == [
+        ("Open in Colab", "https://colab.research.google.com/github/example-org/pytorch-course/blob/main/notebooks/03_models.ipynb"),
+        ("Open in Kaggle", "https://kaggle.com/kernels/welcome?src=https://github.com/example-org/pytorch-course/blob/main/notebooks/03_models.ipynb"),
+        ("Download the notebook", "../_sources/chapters/03_models.ipynb"),  # what the theme's button gives
+    ]
+    assert "git clone https://github.com/example-org/pytorch-course pytorch-course" in note
+    assert "./course lab" in note and "my-work/03_models.ipynb" in note
+    assert all(line.startswith(">") for line in note.splitlines()), "one note, under the title"
+    monkeypatch.setenv("COURSE_BRANCH", "spring")
+    assert "/blob/spring/notebooks/03_models.ipynb" in pages.run_it_yourself_text("03_models.ipynb")
+
+
+@pytest.mark.parametrize("url", ["", "https://gitlab.com/example-org/pytorch-course"])
+def test_without_a_github_repository_a_page_has_no_colab_or_kaggle_link(monkeypatch, url):
+    monkeypatch.setenv(pages.REPOSITORY_ENV, url)
+    monkeypatch.setattr(pages.publication, "REPOSITORY_URL", "")
+    note = pages.run_it_yourself_text("01_tensors.ipynb")
+    assert "colab" not in note.lower() and "kaggle" not in note.lower() and "<a " not in note
+    assert note.startswith("> **Run it yourself.**") and "./course lab" in note
+    assert f"git clone {url or '<this repository>'} pytorch-course" in note
+
+
+def test_the_site_check_wants_each_pages_own_colab_and_kaggle_links_or_none(tmp_path):
+    colab = "https://colab.research.google.com/github/o/r/blob/main/notebooks/01_tensors.ipynb"
+    kaggle = "https://kaggle.com/kernels/welcome?src=https://github.com/o/r/blob/main/notebooks/01_tensors.ipynb"
+    site = html_page(tmp_path, f'<a class="btn" href="{colab}">Open in Colab</a> '
+                               f'<a href="{kaggle.replace("?", "&#63;")}">Open in Kaggle</a>')
+    verify.verify_site(site, ["01_tensors"], {}, {"01_tensors": [colab, kaggle]})
+    with pytest.raises(verify.SiteInvalid, match="a link to https://colab.*not asked for"):
+        verify.verify_site(site, ["01_tensors"], {}, {"01_tensors": []})
+    other = colab.replace("01_tensors", "02_autograd")
+    with pytest.raises(verify.SiteInvalid, match=f"chapters/01_tensors.html: no link to {re.escape(other)}"):
+        verify.verify_site(site, ["01_tensors"], {}, {"01_tensors": [other, kaggle]})
+    verify.verify_site(html_page(tmp_path, "<p>no buttons</p>"), ["01_tensors"], {}, {"01_tensors": []})

@@ -38,6 +38,8 @@ def runs(job, command):
 
 def test_every_job_runs_the_readme_test_command_or_the_browser_tests():
     for name, job in jobs().items():
+        if name == "hosted-torch-versions":
+            continue  # the hosted simulation on other torch versions, below
         assert runs(job, "./course test") or runs(job, "./course test-browser"), name
     assert runs(jobs()["browser"], "./course book") and runs(jobs()["browser"], "./course test-browser")
 
@@ -93,3 +95,13 @@ def test_full_length_turns_the_test_commands_smoke_setting_off():
     assert smoke() == "1"
     assert smoke(COURSE_FULL_LENGTH="1") == "0"
     assert smoke(COURSE_FULL_LENGTH="0") == "1"
+
+
+def test_a_weekly_job_runs_every_chapter_alone_on_the_oldest_torch_claimed_and_the_newest():
+    job = jobs()["hosted-torch-versions"]
+    assert "schedule" in job["if"]
+    versions = job["strategy"]["matrix"]["torch"]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    oldest = re.search(r'"torch>=([\d.]+)"', pyproject).group(1)
+    assert versions[0].startswith(oldest + ".")
+    assert any("tools/hosted_matrix.py ${{ matrix.torch }}" in step.get("run", "") for step in job["steps"])

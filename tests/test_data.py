@@ -39,12 +39,12 @@ def test_load_digits_labels_cover_every_digit():
 
 
 def test_shipped_file_matches_sha256_in_readme():
-    readme = (REPO / "data" / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "course_utils" / "files" / "data" / "README.md").read_text(encoding="utf-8")
     match = re.search(r"sha256:\s*`?([0-9a-f]{64})`?", readme)
-    assert match, "data/README.md must state the sha256 of digits.csv.gz"
+    assert match, "course_utils/files/data/README.md must state the sha256 of digits.csv.gz"
     actual = hashlib.sha256(data.DIGITS_FILE.read_bytes()).hexdigest()
     assert actual == match.group(1)
-    assert data.DIGITS_FILE == REPO / "data" / "digits.csv.gz"
+    assert data.DIGITS_FILE == REPO / "course_utils" / "files" / "data" / "digits.csv.gz"
     assert data.DIGITS_FILE.stat().st_size < 300_000
 
 

@@ -310,7 +310,7 @@ def test_the_build_context_leaves_local_state_out_and_keeps_what_grading_needs()
     for local in (".venv", ".git", "my-work", ".course", ".nbgrader-venv", "_site", "submissions", "results",
                   "pytorch_course.egg-info"):
         assert ignored(local), local
-    for needed in ("course", "course_utils", "notebooks", "solutions", "data", "pyproject.toml",
+    for needed in ("course", "course_utils", "notebooks", "solutions", "pyproject.toml",
                    "requirements.txt", "README.md", "deploy"):
         assert (ROOT / needed).exists() and not ignored(needed), needed
 

@@ -1,4 +1,4 @@
-"""examples/digits_project: the chapter 07 layout runs from the command line, writes its log,
+"""course_utils/files/examples/digits_project: the chapter 07 layout runs from the command line, writes its log,
 checkpoint and weights to the folder it is given, and resumes exactly.
 
 Run by hand, as a file or as a module and from any folder, every misuse ends with one line on
@@ -16,10 +16,14 @@ import torch
 
 from course_utils.env import pick_device
 from course_utils.run_log import read_log
-from examples.digits_project import evaluate as evaluate_module
-from examples.digits_project import train as train_module
+import course_utils
 
-ROOT = Path(__file__).resolve().parents[1]
+# The folder that holds examples/ (the project ships inside the package, for hosted learners).
+ROOT = Path(course_utils.__file__).resolve().parent / "files"
+sys.path.insert(0, str(ROOT))
+from examples.digits_project import evaluate as evaluate_module  # noqa: E402
+from examples.digits_project import train as train_module  # noqa: E402
+
 PROJECT = ROOT / "examples" / "digits_project"
 CONFIG = PROJECT / "config.json"
 

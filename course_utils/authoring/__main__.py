@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_utils.authoring {release,check,refresh}``."""
+"""Command line: ``python -m course_utils.authoring {release,check,refresh,hub-branch,hub-link}``."""
 
 from __future__ import annotations
 
@@ -48,14 +48,80 @@ def main(argv: list[str] | None = None) -> int:
         help=f"re-run {SOLUTIONS}/ notebooks and keep only the outputs nbval compares",
     )
     refresh.add_argument("notebooks", nargs="+", help=f"paths of {SOLUTIONS}/ notebooks")
+    add_hub_commands(commands, common)
     args = parser.parse_args(argv)
     if args.command == "refresh":
         return run_refresh(args.notebooks)
+    if args.command == "hub-branch":
+        return run_hub_branch(args.root, args.branch)
+    if args.command == "hub-link":
+        return run_hub_link(args)
     if args.command == "release" and args.exam is not None:
         return run_exam_release(args.root, args.exam, args.chapters, args.hints)
     if args.command == "release" and (args.chapters or args.hints != "none"):
         parser.error("--chapters and --hints go with --exam OUT")
     return run_release(args.root) if args.command == "release" else run_check(args.root)
+
+
+def add_hub_commands(commands, common) -> None:
+    from course_utils.authoring.hub import DEFAULT_BRANCH, DEFAULT_CHAPTER, DEFAULT_FOLDER, INTERFACES
+
+    branch = commands.add_parser(
+        "hub-branch", parents=[common],
+        help=f"commit the learner notebooks and the package to a git branch that nbgitpuller pulls "
+             f"(default: {DEFAULT_BRANCH}); the checkout is not touched")
+    branch.add_argument("--branch", default=DEFAULT_BRANCH,
+                        help=f"the branch to commit to (default: {DEFAULT_BRANCH})")
+    link = commands.add_parser(
+        "hub-link", parents=[common],
+        help="print the nbgitpuller link that pulls the learner branch into a hub and opens a chapter")
+    link.add_argument("hub_url", metavar="HUB_URL",
+                      help="the hub's address, e.g. https://hub.example.edu")
+    link.add_argument("--repository", metavar="URL",
+                      help="the git repository the hub clones (default: course_utils.publication, "
+                           "or $COURSE_REPOSITORY_URL)")
+    link.add_argument("--branch", default=DEFAULT_BRANCH, help=f"default: {DEFAULT_BRANCH}")
+    link.add_argument("--chapter", default=DEFAULT_CHAPTER,
+                      help=f"the chapter the link opens (default: {DEFAULT_CHAPTER}; "
+                           "'' opens the folder)")
+    link.add_argument("--folder", default=DEFAULT_FOLDER,
+                      help="the folder of the learner's hub home the course goes into "
+                           f"(default: {DEFAULT_FOLDER})")
+    link.add_argument("--interface", choices=sorted(INTERFACES), default="lab",
+                      help="JupyterLab (default) or the classic Notebook")
+
+
+def run_hub_branch(root: str, branch: str) -> int:
+    from course_utils.authoring.hub import publish
+
+    try:
+        made = publish(Path(root), branch)
+    except AuthoringError as error:
+        print(f"No learner branch written: {error}", file=sys.stderr)
+        return 1
+    state = "" if made.changed else " (nothing changed: no new commit)"
+    print(f"{made.branch}: {made.commit}, {made.chapters} chapters{state}")
+    return 0
+
+
+def run_hub_link(args) -> int:
+    from course_utils import publication
+    from course_utils.authoring.hub import chapter_stem, nbgitpuller_link
+
+    repository = args.repository if args.repository is not None else publication.repository_url()
+    if not repository.strip():
+        print("hub-link: no repository to pull from: pass --repository URL, or set "
+              f"{publication.REPOSITORY_ENV} (or REPOSITORY_URL in course_utils/publication.py).",
+              file=sys.stderr)
+        return 2
+    try:
+        chapter = chapter_stem(Path(args.root), args.chapter)
+        print(nbgitpuller_link(args.hub_url, repository.strip(), args.branch, chapter, args.folder,
+                               args.interface))
+    except AuthoringError as error:
+        print(f"hub-link: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def run_exam_release(root: str, out: Path, chapters: list[str] | None, hints: str) -> int:
@@ -101,15 +167,29 @@ def run_release(root: str) -> int:
         print(f"wrote {NOTEBOOKS}/{path.name}")
     for path in removed:
         print(f"removed {NOTEBOOKS}/{path.name} (no {SOLUTIONS}/{path.name})")
+    # The README's Chapters table links each chapter's notebook (course_utils/publication.py).
+    from course_utils.readme_links import update_readme
+
+    readme = update_readme(root)
+    if readme is not None:
+        print(f"wrote {readme.name} (the Chapters table's Colab/Kaggle links)")
     return 0
 
 
 def run_check(root: str) -> int:
+    from course_utils.readme_links import readme_problems
+
     errors, out_of_sync = check_details(root)
-    if not errors and not out_of_sync:
+    readme = readme_problems(root)  # the README's chapter links, which release writes too
+    if not errors and not out_of_sync and not readme:
         print(f"{NOTEBOOKS}/ is in sync with {SOLUTIONS}/.")
         return 0
-    print(f"{NOTEBOOKS}/ is not what release would make of {SOLUTIONS}/:", file=sys.stderr)
+    stale = " and ".join([f"{NOTEBOOKS}/"] * bool(errors or out_of_sync) + ["README.md"] * bool(readme))
+    if errors or out_of_sync:
+        print(f"{NOTEBOOKS}/ is not what release would make of {SOLUTIONS}/:", file=sys.stderr)
+    else:
+        print("README.md is not what release would write:", file=sys.stderr)
+    out_of_sync += readme
     for problem in errors + out_of_sync:
         print(f"  - {problem}", file=sys.stderr)
     if errors:
@@ -117,7 +197,7 @@ def run_check(root: str) -> int:
             f"Fix the errors above in {SOLUTIONS}/, then run `{RELEASE_COMMAND}`.", file=sys.stderr
         )
     else:
-        print(f"Run `{RELEASE_COMMAND}` to regenerate {NOTEBOOKS}/.", file=sys.stderr)
+        print(f"Run `{RELEASE_COMMAND}` to regenerate {stale}.", file=sys.stderr)
     return 1
 
 

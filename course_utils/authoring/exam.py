@@ -44,7 +44,6 @@ PACKAGE = "course_utils"
 # What stays with the instructor (relative to course_utils/).
 INSTRUCTOR_ONLY = ("grading", "authoring", "book", "exercises/exam_data")
 COURSE_FILES = ("course", "requirements.txt", "pyproject.toml", "environment.yml")
-COURSE_FOLDERS = ("data",)
 EXAM_README = """# {title}: exam
 
 This folder is an exam release of the PyTorch course: the chapters {chapters}, to work through
@@ -111,9 +110,6 @@ def copy_course(root: Path, out: Path, chapters: list[str]) -> None:
     for name in COURSE_FILES:
         if (root / name).exists():
             shutil.copy2(root / name, out / name)
-    for name in COURSE_FOLDERS:
-        if (root / name).is_dir():
-            shutil.copytree(root / name, out / name, ignore=shutil.ignore_patterns("__pycache__"))
     result = plan(root)
     if result.errors:
         raise AuthoringError("solutions/ has errors", result.errors)

@@ -18,6 +18,7 @@ from nbformat import NotebookNode
 from nbformat.reader import reads as read_without_repairs
 
 from course_utils.authoring.errors import AuthoringError, Where
+from course_utils.authoring.setup_cell import add_setup_cell
 from course_utils.authoring.steps import release_notebook
 
 SOLUTIONS = "solutions"
@@ -120,7 +121,8 @@ def plan(root: str | os.PathLike = ".") -> Plan:
     for source in sources:
         name = f"{SOLUTIONS}/{source.name}"
         try:
-            learner = release_notebook(read_source(source, name), name)
+            # The set-up cell makes a learner notebook work alone (Colab, Kaggle, a hub).
+            learner = add_setup_cell(release_notebook(read_source(source, name), name), name)
         except AuthoringError as error:
             result.errors.extend(error.problems)
             continue

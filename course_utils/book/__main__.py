@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from course_utils import publication
 from course_utils.book.execute import ExecutionFailed, execute_chapter
-from course_utils.book.pages import write_source
+from course_utils.book.pages import open_in_links, write_source
 from course_utils.book.verify import SiteInvalid, folder_size, solution_snippets, verify_site
 from course_utils.tool_env import ToolEnvFailed, ensure
 
 REQUIREMENTS = "requirements-book.txt"
 WORK = Path(".course") / "book"  # the executed pages, the Sphinx source, Sphinx's cache
+# What the site was built for, read by the browser tests: the repository and branch its
+# Colab/Kaggle buttons name (none when none was set) and the chapters it has.
+BUILD_FACTS = "_course.json"
+
+
+def write_build_facts(out: Path, chapter_names: list[str]) -> dict[str, list[str]]:
+    """``out/_course.json``; returns each chapter's expected Colab/Kaggle links (none: [])."""
+    links = {name: list(open_in_links(f"{name}.ipynb").values()) for name in chapter_names}
+    facts = {"repository_url": publication.repository_url() or None,
+             "branch": publication.branch(),
+             "open_in": any(links.values()),
+             "chapters": chapter_names}
+    (out / BUILD_FACTS).write_text(json.dumps(facts, indent=1) + "\n", encoding="utf-8")
+    return links
 
 
 def render(tool_python: Path, work: Path, out: Path) -> None:
@@ -47,11 +63,16 @@ def build(root: Path, out: Path, smoke: bool) -> None:
     write_source(root, root / WORK / "source", chapters)
     print("rendering the pages …", flush=True)
     render(tool_python, root / WORK, out)
-    verify_site(out, [chapter.name for chapter in chapters], solution_snippets(root))
+    names = [chapter.name for chapter in chapters]
+    open_in = write_build_facts(out, names)
+    verify_site(out, names, solution_snippets(root), open_in)
     size_mb = folder_size(out) / 1e6
     print(f"The website is in {out} ({len(chapters)} chapters, {size_mb:.1f} MB), built in "
-          f"{time.perf_counter() - started:.0f} s{' with COURSE_SMOKE=1' if smoke else ''}. "
-          f"Open {out / 'index.html'} in a browser.")
+          f"{time.perf_counter() - started:.0f} s{' with COURSE_SMOKE=1' if smoke else ''}; "
+          + (f"its Colab/Kaggle buttons open {publication.repository_url()} "
+             f"(branch {publication.branch()}). " if any(open_in.values()) else
+             "no Colab/Kaggle buttons (no GitHub repository set: COURSE_REPOSITORY_URL). ")
+          + f"Open {out / 'index.html'} in a browser.")
 
 
 def main(argv: list[str] | None = None) -> int:

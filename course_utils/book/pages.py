@@ -7,43 +7,88 @@ to a reader. Nothing else is changed: what the site shows is what a learner's no
 
 from __future__ import annotations
 
-import os
+import html
 import re
 import shutil
 from pathlib import Path
 
 import nbformat
 
+from course_utils import publication, readme_links
 from course_utils.book.execute import ExecutedChapter
 
 BOOK_CONFIG = "book"  # the repository's folder with conf.py, index.md and _static/
 CHAPTERS = "chapters"  # where the pages go, in the source folder
 RUN_IT_CELL_ID = "run-it-yourself"
-# What `git clone` is given on the pages: the repository's address where the build knows it
-# (the Pages workflow sets COURSE_REPOSITORY_URL), else the README's placeholder wording.
-REPOSITORY_ENV = "COURSE_REPOSITORY_URL"
+# What `git clone` is given on the pages, and where the Colab and Kaggle buttons lead:
+# course_utils.publication's settings, which COURSE_REPOSITORY_URL and COURSE_BRANCH override
+# (the Pages workflow sets the first from the CI's own repository). Without a repository, the
+# README's placeholder wording and no buttons.
+REPOSITORY_ENV = publication.REPOSITORY_ENV
 UNKNOWN_REPOSITORY = "<this repository>"
+# The theme's download button offers each page's notebook from here (Sphinx copies the sources).
+DOWNLOAD_FOLDER = "_sources"
+# Bootstrap's button classes, which the book theme's CSS already has: links that look like buttons.
+BUTTON_CLASS = "btn btn-sm btn-outline-primary"
 
 
 def repository() -> str:
-    return os.environ.get(REPOSITORY_ENV, "").strip() or UNKNOWN_REPOSITORY
+    return publication.repository_url() or UNKNOWN_REPOSITORY
+
+
 TEST_MARKER = re.compile(r"^[ \t]*# NBVAL_[A-Z_]+[ \t]*\n?", re.MULTILINE)
 
 
+def open_in_links(chapter_file: str) -> dict[str, str]:
+    """``{"Open in Colab": url, "Open in Kaggle": url}`` for the chapter; empty without a GitHub
+    repository (no button is better than one that opens someone else's course)."""
+    colab, kaggle = publication.colab_url(chapter_file), publication.kaggle_url(chapter_file)
+    if colab is None or kaggle is None:
+        return {}
+    return {"Open in Colab": colab, "Open in Kaggle": kaggle}
+
+
+def _button(text: str, href: str, *, download: bool = False) -> str:
+    extra = " download" if download else ' target="_blank" rel="noopener"'
+    return f'<a class="{BUTTON_CLASS}" href="{html.escape(href)}"{extra}>{text}</a>'
+
+
 def run_it_yourself_text(chapter_file: str) -> str:
-    """Markdown any notebook front end renders too: the page's .ipynb is downloadable."""
-    return (
-        "> **Run it yourself.** This page is the learner's notebook, executed: every figure "
-        "and number below came from running it. The exercises (✎) are left for you, so their "
-        "checks say *not attempted*. To work through it on your machine (no GPU needed):\n"
-        ">\n"
-        "> ```bash\n"
-        f"> git clone {repository()} pytorch-course && cd pytorch-course\n"
-        "> ./course lab\n"
-        "> ```\n"
-        ">\n"
-        f"> then open `my-work/{chapter_file}` in JupyterLab. The course's README says more."
-    )
+    """Markdown any notebook front end renders too: the page's .ipynb is downloadable.
+
+    With a GitHub repository set, a row of buttons opens the chapter in Colab or Kaggle (the
+    learner notebook of the published branch) or downloads the page's notebook, which is what
+    the theme's download button gives too. The buttons are plain HTML links: the site is built
+    offline, so no badge image is fetched from anywhere.
+    """
+    intro = ("> **Run it yourself.** This page is the learner's notebook, executed: every figure "
+             "and number below came from running it. The exercises (✎) are left for you, so their "
+             "checks say *not attempted*.")
+    links = open_in_links(chapter_file)
+    if links:
+        buttons = [_button(text, href) for text, href in links.items()]
+        buttons.append(_button("Download the notebook",
+                               f"../{DOWNLOAD_FOLDER}/{CHAPTERS}/{chapter_file}", download=True))
+        opening = [
+            intro + " Open it where it runs, in the cloud (free with a Google or Kaggle "
+            "account; on Colab, *File → Save a copy in Drive* keeps your work):",
+            ">",
+            "> " + " ".join(buttons),
+            ">",
+            "> or work through it on your machine (no GPU needed):",
+        ]
+    else:
+        opening = [intro + " To work through it on your machine (no GPU needed):"]
+    return "\n".join([
+        *opening,
+        ">",
+        "> ```bash",
+        f"> git clone {repository()} pytorch-course && cd pytorch-course",
+        "> ./course lab",
+        "> ```",
+        ">",
+        f"> then open `my-work/{chapter_file}` in JupyterLab. The course's README says more.",
+    ])
 
 
 def _title_index(nb: nbformat.NotebookNode) -> int:
@@ -74,9 +119,11 @@ def page_title(nb: nbformat.NotebookNode) -> str:
 
 def readme_chapter_rows(readme: str) -> dict[str, str]:
     """``{"01_tensors": "what you will be able to do"}`` from the README's Chapters table,
-    the one place that says what each chapter teaches."""
+    the one place that says what each chapter teaches (its links, if any, left out)."""
     section = readme.split("\n## Chapters", 1)[-1].split("\n## ", 1)[0]
-    return dict(re.findall(r"^\|\s*`(\d\d_\w+)`\s*\|\s*(.+?)\s*\|\s*$", section, re.MULTILINE))
+    # The "open in" column that release adds (course_utils.readme_links) is not the words.
+    rows = (readme_links.ROW.match(line) for line in section.splitlines())
+    return {row.group(1): row.group(2) for row in rows if row}
 
 
 def front_page(intro: str, chapters: list[ExecutedChapter], readme: str) -> str:

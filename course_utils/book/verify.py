@@ -1,4 +1,5 @@
-"""What a built site must hold: a page for every chapter, and no reference solution anywhere.
+"""What a built site must hold: a page for every chapter, and no reference solution anywhere;
+and on each page the "Open in Colab / Kaggle" buttons of its own notebook, or none at all.
 
 The pages are learner notebooks, which never contain solutions; this scan makes sure of it for
 the rendered HTML, where a solution could still leak in through an output (a check that printed
@@ -84,13 +85,45 @@ def solutions_on_pages(site: Path, snippets: dict[str, str]) -> list[str]:
     return found
 
 
-def verify_site(site: Path, chapter_names: list[str], snippets: dict[str, str]) -> None:
+# Where an "Open in Colab / Kaggle" button leads: a link to either is one of the buttons.
+OPEN_IN_HOSTS = re.compile(r"^https://(colab\.research\.google\.com|(www\.)?kaggle\.com)/")
+
+
+def page_links(page: Path) -> list[str]:
+    """Every ``href`` of the page's links, entities decoded, in page order."""
+    raw = page.read_text(encoding="utf-8", errors="replace")
+    return [html.unescape(href) for href in re.findall(r"<a\s[^>]*?href=\"([^\"]*)\"", raw)]
+
+
+def open_in_problems(site: Path, expected: dict[str, list[str]]) -> list[str]:
+    """``"page: what"`` for each chapter page whose Colab/Kaggle links are not ``expected[name]``
+    (a missing one, one for another notebook or branch, or any at all where none is expected)."""
+    problems = []
+    for name, wanted in expected.items():
+        page = site / "chapters" / f"{name}.html"
+        found = [href for href in page_links(page) if OPEN_IN_HOSTS.match(href)]
+        for href in wanted:
+            if href not in found:
+                problems.append(f"{page.relative_to(site)}: no link to {href}")
+        for href in found:
+            if href not in wanted:
+                problems.append(f"{page.relative_to(site)}: a link to {href}, not asked for by the build")
+    return problems
+
+
+def verify_site(site: Path, chapter_names: list[str], snippets: dict[str, str],
+                open_in: dict[str, list[str]] | None = None) -> None:
+    """Raise SiteInvalid unless every chapter has a page, no page shows a solution and, where
+    ``open_in`` is given, each page's Colab/Kaggle links are exactly ``open_in[chapter]``."""
     missing = [name for name in chapter_names if not (site / "chapters" / f"{name}.html").exists()]
     if missing:
         raise SiteInvalid(f"no page for {', '.join(missing)} in {site}")
     leaks = solutions_on_pages(site, snippets)
     if leaks:
         raise SiteInvalid("reference solutions are on the site:\n  " + "\n  ".join(leaks))
+    wrong = open_in_problems(site, open_in or {})
+    if wrong:
+        raise SiteInvalid("the pages' Open in Colab/Kaggle links are wrong:\n  " + "\n  ".join(wrong))
 
 
 def folder_size(folder: Path) -> int:

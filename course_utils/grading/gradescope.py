@@ -17,7 +17,7 @@ the release was made with; ``--hints`` the release's hint policy too).
   ``/autograder/results/results.json``;
 - a copy of what the grader needs: the ``course`` script, README.md (``pyproject.toml`` names
   it, so the package does not install without it), requirements.txt, pyproject.toml,
-  ``course_utils/``, ``notebooks/`` (the assignment's chapters only), ``data/``, and
+  ``course_utils/`` (with its data files), ``notebooks/`` (the assignment's chapters only), and
   ``gradescope.json`` (how it was built, and every chapter's answer cells, to recognise a
   notebook of another chapter). Never ``solutions/`` (the grader does not read them), ``.git``,
   ``.venv``, ``my-work/`` or ``.course/``.
@@ -118,7 +118,7 @@ PROG = "python -m course_utils.grading gradescope"
 CONFIG_NAME = "gradescope.json"
 LEARNER = "student"
 COURSE_FILES = ("course", "README.md", "requirements.txt", "pyproject.toml")
-COURSE_FOLDERS = ("course_utils", "notebooks", "data")
+COURSE_FOLDERS = ("course_utils", "notebooks")
 REQUIRED = ("course", "README.md", "requirements.txt", "pyproject.toml", "course_utils/grading/__main__.py")
 SKIPPED_NAMES = {"__pycache__", ".ipynb_checkpoints", ".DS_Store", ".git"}
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".egg-info")

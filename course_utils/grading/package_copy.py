@@ -29,7 +29,7 @@ from course_utils.grading.guarded_code import GUARDED_SUFFIX, guarded_code_objec
 
 
 def package_root() -> Path:
-    """The folder that holds the grader's own ``course_utils`` (and the course's ``data/``)."""
+    """The folder that holds the grader's own ``course_utils`` (its data files are inside it)."""
     import course_utils
 
     return Path(course_utils.__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def _skip(directory: str, names: list[str]) -> set[str]:
 def _fingerprint(source: Path) -> str:
     """What the prepared copy depends on: every file copied, and the Python that compiles it."""
     digest = hashlib.sha256(sys.version.encode() + sys.executable.encode())
-    for top in ("course_utils", "data"):
+    for top in ("course_utils",):
         for path in sorted((source / top).rglob("*")):
             if path.is_file() and not _skip(str(path.parent), [path.name]) and "exam_data" not in path.parts:
                 digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -64,8 +64,6 @@ def _fingerprint(source: Path) -> str:
 
 def _prepare(source: Path, into: Path) -> None:
     shutil.copytree(source / "course_utils", into / "course_utils", ignore=_skip)
-    if (source / "data").is_dir():
-        shutil.copytree(source / "data", into / "data", ignore=_skip)
     chapter_sources = {str(path) for path in exercise_files(into) if path.suffix == ".py"}
     for path in (into / "course_utils").rglob("*.py"):
         if str(path) not in chapter_sources:

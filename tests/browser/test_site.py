@@ -1,6 +1,7 @@
 """The website as a reader meets it, in a real browser: every page loads without an error, every
 figure is a real picture, the navigation and the search work, and the exercises are shown as a
-learner meets them (a stub, and a check that says "not attempted").
+learner meets them (a stub, and a check that says "not attempted"), and each chapter opens its
+own notebook in Colab and Kaggle when the site was built for a GitHub repository.
 
 The site is the one ``./course book`` built (``--site``, default _site/), served over HTTP on
 the loopback address, as GitHub Pages would serve it. A full-page screenshot of each page is
@@ -150,6 +151,49 @@ def test_the_search_finds_a_chapter_by_what_it_teaches(page, site_url):
 
 def test_each_page_offers_its_notebook_for_download(page, site_url):
     open_page(page, f"{site_url}/chapters/01_tensors.html")
-    link = page.locator("a[href$='.ipynb']").first
+    # The site's own copy (a relative link): Colab's and Kaggle's addresses end in .ipynb too.
+    link = page.locator("a[href$='.ipynb']:not([href^='http'])").first
     response = page.request.get(f"{site_url}/chapters/{link.get_attribute('href')}")
     assert response.ok and '"nbformat"' in response.text()
+
+
+@pytest.fixture(scope="module")
+def built_for(site) -> dict:
+    """What ``./course book`` says the site was built for (its _course.json): the repository
+    (None when none was set) and the branch that the Colab and Kaggle buttons open."""
+    facts = site / "_course.json"
+    if not facts.exists():
+        pytest.fail(f"{facts} is missing: rebuild the site with ./course book", pytrace=False)
+    return json.loads(facts.read_text(encoding="utf-8"))
+
+
+def test_each_chapter_opens_its_own_notebook_in_colab_and_kaggle_or_none_without_a_repository(
+        page, site, site_url, built_for):
+    """With a GitHub repository set at build time (CI sets one), every chapter page has an
+    "Open in Colab" and an "Open in Kaggle" button for its own learner notebook on the built
+    branch; with none set, no link to either at all."""
+    repository, branch = built_for["repository_url"], built_for["branch"]
+    github = re.fullmatch(r"https://github\.com/([^/]+/[^/]+)", repository or "")
+    assert built_for["open_in"] == bool(github), f"the site was built for {repository!r}"
+    for chapter in CHAPTERS:
+        open_page(page, f"{site_url}/chapters/{chapter}.html")
+        buttons = {name: page.get_by_role("link", name=name, exact=True)
+                   for name in ("Open in Colab", "Open in Kaggle")}
+        elsewhere = page.locator("a[href*='colab.research.google.com'], a[href*='kaggle.com']")
+        if not github:
+            assert elsewhere.count() == 0, f"{chapter}: a Colab/Kaggle link, but no repository was set"
+            continue
+        notebook = f"{github.group(1)}/blob/{branch}/notebooks/{chapter}.ipynb"
+        assert buttons["Open in Colab"].count() == 1 and buttons["Open in Kaggle"].count() == 1, chapter
+        assert buttons["Open in Colab"].get_attribute("href") == (
+            f"https://colab.research.google.com/github/{notebook}")
+        assert buttons["Open in Kaggle"].get_attribute("href") == (
+            f"https://kaggle.com/kernels/welcome?src=https://github.com/{notebook}")
+        assert elsewhere.count() == 2, f"{chapter}: only the two buttons lead to Colab or Kaggle"
+        for button in buttons.values():
+            assert button.is_visible(), f"{chapter}: {button} is not visible"
+        # Next to them, the page's own notebook, the one the theme's download button gives.
+        download = page.get_by_role("link", name="Download the notebook", exact=True)
+        response = page.request.get(f"{site_url}/chapters/{download.get_attribute('href')}")
+        assert response.ok and '"nbformat"' in response.text()
+        assert page.problems == [], f"{chapter}: the browser reported problems"

@@ -7,17 +7,18 @@
     config.json  every hyper-parameter, so a new run changes a file, not the code
     (this file)  load_config(): reads a config and says what is wrong with it, if anything
 
-Run the scripts as files, from any folder (the paths are relative to where you are):
+The project ships inside the course's package, in ``course_utils/files/examples/`` (so a learner
+on Colab has it too); call that folder FILES. Run the scripts as files, from any folder (the
+paths are relative to where you are):
 
-    python examples/digits_project/train.py --config examples/digits_project/config.json --out runs/first
-    python examples/digits_project/train.py --out runs/first --resume     # after a stop
-    python examples/digits_project/evaluate.py --config runs/first/config.json --weights runs/first/model.pt
+    python FILES/examples/digits_project/train.py --config FILES/examples/digits_project/config.json --out runs/first
+    python FILES/examples/digits_project/train.py --out runs/first --resume     # after a stop
+    python FILES/examples/digits_project/evaluate.py --config runs/first/config.json --weights runs/first/model.pt
 
-or as modules, from the repository root (from another folder, put the root on PYTHONPATH:
-``PYTHONPATH=/path/to/course python -m examples.digits_project.train ...``):
+or as modules, with FILES on PYTHONPATH (or as the current folder):
 
-    python -m examples.digits_project.train --config examples/digits_project/config.json --out runs/first
-    python -m examples.digits_project.evaluate --config runs/first/config.json --weights runs/first/model.pt
+    PYTHONPATH=FILES python -m examples.digits_project.train --config FILES/examples/digits_project/config.json --out runs/first
+    PYTHONPATH=FILES python -m examples.digits_project.evaluate --config runs/first/config.json --weights runs/first/model.pt
 """
 
 from __future__ import annotations

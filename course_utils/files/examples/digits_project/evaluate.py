@@ -1,7 +1,7 @@
 """Evaluation: the loss and accuracy of a model on a loader; also runnable on saved weights.
 
-    python examples/digits_project/evaluate.py --config OUT/config.json --weights OUT/model.pt    (from any folder)
-    python -m examples.digits_project.evaluate --config OUT/config.json --weights OUT/model.pt    (from the repository root)
+    python FILES/examples/digits_project/evaluate.py --config OUT/config.json --weights OUT/model.pt    (from any folder)
+    python -m examples.digits_project.evaluate --config OUT/config.json --weights OUT/model.pt    (with FILES = course_utils/files on PYTHONPATH)
 
 It prints {"loss": ..., "accuracy": ...} on the validation set the config describes. --weights
 takes the final model.pt, or a checkpoint.pt (its weights are used).
@@ -17,8 +17,8 @@ from typing import NoReturn
 
 if not __package__:
     # Started as a file (python path/to/evaluate.py): Python put this file's folder on sys.path,
-    # and neither `examples` nor `course_utils` is in it. Put the repository root first, as
-    # `python -m examples.digits_project.evaluate` from the root does, so that the imports below
+    # and neither `examples` nor `course_utils` is in it. Put FILES (the folder that holds examples/) first, as
+    # `python -m examples.digits_project.evaluate` from FILES does, so that the imports below
     # work whatever the current folder.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 

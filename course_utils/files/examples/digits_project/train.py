@@ -1,8 +1,8 @@
 """Training: read a config, train, and write a log and checkpoints to an output folder.
 
-    python examples/digits_project/train.py --config CONFIG --out FOLDER    (from any folder)
-    python examples/digits_project/train.py --out FOLDER --resume
-    python -m examples.digits_project.train --config CONFIG --out FOLDER    (from the repository root)
+    python FILES/examples/digits_project/train.py --config CONFIG --out FOLDER    (from any folder)
+    python FILES/examples/digits_project/train.py --out FOLDER --resume
+    python -m examples.digits_project.train --config CONFIG --out FOLDER    (with FILES = course_utils/files on PYTHONPATH)
 
 The output folder receives config.json (the exact settings of this run), log.jsonl (one line
 per epoch), checkpoint.pt (everything needed to resume, rewritten atomically after every
@@ -24,8 +24,8 @@ from typing import NoReturn
 
 if not __package__:
     # Started as a file (python path/to/train.py): Python put this file's folder on sys.path,
-    # and neither `examples` nor `course_utils` is in it. Put the repository root first, as
-    # `python -m examples.digits_project.train` from the root does, so that the imports below
+    # and neither `examples` nor `course_utils` is in it. Put FILES (the folder that holds examples/) first, as
+    # `python -m examples.digits_project.train` from FILES does, so that the imports below
     # work whatever the current folder.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
