@@ -82,13 +82,43 @@ def platform_python(torch_version: str | None = None) -> Path:
         return tool_env.ensure(ROOT, name, requirements)
 
 
-def build_wheel(out: Path) -> Path:
-    """The course's package as a wheel, from this checkout (what a release would publish)."""
-    out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "-w", str(out), str(ROOT)], check=True, capture_output=True, text=True)
-    (wheel,) = out.glob("pytorch_course-*.whl")
-    return wheel
+def build_wheel(out: Path | None = None) -> Path:
+    """The course's package as a wheel, from this checkout (what a release would publish).
+
+    Built once per content of the package (test workers share it, under a lock), from a copy
+    of the sources: setuptools writes build/ and *.egg-info next to what it builds, and two
+    workers building in the checkout at once would trip over each other's files.
+    """
+    import hashlib
+    import shutil
+    import tempfile
+
+    digest = hashlib.sha256()
+    sources = [ROOT / "pyproject.toml", ROOT / "README.md"] + sorted(
+        path for path in (ROOT / "course_utils").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc")
+    for path in sources:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    folder = out or ROOT / ".course" / "hosted-wheels" / digest.hexdigest()[:16]
+    with _locked(ROOT / ".course" / "hosted-wheel.lock"):
+        built = sorted(folder.glob("pytorch_course-*.whl"))
+        if built:
+            return built[0]
+        with tempfile.TemporaryDirectory(prefix="course-wheel-") as scratch:
+            source = Path(scratch) / "course"
+            source.mkdir()
+            for name in ("pyproject.toml", "README.md"):
+                shutil.copy2(ROOT / name, source / name)
+            shutil.copytree(ROOT / "course_utils", source / "course_utils",
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            folder.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                                   "--no-build-isolation", "--no-index", "-w", str(folder), str(source)],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"could not build the course's wheel:\n{done.stdout}\n{done.stderr}")
+        (wheel,) = folder.glob("pytorch_course-*.whl")
+        return wheel
 
 
 def fresh_machine(platform: Path, folder: Path) -> Path:

@@ -54,7 +54,12 @@ def _set_up_course(version="{version}", source="{source}"):
     missing = [name for name in ("numpy", "matplotlib") if importlib.util.find_spec(name) is None]
     started = time.perf_counter()
     pip = [sys.executable, "-m", "pip", "install", "--quiet"]
-    subprocess.run(pip + ["--no-deps", "--force-reinstall", source], check=True)
+    try:
+        subprocess.run(pip + ["--no-deps", "--force-reinstall", source], check=True)
+    except subprocess.CalledProcessError:
+        raise RuntimeError(f"pip could not install the course's package from {{source}} (its message is "
+                           "above). On Kaggle, turn on Internet in the notebook's settings; elsewhere, "
+                           "check the network. Then run this cell again.") from None
     if missing:  # only what is absent: what the platform has stays as it is
         subprocess.run(pip + missing, check=True)
     for name in [name for name in sys.modules if name.split(".")[0] == "course_utils"]:
