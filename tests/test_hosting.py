@@ -29,12 +29,15 @@ def test_this_checkout_is_the_course_folder():
     assert hosting.where({}).kind == hosting.COURSE_FOLDER
 
 
-def test_a_colab_cpu_runtime_with_its_cuda_build_is_fine_and_a_gpu_is_a_menu_away():
-    check = diagnose_build("12.4", False, None, torch_version="2.9.0+cu124",
-                           place=hosting.where(COLAB_ENV, None))
+@pytest.mark.parametrize("environ, name, menu", [
+    (COLAB_ENV, "Google Colab", "Runtime ▸ Change runtime type"),
+    (KAGGLE_ENV, "Kaggle", "Settings ▸ Accelerator"),
+])
+def test_a_hosted_cpu_runtime_with_its_cuda_build_is_fine_and_a_gpu_is_a_menu_away(environ, name, menu):
+    check = diagnose_build("12.4", False, None, torch_version="2.9.0+cu124", place=hosting.where(environ, None))
     assert check.status == "ok"
-    assert "this runtime of Google Colab has no GPU" in check.detail
-    assert "Runtime ▸ Change runtime type" in check.detail
+    assert f"this runtime of {name} has no GPU" in check.detail
+    assert menu in check.detail
     assert "./course" not in check.detail + (check.fix or "")
 
 
