@@ -112,9 +112,13 @@ def build_wheel(out: Path | None = None) -> Path:
             shutil.copytree(ROOT / "course_utils", source / "course_utils",
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             folder.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                                   "--no-build-isolation", "--no-index", "-w", str(folder), str(source)],
-                                  capture_output=True, text=True)
+            # With setuptools at hand, build offline; without it (a venv of Python 3.12 and
+            # newer has none), let pip fetch the build backend that pyproject.toml names.
+            import importlib.util
+
+            offline = ["--no-build-isolation", "--no-index"] if importlib.util.find_spec("setuptools") else []
+            done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", *offline,
+                                   "-w", str(folder), str(source)], capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(f"could not build the course's wheel:\n{done.stdout}\n{done.stderr}")
         (wheel,) = folder.glob("pytorch_course-*.whl")

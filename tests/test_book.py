@@ -208,3 +208,16 @@ def test_the_site_check_wants_each_pages_own_colab_and_kaggle_links_or_none(tmp_
     with pytest.raises(verify.SiteInvalid, match=f"chapters/01_tensors.html: no link to {re.escape(other)}"):
         verify.verify_site(site, ["01_tensors"], {}, {"01_tensors": [other, kaggle]})
     verify.verify_site(html_page(tmp_path, "<p>no buttons</p>"), ["01_tensors"], {}, {"01_tensors": []})
+
+
+def test_a_page_hides_the_set_up_cell_and_its_download_installs_from_the_sites_repository(monkeypatch):
+    from course_utils.authoring.setup_cell import CELL_ID
+
+    monkeypatch.setenv("COURSE_REPOSITORY_URL", "https://github.com/example-org/pytorch-course")
+    monkeypatch.delenv("COURSE_PACKAGE_SOURCE", raising=False)
+    learner = nbformat.read(pages.Path(__file__).resolve().parents[1] / "notebooks" / "01_tensors.ipynb",
+                            as_version=4)
+    page = pages.page_notebook(ExecutedChapter("01_tensors", learner, 1.0))
+    (cell,) = [cell for cell in page.cells if cell.get("id") == CELL_ID]
+    assert "remove-cell" in cell.metadata["tags"]
+    assert 'source="pytorch-course @ git+https://github.com/example-org/pytorch-course@v' in cell.source

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import nbformat
 
+import course_utils
 from course_utils import publication, readme_links
+from course_utils.authoring import setup_cell
 from course_utils.book.execute import ExecutedChapter
 
 BOOK_CONFIG = "book"  # the repository's folder with conf.py, index.md and _static/
@@ -106,6 +108,13 @@ def page_notebook(chapter: ExecutedChapter) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = TEST_MARKER.sub("", cell.source)
+        if cell.get("id") == setup_cell.CELL_ID:
+            # The page shows the chapter, not its installer (MyST-NB leaves out "remove-cell");
+            # the notebook one downloads from the page keeps it, pointing at the package of the
+            # repository this site is built for.
+            cell.source = setup_cell.setup_cell_source(
+                source=publication.package_source(course_utils.__version__))
+            cell.metadata.setdefault("tags", []).append("remove-cell")
     note = nbformat.v4.new_markdown_cell(run_it_yourself_text(f"{chapter.name}.ipynb"))
     note["id"] = RUN_IT_CELL_ID
     nb.cells.insert(_title_index(nb) + 1, note)
