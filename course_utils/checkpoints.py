@@ -315,8 +315,8 @@ def _numpy_or_none():
 def save_checkpoint(path, epoch, model, optimizer, scheduler=None, scaler=None, loader=None) -> Path:
     """Write everything a run needs to continue after epoch ``epoch`` (0-based, just finished).
 
-    ``scheduler`` and ``scaler`` are ``None`` when the run has none; the checkpoint then holds
-    ``None`` in their place. ``loader`` (a ``DataLoader`` or a list of them) adds the states of
+    ``optimizer``, ``scheduler`` and ``scaler`` are ``None`` when the run has none (a model
+    only evaluated, or trained by hand); the checkpoint then holds ``None`` in their place. ``loader`` (a ``DataLoader`` or a list of them) adds the states of
     the generators the loader holds itself; see ``rng_state``. Only state dicts, tensors and
     plain Python values go in, so ``torch.load(path, weights_only=True)`` can read it back: no
     class is pickled, no code runs on loading. ``scaler.state_dict()`` is ``{}`` for a disabled
@@ -326,7 +326,7 @@ def save_checkpoint(path, epoch, model, optimizer, scheduler=None, scaler=None, 
     checkpoint = {
         "epoch": epoch,
         "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
+        "optimizer": None if optimizer is None else optimizer.state_dict(),
         "scheduler": None if scheduler is None else scheduler.state_dict(),
         "scaler": None if scaler is None else scaler.state_dict(),
         "rng": _rng_state(_as_loaders(loader)),
@@ -347,7 +347,7 @@ def load_checkpoint(
     in ``torch.load``.
     """
     checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    for name, part in (("scheduler", scheduler), ("scaler", scaler)):
+    for name, part in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
         saved = checkpoint.get(name)
         if saved is None and part is not None:
             raise ValueError(
@@ -360,7 +360,8 @@ def load_checkpoint(
                 f"the run that saved it did and pass it, or the run does not continue as it was."
             )
     model.load_state_dict(checkpoint["model"])
-    optimizer.load_state_dict(checkpoint["optimizer"])
+    if optimizer is not None:
+        optimizer.load_state_dict(checkpoint["optimizer"])
     if scheduler is not None:
         scheduler.load_state_dict(checkpoint["scheduler"])
     if scaler is not None:

@@ -30,8 +30,11 @@ class RunLog:
         self._file = open(self.path, "a", encoding="utf-8")
 
     def write(self, **row) -> dict:
-        """Write one epoch's numbers (plain ints, floats, strings; tensors are turned into floats)."""
-        clean = {key: _plain(value) for key, value in row.items()}
+        """Write one epoch's numbers: plain ints, floats, bools, strings and None; one-number
+        tensors and NumPy scalars (``np.mean(losses)``, ``np.float32``, ``np.int64``) are
+        turned into plain numbers. Anything else is refused, naming the key, before a line is
+        written: a log that stops mid-training, or a row that reads back as text, is worse."""
+        clean = {key: _plain(key, value) for key, value in row.items()}
         self._file.write(json.dumps(clean) + "\n")
         self._file.flush()  # the line is in the file now, not in a buffer that a crash loses
         return clean
@@ -47,12 +50,23 @@ class RunLog:
         return False
 
 
-def _plain(value):
-    if isinstance(value, torch.Tensor):
+def _plain(key: str, value):
+    if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
+        # A NumPy scalar (np.float64 is a float subclass, but json would write np.float32 as
+        # an error and repr(np.float64(nan)) as "np.float64(nan)") or a one-number array/tensor.
+        size = getattr(value, "numel", None)
+        count = size() if callable(size) else getattr(value, "size", 1)
+        if count != 1:
+            raise TypeError(f"RunLog.write: {key}= holds {count} numbers; log one number per key "
+                            f"(e.g. {key}=values.mean().item())")
         value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)  # JSON has no nan or inf; "nan" stays readable and visible
-    return value
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        # JSON has no nan or inf; "nan" stays readable and visible, and read_log turns it back.
+        return repr(float(value)) if not math.isfinite(value) else float(value)
+    raise TypeError(f"RunLog.write: {key}= is a {type(value).__name__}; log plain numbers, strings "
+                    "or bools (one per key)")
 
 
 def read_log(path) -> list[dict]:

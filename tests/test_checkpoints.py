@@ -320,3 +320,19 @@ def test_cuda_random_numbers_continue_after_a_restore():
     torch.rand(100, device="cuda")  # the generator moves on
     checkpoints.restore_rng_state(state)
     assert torch.equal(torch.rand(4, device="cuda"), expected)
+
+
+def test_a_run_without_an_optimizer_saves_and_resumes_and_a_mismatch_is_named(tmp_path):
+    from course_utils.checkpoints import load_checkpoint, save_checkpoint
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    path = save_checkpoint(tmp_path / "ckpt.pt", 4, model, None)
+    fresh = torch.nn.Linear(3, 2)
+    assert load_checkpoint(path, fresh, None) == 5
+    assert torch.equal(fresh.weight, model.weight)
+    with pytest.raises(ValueError, match="holds no optimizer state"):
+        load_checkpoint(path, fresh, torch.optim.SGD(fresh.parameters(), lr=0.1))
+    with_optimizer = save_checkpoint(tmp_path / "with.pt", 0, model, torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(ValueError, match="holds the optimizer's state, but no optimizer was given"):
+        load_checkpoint(with_optimizer, fresh, None)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from course_utils import run_log
+from course_utils.run_log import RunLog, read_log
 from course_utils.plots import plot_curves
 
 
@@ -65,3 +66,30 @@ def test_cuda_peak_memory_is_this_epochs_own():
     # the peak was reset at the start: the epoch's 16 MB, not the 256 MB before it
     assert 16 * 2**20 <= timer.peak_memory_bytes < 256 * 2**20
     assert timer.seconds >= 0
+
+
+def test_numpy_scalars_are_written_as_plain_numbers_and_nan_reads_back(tmp_path):
+    import numpy as np
+
+    path = tmp_path / "log.jsonl"
+    with RunLog(path) as log:
+        log.write(epoch=np.int64(0), train_loss=np.mean([np.nan]), val_loss=np.float32(0.5),
+                  lr=np.float64(0.1), done=np.bool_(True), accuracy=torch.tensor(0.25))
+    line = path.read_text().strip()
+    assert "np." not in line, line
+    (row,) = read_log(path)
+    assert row["epoch"] == 0 and type(row["epoch"]) is int
+    assert math.isnan(row["train_loss"]) and row["val_loss"] == 0.5 and row["lr"] == 0.1
+    assert row["done"] is True and row["accuracy"] == 0.25
+
+
+def test_a_value_that_is_not_one_number_is_refused_before_the_line_is_written(tmp_path):
+    import numpy as np
+
+    path = tmp_path / "log.jsonl"
+    with RunLog(path) as log:
+        for bad, says in ((np.array([1.0, 2.0]), "holds 2 numbers"), (torch.ones(3), "holds 3 numbers"),
+                          ({"a": 1}, "is a dict")):
+            with pytest.raises(TypeError, match=says):
+                log.write(epoch=0, loss=bad)
+    assert path.read_text() == ""
