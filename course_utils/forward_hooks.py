@@ -1,36 +1,101 @@
 """One forward pass watched by hooks: the machinery ``shape_trace`` and ``nonfinite`` share.
 
 ``_Tracer`` puts a pre-hook and a forward hook on every module of a model, runs one forward
-pass under ``torch.no_grad()`` with the buffers put back afterwards, and records each module
-call (``_Call``) in the order they started; subclasses say what to record on entry and exit.
-The helpers above it turn a call's arguments and results into shapes and labelled tensors.
+pass in the grad mode the caller is in (``torch.no_grad()`` would change what is observed:
+``nn.TransformerEncoder`` takes its nested-tensor fast path only without autograd), and puts
+back afterwards what the pass changed: buffers, train/eval modes, grad mode and the random
+number generators (dropout, ``randn_like``). It records each module call (``_Call``) in the
+order they started; subclasses say what to record on entry and exit. The helpers above it
+turn a call's arguments and results into shapes and labelled tensors: nested tensors,
+``PackedSequence``, dataclasses, namedtuples, dicts, tuples and lists included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
+import warnings
 from typing import Iterator
 
 import torch
 
 from course_utils.describe import _describe_other
+from course_utils.env import random_state_preserved
 
 MODEL = "(model)"  # the name the model itself goes by; its submodules keep their dotted names
 _MAX_ITEMS = 4  # a tuple or list with more elements shows the first few and a count
 _MAX_DEPTH = 4  # nesting deeper than this is summarised, not walked
 
 
+def _uninitialized(t: torch.Tensor) -> bool:
+    """A lazy module's parameter or buffer before its first forward: it has no shape or values."""
+    return isinstance(t, torch.nn.parameter.UninitializedTensorMixin)
+
+
+def _nested_sizes(t: torch.Tensor) -> list[tuple[int, ...]] | None:
+    """The shapes of a nested tensor's components, or None when they cannot be read."""
+    try:
+        return [tuple(c.shape) for c in t.unbind()]
+    except Exception:
+        return None
+
+
+def _nested_text(t: torch.Tensor) -> str:
+    """``nested [(5, 16), (3, 16)]``: a nested tensor's components, which differ in shape."""
+    sizes = _nested_sizes(t)
+    if sizes is None:
+        return "nested tensor"
+    shown = [str(s) for s in sizes[:_MAX_ITEMS]]
+    if len(sizes) > _MAX_ITEMS:
+        shown[-1:] = [f"… {len(sizes)} tensors"]
+    return "nested [" + ", ".join(shown) + "]"
+
+
+def _tensor_shape(t: torch.Tensor) -> tuple[int, ...]:
+    """A tensor's shape; for a nested tensor, -1 where its components differ."""
+    if not t.is_nested:
+        return tuple(t.shape)
+    sizes = _nested_sizes(t)
+    if not sizes:
+        return ()
+    dims = zip(*sizes) if len({len(s) for s in sizes}) == 1 else []
+    return (len(sizes), *(d[0] if len(set(d)) == 1 else -1 for d in dims))
+
+
+def _is_packed(value: object) -> bool:
+    return isinstance(value, torch.nn.utils.rnn.PackedSequence)
+
+
+def _is_dataclass(value: object) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
 def _shape_text(value: object, depth: int = 0) -> str:
     """A value as its shapes: ``(8, 3, 32, 32)``; tuples, lists and dicts keep their brackets."""
     if isinstance(value, torch.Tensor):
-        return str(tuple(value.shape))
-    if depth >= _MAX_DEPTH and isinstance(value, (tuple, list, dict)):
+        if _uninitialized(value):
+            return "uninitialized"
+        return _nested_text(value) if value.is_nested else str(tuple(value.shape))
+    if _is_packed(value):
+        sizes = value.batch_sizes.tolist()
+        shown = ", ".join(map(str, sizes[:8])) + (f", … {len(sizes)} steps" if len(sizes) > 8 else "")
+        return f"PackedSequence(data={_shape_text(value.data)}, batch_sizes=[{shown}])"
+    nested = isinstance(value, (tuple, list, dict)) or _is_dataclass(value)
+    if depth >= _MAX_DEPTH and nested:
         return _describe_other(value)
     if isinstance(value, dict):
         items = [f"{k}: {_shape_text(v, depth + 1)}" for k, v in list(value.items())[:_MAX_ITEMS]]
         more = [f"… {len(value)} items"] if len(value) > _MAX_ITEMS else []
         return "{" + ", ".join(items + more) + "}"
+    if _is_dataclass(value) or (isinstance(value, tuple) and hasattr(value, "_fields")):
+        names = (
+            [f.name for f in dataclasses.fields(value)]
+            if _is_dataclass(value) else list(value._fields)
+        )
+        items = [f"{n}={_shape_text(getattr(value, n), depth + 1)}" for n in names[:_MAX_ITEMS]]
+        more = [f"… {len(names)} fields"] if len(names) > _MAX_ITEMS else []
+        return f"{type(value).__name__}(" + ", ".join(items + more) + ")"
     if isinstance(value, (tuple, list)):
         shown = value if len(value) <= _MAX_ITEMS else value[: _MAX_ITEMS - 1]
         items = [_shape_text(v, depth + 1) for v in shown]
@@ -51,13 +116,28 @@ def _arguments_text(args: tuple, kwargs: dict) -> str:
 
 
 def _labelled(value: object, label: str, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor in ``value`` with where it sits: ``output``, ``output[0]``, ``output['x']``."""
+    """Every tensor in ``value`` with where it sits: ``output``, ``output[0]``, ``output['x']``.
+
+    A dataclass's or namedtuple's fields go by name (``output.logits``); a ``PackedSequence``
+    by its data (``output.data``), its batch sizes being bookkeeping, not values.
+    """
     if isinstance(value, torch.Tensor):
-        yield label, value
-    elif depth < _MAX_DEPTH and isinstance(value, dict):
+        if not _uninitialized(value):
+            yield label, value
+    elif _is_packed(value):
+        yield f"{label}.data", value.data
+    elif depth >= _MAX_DEPTH:
+        return
+    elif isinstance(value, dict):
         for k, v in value.items():
             yield from _labelled(v, f"{label}[{k!r}]", depth + 1)
-    elif depth < _MAX_DEPTH and isinstance(value, (tuple, list)):
+    elif _is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _labelled(getattr(value, f.name, None), f"{label}.{f.name}", depth + 1)
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):
+        for name in value._fields:
+            yield from _labelled(getattr(value, name), f"{label}.{name}", depth + 1)
+    elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
             yield from _labelled(v, f"{label}[{i}]", depth + 1)
 
@@ -90,7 +170,14 @@ def _buffers_kept(model: torch.nn.Module):
         (module, name, buffer, buffer.detach().clone())
         for module in model.modules()
         for name, buffer in module._buffers.items()
-        if buffer is not None
+        if buffer is not None and not _uninitialized(buffer)
+    ]
+    # A lazy module's buffers (LazyBatchNorm's statistics) get their first values in the pass;
+    # statistics are then started afresh, as the first real forward would find them.
+    lazy = [
+        module
+        for module in model.modules()
+        if any(b is not None and _uninitialized(b) for b in module._buffers.values())
     ]
     try:
         yield
@@ -100,6 +187,26 @@ def _buffers_kept(model: torch.nn.Module):
                 if module._buffers.get(name) is not buffer:
                     module._buffers[name] = buffer
                 buffer.copy_(copy)
+            for module in lazy:
+                reset = getattr(module, "reset_running_stats", None)
+                if callable(reset) and not any(
+                    b is not None and _uninitialized(b) for b in module._buffers.values()
+                ):
+                    reset()
+
+
+@contextlib.contextmanager
+def _state_kept(model: torch.nn.Module):
+    """Put back the modes (train/eval, grad) and random generators a forward may change."""
+    modes = [(module, module.training) for module in model.modules()]
+    grad = torch.is_grad_enabled()
+    try:
+        with random_state_preserved():
+            yield
+    finally:
+        torch.set_grad_enabled(grad)
+        for module, training in modes:
+            module.training = training
 
 
 class _Call:
@@ -167,7 +274,8 @@ class _Tracer:
                     module.register_forward_pre_hook(self._pre_hook(name), with_kwargs=True)
                 )
                 handles.append(module.register_forward_hook(self._post_hook, always_call=True))
-            with torch.no_grad(), _buffers_kept(self.model):
+            # No torch.no_grad(): it would send nn.TransformerEncoder down its fast path.
+            with _state_kept(self.model), _buffers_kept(self.model):
                 try:
                     self.model(*args, **kwargs)
                 except Exception as error:  # shown in the result, not raised: a cell shows it
@@ -186,7 +294,7 @@ class _Tracer:
                 parent.children += 1
             self.calls.append(call)
             self.open.append(call)
-            self.enter(call, args, kwargs)
+            self._watch(self.enter, call, args, kwargs)
 
         return hook
 
@@ -206,13 +314,31 @@ class _Tracer:
         call.returned = True
         if call.parent is not None:
             call.parent.last_child = call
-        self.exit(call, output)
+        self._watch(self.exit, call, output)
+
+    @staticmethod
+    def _watch(record, call: _Call, *args) -> None:
+        """Record what a hook sees, off the autograd graph; a tool's failure never breaks the model."""
+        try:
+            with torch.no_grad():
+                record(call, *args)
+        except Exception as error:  # noqa: BLE001 - shown as the tool's own, not the model's
+            call.facts.setdefault("hook_error", error)
 
     def _finish(self) -> None:
         """Tell the call where the pass failed from calls whose exception the model caught."""
         for call in self.calls:
             if call.raised is not None and call.raised is not self.error:
                 call.caught = True
+        failed = [c for c in self.calls if "hook_error" in c.facts]
+        if failed:  # the tool's own failure: said, not hidden, and not blamed on the model
+            first = failed[0]
+            warnings.warn(
+                f"could not record {len(failed)} module call(s), the first "
+                f"{_who(first.label, first.type)}: {_error_text(first.facts['hook_error'])}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     @property
     def failed(self) -> _Call | None:

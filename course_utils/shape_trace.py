@@ -22,7 +22,9 @@ from course_utils.forward_hooks import (
     _error_text,
     _labelled,
     _shape_text,
+    _tensor_shape,
     _Tracer,
+    _uninitialized,
     _who,
 )
 
@@ -199,10 +201,10 @@ def _kinds_cell(arguments: list[torch.Tensor], weights: list[torch.Tensor], what
 class _ShapeTracer(_Tracer):
     def enter(self, call, args, kwargs):
         tensors = [t for _, t in _arguments(args, kwargs)]
-        weights = list(call.module.parameters(recurse=False))
+        weights = [w for w in call.module.parameters(recurse=False) if not _uninitialized(w)]
         call.facts.update(
             inputs=_arguments_text(args, kwargs),
-            input_shapes=tuple(tuple(t.shape) for t in tensors),
+            input_shapes=tuple(_tensor_shape(t) for t in tensors),
             dtype=_kinds_cell(tensors, weights, "dtype"),
             device=_kinds_cell(tensors, weights, "device"),
         )
@@ -210,7 +212,7 @@ class _ShapeTracer(_Tracer):
     def exit(self, call, output):
         call.facts.update(
             output=_shape_text(output),
-            output_shapes=tuple(tuple(t.shape) for _, t in _labelled(output, "output")),
+            output_shapes=tuple(_tensor_shape(t) for _, t in _labelled(output, "output")),
         )
 
 
@@ -223,9 +225,15 @@ def shape_trace(model: torch.nn.Module, *inputs: object, **kwargs: object) -> Sh
     code between layers (``torch.flatten``, ``torch.cat``... in a ``forward``) belongs to the
     module whose ``forward`` holds that code, after the layer that ran last.
 
-    The pass runs under ``torch.no_grad()`` in whatever mode the model is in (``train()`` or
-    ``eval()`` is left as it is); buffers such as BatchNorm's running statistics are put back
-    afterwards, and the hooks are removed whatever happens. Nothing is moved to another device.
+    The pass runs in whatever mode the model is in (``train()`` or ``eval()``) and the grad
+    mode the caller is in (under ``torch.no_grad()``, ``nn.TransformerEncoder`` in eval mode
+    takes its fast path, and its layers then get nested tensors, shown as ``nested [...]``;
+    torch runs a ``TransformerEncoderLayer`` with hooks on it layer by layer, not as one fused
+    kernel, so its submodules show up: the same computation).
+    Afterwards the modes, the random generators (dropout draws numbers) and buffers such as
+    BatchNorm's running statistics are put back, and the hooks are removed whatever happens.
+    A lazy module (``nn.LazyLinear``) gets its weights in the pass, as it would in the first
+    forward. Nothing is moved to another device.
     """
     tracer = _ShapeTracer(model)
     tracer.run(inputs, kwargs)
@@ -252,12 +260,12 @@ def _layer_call(c: _Call, failed: _Call | None, error: Exception | None) -> Laye
         type=c.type,
         depth=c.depth,
         call=c.call,
-        inputs=f["inputs"],
-        output=f.get("output") if c.returned else None,
-        input_shapes=f["input_shapes"],
+        inputs=f.get("inputs", "?"),
+        output=f.get("output", "?") if c.returned else None,
+        input_shapes=f.get("input_shapes", ()),
         output_shapes=f.get("output_shapes", ()) if c.returned else (),
-        dtype=f["dtype"],
-        device=f["device"],
+        dtype=f.get("dtype", "-"),
+        device=f.get("device", "-"),
         leaf=c.children == 0,
         error=_error_text(error) if c is failed and error is not None else None,
         caught=c.caught,
