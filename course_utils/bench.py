@@ -12,9 +12,10 @@ already has for measuring itself and print what they found in plain units:
   autograd keeps for the backward pass. This is the memory a graph holds alive, and unlike the
   allocator's statistics it can be measured on every device, the CPU included.
 - ``peak_memory``: the CUDA allocator's own peak statistics, or on the CPU the allocation events
-  that ``torch.profiler`` records.
-- ``memory_budget``: where the memory of a training step goes (parameters, gradients, optimizer
-  state, activations), each part counted from the tensors themselves, on every device.
+  that ``torch.profiler`` records (with the frees of older tensors it cannot see put back).
+- ``memory_budget``: where the memory of a training step goes (parameters, buffers, gradients,
+  optimizer state, activations), each part counted from the tensors themselves, on every
+  device; on the ``meta`` device it estimates a model too large to build, allocating nothing.
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ def _accelerator_synchronize() -> Callable[[], None] | None:
 STEADY_SPREAD = 0.10
 """A timing is steady when its interquartile range is at most this share of its median."""
 
+MIN_MEASUREMENTS_FOR_SPREAD = 3
+"""Quartiles of fewer timed measurements than this mean nothing: the spread is then unknown."""
+
 NOISE_VERDICTS = ("faster", "slower", "same within noise", "too noisy")
 
 
@@ -134,11 +138,21 @@ class Timing:
         return self.iqr / self.median if self.median > 0 else float("inf")
 
     @property
+    def spread_known(self) -> bool:
+        """False below ``MIN_MEASUREMENTS_FOR_SPREAD`` measurements: then not steady, not noisy."""
+        return self.measurements >= MIN_MEASUREMENTS_FOR_SPREAD
+
+    @property
     def steady(self) -> bool:
-        return self.spread <= STEADY_SPREAD
+        return self.spread_known and self.spread <= STEADY_SPREAD
 
     def __str__(self) -> str:
         prefix = f"{self.label}: " if self.label else ""
+        if not self.spread_known:
+            return (
+                f"{prefix}{format_seconds(self.median)} ({self.runs:,} runs in {self.measurements} "
+                "timed measurements: too few to know the spread, so neither steady nor noisy)"
+            )
         noisy = "" if self.steady else f"; too noisy to trust: spread {self.spread:.0%}"
         return (
             f"{prefix}{format_seconds(self.median)} "
@@ -283,19 +297,24 @@ class Comparison:
                 name,
                 format_seconds(timing.median),
                 format_seconds(timing.iqr, unit_of=timing.median),
-                f"{timing.spread:.0%}" + ("" if timing.steady else " noisy"),
+                "unknown"
+                if not timing.spread_known
+                else f"{timing.spread:.0%}" + ("" if timing.steady else " noisy"),
                 f"{self.ratio(name, first):.2f}×",
             )
             for name, timing in self.timings.items()
         ]
 
     def _noise_note(self) -> str:
-        noisy = [name for name, timing in self.timings.items() if not timing.steady]
+        noisy = [n for n, t in self.timings.items() if t.spread_known and not t.steady]
         if not noisy:
             return ""
+        # The same rule as verdict(): a noisy row's ratio alone proves nothing, but a difference
+        # larger than every measurement's spread still stands (the conclusion line says which).
         return (
-            f"noisy: {', '.join(noisy)} (spread above {STEADY_SPREAD:.0%}); "
-            "do not read a conclusion into those rows on this machine"
+            f"noisy: {', '.join(noisy)} (spread above {STEADY_SPREAD:.0%}): the ratio alone proves "
+            "nothing; a difference counts only where every measurement of one lies beyond every "
+            "measurement of the other"
         )
 
     def __str__(self) -> str:
@@ -339,17 +358,37 @@ class SavedTensors:
         return f"{self.count} {noun}, {format_bytes(self.bytes)} kept for backward"
 
 
+_SPARSE_PARTS = {
+    torch.sparse_coo: ("_indices", "_values"),
+    torch.sparse_csr: ("crow_indices", "col_indices", "values"),
+    torch.sparse_csc: ("ccol_indices", "row_indices", "values"),
+    torch.sparse_bsr: ("crow_indices", "col_indices", "values"),
+    torch.sparse_bsc: ("ccol_indices", "row_indices", "values"),
+}
+
+
 def _storage_key_and_bytes(t: torch.Tensor) -> tuple[object, int]:
     """Identify the memory a saved tensor keeps alive, and its size.
 
     A view keeps its whole base alive, so the size is the storage's ``nbytes()``, not the view's
-    ``numel * element_size``; two saved views of one storage count once. Tensors without a plain
-    storage (sparse, some subclasses) fall back to ``numel * element_size`` and count on their own.
+    ``numel * element_size``; two saved views of one storage count once. A storage is known by
+    its address; where there is none (``meta`` tensors, which have shapes but no memory, all
+    report address 0) by the identity of the storage object itself, so that two meta tensors
+    count apart and a tied meta weight counts once. A sparse tensor occupies its indices and
+    values, not its dense size. Tensors without a plain storage (some subclasses) fall back to
+    ``numel * element_size`` and count on their own.
     """
+    parts = _SPARSE_PARTS.get(t.layout)
+    if parts is not None:
+        pieces = [getattr(t, name)() for name in parts]
+        return ("sparse", id(t)), sum(p.numel() * p.element_size() for p in pieces)
     try:
         storage = t.untyped_storage()
-        return (t.device, storage.data_ptr()), storage.nbytes()
-    except (RuntimeError, NotImplementedError):
+        address = storage.data_ptr()
+        if address == 0 and storage.nbytes() > 0:  # meta: no address, the storage is the identity
+            return (t.device, "storage", storage._cdata), storage.nbytes()
+        return (t.device, address), storage.nbytes()
+    except (RuntimeError, NotImplementedError, AttributeError):
         return id(t), t.numel() * t.element_size()
 
 
@@ -447,40 +486,136 @@ def _mps_difference(fn: Callable[[], object]) -> MemoryPeak:
 def _cpu_peak(fn: Callable[[], object]) -> MemoryPeak:
     """Replay the profiler's allocation events (+bytes, -bytes) and keep the highest running sum.
 
-    The sum starts at zero, so tensors that existed before ``fn`` do not count, and freeing one
-    of them can take the sum below zero; the peak is never reported below zero. It counts what
-    PyTorch's CPU allocator hands out, byte for byte; memory that NumPy or Python allocate is
-    not seen.
+    The sum starts at zero, so tensors that existed before ``fn`` do not count. The profiler
+    records no free of memory allocated before it started (torch warns: "will not include the
+    deallocation event"), so replacing an old tensor, or a step that drops old gradients, would
+    look like new memory. Those frees are put back: every CPU tensor Python can reach before
+    the call (and its ``.grad``) is watched, and when its memory is freed during the call a
+    free of its size is replayed at that moment. Memory held only inside C++ (never seen by
+    Python) that was allocated before the call and freed during it is still not seen. The peak
+    is never reported below zero. It counts what PyTorch's CPU allocator hands out, byte for
+    byte; memory that NumPy or Python allocate is not seen.
     """
     from torch.profiler import ProfilerActivity, profile
 
     # Recent Kineto builds print "profiler_start/stop" lines on every run; they would land in
     # the notebook. Only a default: a learner who set KINETO_LOG_LEVEL keeps their choice.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    # Garbage from before (tensors in reference cycles) would otherwise be collected at some
+    # random moment inside fn, and its free would count as fn's doing.
+    import gc
+
+    gc.collect()
+    watch = _OlderTensors()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = fn()
-        del result
+        watch.start()
+        try:
+            result = fn()
+            del result
+        finally:
+            watch.stop()
     running = peak = 0
-    for delta in _cpu_memory_deltas(prof):
+    for delta in _cpu_memory_deltas(prof, watch):
         running += delta
         peak = max(peak, running)
     return MemoryPeak(peak, "CPU memory events recorded by torch.profiler")
 
 
-def _cpu_memory_deltas(prof) -> list[int]:
+_FREE_MARK = "course_utils.bench: free of older memory #"
+
+
+class _OlderTensors:
+    """The CPU tensors that exist before a measurement, so that their frees can be replayed.
+
+    Each storage is watched through a weak reference; a finalizer on every Python tensor that
+    uses it marks, in the profiler's own timeline, the moment the tensor goes. A storage that
+    is gone by the end was freed at its last mark.
+    """
+
+    def __init__(self) -> None:
+        import gc
+
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self.storages: dict[int, tuple[object, int]] = {}
+        self.finalizers: list = []
+        self.freed: dict[int, int] = {}
+        tensors = []
+        for obj in gc.get_objects():
+            # type(), not isinstance(): isinstance reads __class__, which lazy modules answer
+            # with deprecation warnings.
+            if issubclass(type(obj), torch.Tensor):
+                tensors.append(obj)
+                try:
+                    grad = obj.grad if obj.is_leaf else None
+                except Exception:  # noqa: BLE001 - a tensor subclass that cannot say: skip it
+                    grad = None
+                if grad is not None:
+                    tensors.append(grad)
+        for t in tensors:
+            try:
+                if t.device.type != "cpu" or t.layout != torch.strided:
+                    continue
+                storage = t.untyped_storage()
+                address, nbytes = storage.data_ptr(), storage.nbytes()
+            except (RuntimeError, NotImplementedError, AttributeError):
+                continue
+            if address == 0 or nbytes == 0:
+                continue
+            if address not in self.storages:
+                self.storages[address] = (StorageWeakRef(storage), nbytes)
+            self.finalizers.append((t, address))
+        del tensors
+
+    def start(self) -> None:
+        import weakref
+
+        pending, self.finalizers = self.finalizers, []
+        for t, address in pending:
+            try:
+                self.finalizers.append(weakref.finalize(t, self._gone, address))
+            except TypeError:
+                continue
+        del pending
+
+    def _gone(self, address: int) -> None:
+        with torch.profiler.record_function(f"{_FREE_MARK}{address}"):
+            pass
+
+    def stop(self) -> None:
+        for finalizer in self.finalizers:
+            finalizer.detach()
+        self.finalizers = []
+        self.freed = {
+            address: nbytes for address, (ref, nbytes) in self.storages.items() if ref.expired()
+        }
+
+
+def _cpu_memory_deltas(prof, older: _OlderTensors | None = None) -> list[int]:
     """Each CPU allocation (+) and free (-) in bytes, in the order they happened.
 
     ``prof.events()`` is no use here: it adds each allocation into the operator it happened in,
     so an operator's temporary buffers cancel out and the order inside it is lost. The raw
     Kineto results that ``events()`` is built from keep one ``[memory]`` record per event.
+    With ``older``, the frees of memory allocated before the profiler started (which it does
+    not record) are put back at the last mark of each freed storage.
     """
-    records = [
-        event
-        for event in prof.profiler.kineto_results.events()
-        if event.name() == "[memory]" and event.device_type() == torch.autograd.DeviceType.CPU
-    ]
-    records.sort(key=lambda event: event.start_ns())
-    return [event.nbytes() for event in records]
+    records = []
+    last_mark: dict[int, object] = {}
+    for event in prof.profiler.kineto_results.events():
+        name = event.name()
+        if name == "[memory]" and event.device_type() == torch.autograd.DeviceType.CPU:
+            records.append((event.start_ns(), event.nbytes()))
+        elif older is not None and name.startswith(_FREE_MARK):
+            address = int(name[len(_FREE_MARK):])
+            if address in older.freed:
+                start = event.start_ns()
+                if address not in last_mark or start >= last_mark[address]:
+                    last_mark[address] = start
+    if older is not None:
+        records.extend((start, -older.freed[address]) for address, start in last_mark.items())
+    records.sort(key=lambda record: record[0])
+    return [nbytes for _, nbytes in records]
 
 
 # --- where the memory of training goes ------------------------------------------------------
@@ -508,12 +643,21 @@ def optimizer_state_tensors(optimizer) -> list[torch.Tensor]:
     """
     if optimizer is None:
         return []
-    return [
-        value
-        for state in optimizer.state.values()
-        for value in state.values()
-        if isinstance(value, torch.Tensor)
-    ]
+    found: list[torch.Tensor] = []
+    _collect_tensors(list(optimizer.state.values()), found)
+    return found
+
+
+def _collect_tensors(value, found: list[torch.Tensor]) -> None:
+    """Every tensor inside nested lists, tuples and dicts (LBFGS keeps lists: ``old_dirs``)."""
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect_tensors(item, found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect_tensors(item, found)
 
 
 _BUDGET_HEADER = ("part", "size", "bytes", "share", "grows with batch")
@@ -524,11 +668,12 @@ class MemoryBudget:
     """The memory one training step needs, part by part, counted from the tensors themselves.
 
     ``activations`` is what autograd saved for the backward pass during the forward pass and
-    the loss, parameters excluded (they are counted once, as parameters); it includes the
-    input batch when the first layer needs it for its weight gradient, and under autocast the
-    lower-precision copies of the weights that the matrix products keep. Temporary buffers that
-    an operation frees before it returns are not in any part: a device's measured peak is
-    higher than ``total`` by those.
+    the loss, parameters and buffers excluded (they are counted once, in their own rows); it
+    includes the input batch when the first layer needs it for its weight gradient, and under
+    autocast the lower-precision copies of the weights that the matrix products keep. Temporary
+    buffers that an operation frees before it returns are not in any part: a device's measured
+    peak is higher than ``total`` by those. ``buffers`` are the module's buffers (BatchNorm's
+    running statistics): fixed, like the parameters, not growing with the batch.
     """
 
     parameters: int
@@ -538,41 +683,66 @@ class MemoryBudget:
     # Parts that do not exist yet (gradients before the first backward(), Adam's state before
     # the first step()): their size is what that call will allocate, worked out, not counted.
     not_yet: tuple[str, ...] = ()
+    buffers: int = 0
+    # Parts whose size could not be found (the state of an optimizer that cannot be stepped
+    # without a closure, before its first step): shown as "unknown", counted as 0 in the sums.
+    unknown: tuple[str, ...] = ()
 
     @property
     def fixed(self) -> int:
-        """What does not depend on the batch size: parameters, gradients, optimizer state."""
-        return self.parameters + self.gradients + self.optimizer_state
+        """What does not depend on the batch: parameters, buffers, gradients, optimizer state."""
+        return self.parameters + self.buffers + self.gradients + self.optimizer_state
 
     @property
     def total(self) -> int:
         return self.fixed + self.activations
 
     def parts(self) -> dict[str, int]:
-        return {
-            "parameters": self.parameters,
-            "gradients": self.gradients,
-            "optimizer state": self.optimizer_state,
-            "activations": self.activations,
-        }
+        """Bytes per part; ``buffers`` only when the model has some."""
+        parts = {"parameters": self.parameters}
+        if self.buffers:
+            parts["buffers"] = self.buffers
+        parts.update(
+            {
+                "gradients": self.gradients,
+                "optimizer state": self.optimizer_state,
+                "activations": self.activations,
+            }
+        )
+        return parts
 
     def _rows(self) -> list[tuple[str, str, str, str, str]]:
         total = self.total
         rows = []
         for name, nbytes in self.parts().items():
-            share = f"{100 * nbytes / total:.1f} %" if total else "-"
             grows = "yes" if name == "activations" else "no"
+            if name in self.unknown:
+                rows.append((f"{name} (unknown)", "unknown", "unknown", "-", grows))
+                continue
+            share = f"{100 * nbytes / total:.1f} %" if total else "-"
             label = f"{name} (not yet)" if name in self.not_yet else name
             rows.append((label, format_bytes(nbytes), f"{nbytes:,}", share, grows))
-        rows.append(("total", format_bytes(total), f"{total:,}", "100.0 %" if total else "-", ""))
+        label = "total (without unknown parts)" if self.unknown else "total"
+        rows.append((label, format_bytes(total), f"{total:,}", "100.0 %" if total else "-", ""))
         return rows
 
     def _not_yet_note(self) -> str:
-        if not self.not_yet:
-            return ""
-        by = {"gradients": "the first backward()", "optimizer state": "the first step()"}
-        parts = "; ".join(f"{name} by {by.get(name, 'a later call')}" for name in self.not_yet)
-        return f"not yet allocated, shown at the size that will be: {parts}"
+        notes = []
+        if self.not_yet:
+            by = {"gradients": "the first backward()", "optimizer state": "the first step()"}
+            parts = "; ".join(f"{name} by {by.get(name, 'a later call')}" for name in self.not_yet)
+            notes.append(f"not yet allocated, shown at the size that will be: {parts}")
+        if "optimizer state" in self.unknown:
+            notes.append(
+                "optimizer state unknown: this optimizer makes its state on its first step(), and "
+                "a twin of it could not be stepped to measure it (it needs a closure, another "
+                "argument, or sparse gradients); it is not 0 B. Call memory_budget again after "
+                "one real step to count it."
+            )
+        other = [name for name in self.unknown if name != "optimizer state"]
+        if other:
+            notes.append(f"unknown: {', '.join(other)}")
+        return "\n".join(notes)
 
     def __str__(self) -> str:
         rows = [_BUDGET_HEADER, *self._rows()]
@@ -599,7 +769,7 @@ class MemoryBudget:
             for name, *cells in self._rows()
         )
         note = self._not_yet_note()
-        caption = f"<p>{html.escape(note)}</p>" if note else ""
+        caption = "".join(f"<p>{html.escape(line)}</p>" for line in note.splitlines())
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}"
 
 
@@ -609,56 +779,98 @@ def _state_a_first_step_makes(optimizer) -> int | None:
     Optimizers such as Adam make their state lazily, so before the first step there is nothing
     to count. A twin optimizer of the same class and settings takes one step on zero-filled
     stand-ins of the parameters (with zero gradients) and its state is counted; the model and
-    the real optimizer are not touched. ``None`` when the twin cannot be built or stepped
-    (an optimizer that needs a closure, or a constructor with other arguments).
+    the real optimizer are not touched. The stand-ins are ``meta`` tensors first (shapes without
+    memory: nothing real is allocated), and real zeros only when the twin cannot step on meta.
+    ``None`` when the twin cannot be built or stepped (an optimizer that needs a closure, a
+    constructor with other arguments, one that needs sparse gradients).
     """
-    groups = []
-    for group in optimizer.param_groups:
-        stand_ins = []
-        for p in group["params"]:
-            twin = torch.zeros_like(p, requires_grad=True)
-            if p.requires_grad:
-                twin.grad = torch.zeros_like(p)
-            stand_ins.append(twin)
-        groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": stand_ins})
-    try:
-        twin_optimizer = type(optimizer)(groups)
-        twin_optimizer.step()
-    except Exception:  # noqa: BLE001 - any optimizer we cannot imitate is reported as unknown
-        return None
-    return tensor_bytes(optimizer_state_tensors(twin_optimizer))
+    for device in ("meta", None):
+        groups = []
+        for group in optimizer.param_groups:
+            stand_ins = []
+            for p in group["params"]:
+                twin = torch.zeros_like(p, device=device, requires_grad=True)
+                if p.requires_grad:
+                    twin.grad = torch.zeros_like(p, device=device)
+                stand_ins.append(twin)
+            settings = {k: v for k, v in group.items() if k != "params"}
+            groups.append({**settings, "params": stand_ins})
+        try:
+            twin_optimizer = type(optimizer)(groups)
+            twin_optimizer.step()
+        except Exception:  # noqa: BLE001 - any optimizer we cannot imitate is reported as unknown
+            continue
+        return tensor_bytes(optimizer_state_tensors(twin_optimizer))
+    return None
 
 
 def memory_budget(
     model: torch.nn.Module, optimizer=None, loss_fn: Callable[[], torch.Tensor] | None = None
 ) -> MemoryBudget:
-    """Count the bytes of parameters, gradients, optimizer state and activations of ``model``.
+    """Count the bytes of parameters, buffers, gradients, optimizer state and activations.
 
-    With ``loss_fn`` (a function that runs the forward pass and returns the loss), this runs
-    one training step: the forward pass under ``saved_tensors_hooks`` to see the activations,
-    ``loss.backward()``, and ``optimizer.step()`` when there is an optimizer, because
-    gradients and optimizer state only exist after a step. Like any training step it changes
-    the weights. Without ``loss_fn`` it counts the tensors as they are now (activations 0);
-    gradients that no backward() has made yet, and optimizer state that no step() has made
-    yet (Adam makes it lazily), are given at the size those calls will allocate and listed in
-    ``not_yet``, rather than as 0 B.
+    With ``loss_fn`` (a function that runs the forward pass and returns the loss tensor), this
+    runs one training step: the forward pass under ``saved_tensors_hooks`` to see the
+    activations, ``loss.backward()``, and ``optimizer.step()`` when there is an optimizer,
+    because gradients and optimizer state only exist after a step. Like any training step it
+    changes the weights, and it allocates what a real step allocates, on the model's device.
+    Without ``loss_fn`` it counts the tensors as they are now (activations 0); gradients that
+    no backward() has made yet, and optimizer state that no step() has made yet (Adam makes it
+    lazily), are given at the size those calls will allocate and listed in ``not_yet``, rather
+    than as 0 B; a state that cannot be predicted is listed in ``unknown``, never shown as 0 B.
 
-    Every number is read from tensors, so it is exact on every device, the CPU included.
+    What is counted and what is estimated: every number is read from tensors (shapes, dtypes,
+    storages), so it is exact on every device, the CPU included. To estimate a model too large
+    to train here, build it on the ``meta`` device (``with torch.device("meta"): model = ...``,
+    inputs on meta too): meta tensors have shapes and no memory, so the same step runs and is
+    counted without allocating anything real. The state a first ``step()`` will make is worked
+    out on a twin optimizer over meta stand-ins (real zeros only if it cannot step on meta).
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            "memory_budget needs a torch.nn.Module as its first argument, "
+            f"got {type(model).__name__}"
+        )
+    if optimizer is not None and not hasattr(optimizer, "param_groups"):
+        raise TypeError(
+            "memory_budget's optimizer must be a torch.optim.Optimizer (or None), "
+            f"got {type(optimizer).__name__}"
+        )
+    if loss_fn is not None and not callable(loss_fn):
+        raise TypeError(
+            "memory_budget's loss_fn must be a function of no arguments that returns the loss, "
+            f"got {type(loss_fn).__name__}"
+        )
     params = [p for p in model.parameters()]
-    param_keys = {_storage_key_and_bytes(p)[0] for p in params}
+    buffers = [b for b in model.buffers()]
+    fixed_keys = {_storage_key_and_bytes(t)[0] for t in params + buffers}
     activations = 0
     if loss_fn is not None:
         saved: dict[object, tuple[torch.Tensor, int]] = {}
 
         def pack(t: torch.Tensor) -> torch.Tensor:
             key, nbytes = _storage_key_and_bytes(t)
-            if key not in param_keys:
+            if key not in fixed_keys:
                 saved.setdefault(key, (t, nbytes))
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             loss = loss_fn()
+        if not isinstance(loss, torch.Tensor):
+            saved.clear()
+            hint = ""
+            if isinstance(loss, (tuple, list)):
+                hint = f" of {len(loss)} (return only the loss, e.g. lambda: fn()[0])"
+            raise TypeError(
+                "memory_budget's loss_fn must return the loss as one tensor, got "
+                f"{type(loss).__name__}{hint}"
+            )
+        if loss.numel() != 1:
+            saved.clear()
+            raise ValueError(
+                "memory_budget's loss_fn must return a single-value loss, got shape "
+                f"{tuple(loss.shape)} (reduce it, e.g. .mean(), before returning it)"
+            )
         activations = sum(nbytes for _, nbytes in saved.values())
         saved.clear()
         loss.backward()
@@ -668,13 +880,16 @@ def memory_budget(
     gradients = tensor_bytes(p.grad for p in params)
     state = tensor_bytes(optimizer_state_tensors(optimizer))
     not_yet = []
+    unknown = []
     trained = [p for p in params if p.requires_grad]
     if trained and all(p.grad is None for p in trained):
         gradients = tensor_bytes(trained)  # backward() makes one gradient the size of each
         not_yet.append("gradients")
     if optimizer is not None and not optimizer.state:
         predicted = _state_a_first_step_makes(optimizer)
-        if predicted:  # plain SGD keeps no state: nothing is missing
+        if predicted is None:
+            unknown.append("optimizer state")
+        elif predicted:  # plain SGD keeps no state: nothing is missing
             state = predicted
             not_yet.append("optimizer state")
     return MemoryBudget(
@@ -683,4 +898,6 @@ def memory_budget(
         optimizer_state=state,
         activations=activations,
         not_yet=tuple(not_yet),
+        buffers=tensor_bytes(buffers),
+        unknown=tuple(unknown),
     )

@@ -26,10 +26,20 @@ class ParameterGradient:
     requires_grad: bool
     nan: int = 0  # values of ``.grad`` that are nan
     inf: int = 0  # values of ``.grad`` that are ±inf
+    # True for a ``meta`` parameter or gradient: shapes without values, so no norm can be known
+    # (grad_norm is then None and weight_norm nan, and ``has_grad`` says whether .grad exists).
+    meta: bool = False
+    has_grad: bool | None = None  # whether .grad exists; None: read it from grad_norm
+
+    @property
+    def gradient_exists(self) -> bool:
+        return self.has_grad if self.has_grad is not None else self.grad_norm is not None
 
     @property
     def note(self) -> str:
         """What a learner should notice about this gradient, or "" when nothing stands out."""
+        if self.meta:
+            return UNKNOWN_ON_META
         if self.grad_norm is None:
             if not self.requires_grad:
                 return "frozen (requires_grad=False)"
@@ -42,6 +52,8 @@ class ParameterGradient:
         return ""
 
 
+UNKNOWN_ON_META = "unknown (meta tensors have no values)"
+
 _GRAD_HEADER = ("parameter", "shape", "grad norm", "weight norm", "note")
 
 
@@ -51,11 +63,16 @@ class GradientNorms:
 
     model_type: str
     parameters: tuple[ParameterGradient, ...]
-    total: float  # what clip_grad_norm_ measures: the L2 norm of all gradients together
+    total: float  # what clip_grad_norm_ measures: the L2 norm of all gradients; nan on meta
 
     @property
     def without_grad(self) -> list[str]:
-        return [p.name for p in self.parameters if p.grad_norm is None]
+        return [p.name for p in self.parameters if not p.gradient_exists]
+
+    @property
+    def unknown(self) -> list[str]:
+        """Parameters on the ``meta`` device: their norms cannot be known."""
+        return [p.name for p in self.parameters if p.meta]
 
     @property
     def not_finite(self) -> list[str]:
@@ -77,8 +94,10 @@ class GradientNorms:
             [
                 p.name,
                 str(p.shape),
-                "no grad" if p.grad_norm is None else _number(p.grad_norm),
-                _number(p.weight_norm),
+                "unknown" if p.meta and p.gradient_exists
+                else "no grad" if p.grad_norm is None
+                else _number(p.grad_norm),
+                "unknown" if p.meta else _number(p.weight_norm),
                 p.note,
             ]
             for p in self.parameters
@@ -90,6 +109,11 @@ class GradientNorms:
             return f"{self.model_type} has no parameters"
         if with_grad == 0:
             return "no parameter has a gradient: call loss.backward() first"
+        if self.unknown:
+            return (
+                f"total grad norm {UNKNOWN_ON_META} over {with_grad} of {len(self.parameters)} "
+                f"parameters: {len(self.unknown)} are on the meta device"
+            )
         return (
             f"total grad norm {_number(self.total)} over {with_grad} of {len(self.parameters)} "
             "parameters (what clip_grad_norm_ measures)"
@@ -135,6 +159,11 @@ def gradient_norms(model: torch.nn.Module) -> GradientNorms:
     it is frozen, or the forward never used it (a layer defined but not called, or used through
     a detached tensor). ``total`` is the norm ``torch.nn.utils.clip_grad_norm_`` would measure
     (and clip to), over the parameters that have a gradient; a tied parameter counts once.
+
+    A sparse gradient (``nn.Embedding(..., sparse=True)``) is measured from its coalesced values
+    (duplicates of one row summed first), which is the norm of the dense gradient it stands
+    for. Parameters on the ``meta`` device have shapes but no values: their norms, and the
+    total, are reported as unknown (``nan``), not computed.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"gradient_norms needs a torch.nn.Module, got {_describe_other(model)}")
@@ -143,6 +172,16 @@ def gradient_norms(model: torch.nn.Module) -> GradientNorms:
     with torch.no_grad():
         for name, p in model.named_parameters():
             g = p.grad
+            if p.is_meta or (g is not None and g.is_meta):
+                found.append(
+                    ParameterGradient(
+                        name, tuple(p.shape), None, float("nan"), p.requires_grad,
+                        meta=True, has_grad=g is not None,
+                    )
+                )
+                if g is not None:
+                    grads.append(g)
+                continue
             weight_norm = float(torch.linalg.vector_norm(_grad_values(p)).item())
             if g is None:
                 found.append(
@@ -150,7 +189,7 @@ def gradient_norms(model: torch.nn.Module) -> GradientNorms:
                 )
                 continue
             grads.append(g)
-            values = _grad_values(g)
+            values = _values(g)
             nan = int(torch.isnan(values).sum().item()) if values.is_floating_point() else 0
             inf = int(torch.isinf(values).sum().item()) if values.is_floating_point() else 0
             norm = float(torch.linalg.vector_norm(values).item())
@@ -163,11 +202,24 @@ def gradient_norms(model: torch.nn.Module) -> GradientNorms:
     return GradientNorms(type(model).__name__, tuple(found), total)
 
 
+def _values(g: torch.Tensor) -> torch.Tensor:
+    """The values a gradient holds: a sparse COO one coalesced first (duplicate rows summed),
+    a compressed sparse one (CSR, CSC, BSR, BSC) its stored values; a dense one itself."""
+    if g.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
+        return g.values()
+    return _grad_values(g)
+
+
 def _total_norm(grads: list[torch.Tensor]) -> float:
     if not grads:
         return 0.0
-    if hasattr(torch.nn.utils, "get_total_norm"):  # torch >= 2.6: what clip_grad_norm_ calls
+    if any(g.is_meta for g in grads):
+        return float("nan")  # meta tensors have no values
+    dense = all(g.layout == torch.strided for g in grads)
+    # torch >= 2.6: get_total_norm is what clip_grad_norm_ calls
+    if dense and hasattr(torch.nn.utils, "get_total_norm"):
         return float(torch.nn.utils.get_total_norm(grads, 2.0).item())
-    norms = [torch.linalg.vector_norm(_grad_values(g)) for g in grads]
+    # get_total_norm cannot read sparse tensors: each norm from its (coalesced) values.
+    norms = [torch.linalg.vector_norm(_values(g)) for g in grads]
     device = norms[0].device
     return float(torch.linalg.vector_norm(torch.stack([n.to(device) for n in norms])).item())

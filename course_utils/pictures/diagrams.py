@@ -250,7 +250,10 @@ def timing_bars(comparison, *, title: str, what: str = "time per call"):
     for i, (name, text) in enumerate(zip(names, [t for t in ax.texts])):
         text.xy = (i, timings[name].q3 * scale)
         if not timings[name].steady:
-            text.set_text(text.get_text() + f"\nnoisy: spread {timings[name].spread:.0%}")
+            # Too few measurements for quartiles: the spread is unknown, not a noisy figure.
+            said = (f"noisy: spread {timings[name].spread:.0%}" if timings[name].spread_known
+                    else f"spread unknown ({timings[name].measurements} runs)")
+            text.set_text(text.get_text() + "\n" + said)
             text.set_color(ORANGE)
     ax.set_ylim(0, max(t.q3 for t in timings.values()) * scale * (1.35 if noisy_any else 1.2))
     ax.legend(loc="upper left", fontsize=FONT)
