@@ -72,22 +72,24 @@ def _github_path(url: str) -> str | None:
     return match.group(1) if match else None
 
 
-def notebook_on_github(chapter_file: str, *, from_environment: bool = True) -> str | None:
-    """The notebook's page on GitHub, on the published branch; None without a GitHub repository."""
+def _notebook_path(chapter_file: str, from_environment: bool) -> str | None:
+    """``ORG/REPO/blob/BRANCH/notebooks/FILE``, the part GitHub's and Colab's addresses share."""
     path = _github_path(repository_url(from_environment=from_environment))
     if path is None:
         return None
-    return (f"https://github.com/{path}/blob/{quote(branch(from_environment=from_environment))}/"
-            f"{NOTEBOOKS_FOLDER}/{quote(chapter_file)}")
+    return f"{path}/blob/{quote(branch(from_environment=from_environment))}/{NOTEBOOKS_FOLDER}/{quote(chapter_file)}"
+
+
+def notebook_on_github(chapter_file: str, *, from_environment: bool = True) -> str | None:
+    """The notebook's page on GitHub, on the published branch; None without a GitHub repository."""
+    path = _notebook_path(chapter_file, from_environment)
+    return None if path is None else f"https://github.com/{path}"
 
 
 def colab_url(chapter_file: str, *, from_environment: bool = True) -> str | None:
     """Google Colab's address for the chapter, e.g. ``colab_url("01_tensors.ipynb")``."""
-    path = _github_path(repository_url(from_environment=from_environment))
-    if path is None:
-        return None
-    return (f"https://colab.research.google.com/github/{path}/blob/"
-            f"{quote(branch(from_environment=from_environment))}/{NOTEBOOKS_FOLDER}/{quote(chapter_file)}")
+    path = _notebook_path(chapter_file, from_environment)
+    return None if path is None else f"https://colab.research.google.com/github/{path}"
 
 
 def kaggle_url(chapter_file: str, *, from_environment: bool = True) -> str | None:

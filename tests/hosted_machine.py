@@ -125,18 +125,19 @@ def build_wheel(out: Path | None = None) -> Path:
         return wheel
 
 
+def _purelib(python: Path) -> Path:
+    return Path(json.loads(subprocess.run(
+        [str(python), "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))"],
+        check=True, capture_output=True, text=True).stdout))
+
+
 def fresh_machine(platform: Path, folder: Path) -> Path:
     """A new, empty virtual environment over the platform's packages; its Python."""
     subprocess.run([str(platform), "-m", "venv", "--without-pip", str(folder)], check=True)
     python = folder / "bin" / "python"
-    paths = json.loads(subprocess.run(
-        [str(python), "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))"],
-        check=True, capture_output=True, text=True).stdout)
-    platform_lib = json.loads(subprocess.run(
-        [str(platform), "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))"],
-        check=True, capture_output=True, text=True).stdout)
-    Path(paths).mkdir(parents=True, exist_ok=True)
-    (Path(paths) / PLATFORM_PTH).write_text(platform_lib + "\n")
+    site = _purelib(python)
+    site.mkdir(parents=True, exist_ok=True)
+    (site / PLATFORM_PTH).write_text(f"{_purelib(platform)}\n")
     return python
 
 
