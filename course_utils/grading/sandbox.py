@@ -161,9 +161,10 @@ def bubblewrap_prefix(folder: RunFolder, hidden: list[Path]) -> list[str]:
         if path.is_dir() and any(_under(path, other) for other in [*seen, folder.root]) and not any(
                 _under(inside, path) for inside in needed):
             args += ["--tmpfs", str(path.resolve())]
-    # Everything outside the run folder, /tmp and /dev/shm is read-only, the sandbox's own root
-    # included (the folders bwrap made there to mount things on).
-    args += ["--remount-ro", "/", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent",
+    # Everything outside the run folder and /dev/shm is read-only, the sandbox's own root and
+    # its private /tmp included (the folders bwrap made there to mount things on: a course that
+    # lives under /tmp would otherwise look writable to a submission). TMPDIR is the run's own.
+    args += ["--remount-ro", "/tmp", "--remount-ro", "/", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent",
              "--new-session", "--chdir", str(folder.run)]
     return args
 
