@@ -30,6 +30,8 @@ from typing import Callable
 
 import torch
 
+from course_utils.step_on_shapes import is_fake
+
 # --- units ----------------------------------------------------------------------------------
 
 _SECOND_UNITS = (("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3))
@@ -384,6 +386,8 @@ def _storage_key_and_bytes(t: torch.Tensor) -> tuple[object, int]:
         return ("sparse", id(t)), sum(p.numel() * p.element_size() for p in pieces)
     try:
         storage = t.untyped_storage()
+        if is_fake(t):  # shapes only, like meta; asking for its address is deprecated
+            return ("fake", storage._cdata), storage.nbytes()
         address = storage.data_ptr()
         if address == 0 and storage.nbytes() > 0:  # meta: no address, the storage is the identity
             return (t.device, "storage", storage._cdata), storage.nbytes()
@@ -554,7 +558,7 @@ class _OlderTensors:
                     tensors.append(grad)
         for t in tensors:
             try:
-                if t.device.type != "cpu" or t.layout != torch.strided:
+                if t.device.type != "cpu" or t.layout != torch.strided or is_fake(t):
                     continue
                 storage = t.untyped_storage()
                 address, nbytes = storage.data_ptr(), storage.nbytes()
@@ -687,6 +691,7 @@ class MemoryBudget:
     # Parts whose size could not be found (the state of an optimizer that cannot be stepped
     # without a closure, before its first step): shown as "unknown", counted as 0 in the sums.
     unknown: tuple[str, ...] = ()
+    how: str = ""  # how the activations were found, when a loss_fn was given
 
     @property
     def fixed(self) -> int:
@@ -742,6 +747,8 @@ class MemoryBudget:
         other = [name for name in self.unknown if name != "optimizer state"]
         if other:
             notes.append(f"unknown: {', '.join(other)}")
+        if self.how:
+            notes.append(f"activations {self.how}")
         return "\n".join(notes)
 
     def __str__(self) -> str:
@@ -809,22 +816,24 @@ def memory_budget(
 ) -> MemoryBudget:
     """Count the bytes of parameters, buffers, gradients, optimizer state and activations.
 
-    With ``loss_fn`` (a function that runs the forward pass and returns the loss tensor), this
-    runs one training step: the forward pass under ``saved_tensors_hooks`` to see the
-    activations, ``loss.backward()``, and ``optimizer.step()`` when there is an optimizer,
-    because gradients and optimizer state only exist after a step. Like any training step it
-    changes the weights, and it allocates what a real step allocates, on the model's device.
-    Without ``loss_fn`` it counts the tensors as they are now (activations 0); gradients that
-    no backward() has made yet, and optimizer state that no step() has made yet (Adam makes it
-    lazily), are given at the size those calls will allocate and listed in ``not_yet``, rather
-    than as 0 B; a state that cannot be predicted is listed in ``unknown``, never shown as 0 B.
+    With ``loss_fn`` (a function of no arguments that runs the forward pass and returns the
+    loss tensor), one training step is worked out without being taken: the forward pass and
+    the loss run on shapes alone (``FakeTensorMode``) under ``saved_tensors_hooks``, which see
+    the activations, and ``torch.autograd.grad`` gives the gradients' sizes. Nothing real is
+    allocated, no ``.grad`` is touched, the optimizer does not step, and the buffers and random
+    generators are as they were. A forward that reads values (``.item()``) cannot run on shapes:
+    then the pass runs for real (no ``.grad`` touched, no step), and ``how`` says so.
+    Gradients that no backward() has made yet, and optimizer state that no step() has made yet
+    (Adam makes it lazily), are given at the size those calls will allocate and listed in
+    ``not_yet``, rather than as 0 B; a state that cannot be predicted is listed in ``unknown``,
+    never shown as 0 B. Without ``loss_fn`` the activations are 0.
 
     What is counted and what is estimated: every number is read from tensors (shapes, dtypes,
     storages), so it is exact on every device, the CPU included. To estimate a model too large
-    to train here, build it on the ``meta`` device (``with torch.device("meta"): model = ...``,
-    inputs on meta too): meta tensors have shapes and no memory, so the same step runs and is
-    counted without allocating anything real. The state a first ``step()`` will make is worked
-    out on a twin optimizer over meta stand-ins (real zeros only if it cannot step on meta).
+    to build for real, build it on the ``meta`` device (``with torch.device("meta"): model =
+    ...``, inputs on meta too): meta tensors have shapes and no memory. The state a first
+    ``step()`` will make is worked out on a twin optimizer over meta stand-ins (real zeros only
+    if it cannot step on meta).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
@@ -843,48 +852,27 @@ def memory_budget(
         )
     params = [p for p in model.parameters()]
     buffers = [b for b in model.buffers()]
-    fixed_keys = {_storage_key_and_bytes(t)[0] for t in params + buffers}
-    activations = 0
-    if loss_fn is not None:
-        saved: dict[object, tuple[torch.Tensor, int]] = {}
-
-        def pack(t: torch.Tensor) -> torch.Tensor:
-            key, nbytes = _storage_key_and_bytes(t)
-            if key not in fixed_keys:
-                saved.setdefault(key, (t, nbytes))
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            loss = loss_fn()
-        if not isinstance(loss, torch.Tensor):
-            saved.clear()
-            hint = ""
-            if isinstance(loss, (tuple, list)):
-                hint = f" of {len(loss)} (return only the loss, e.g. lambda: fn()[0])"
-            raise TypeError(
-                "memory_budget's loss_fn must return the loss as one tensor, got "
-                f"{type(loss).__name__}{hint}"
-            )
-        if loss.numel() != 1:
-            saved.clear()
-            raise ValueError(
-                "memory_budget's loss_fn must return a single-value loss, got shape "
-                f"{tuple(loss.shape)} (reduce it, e.g. .mean(), before returning it)"
-            )
-        activations = sum(nbytes for _, nbytes in saved.values())
-        saved.clear()
-        loss.backward()
-        del loss
-        if optimizer is not None:
-            optimizer.step()
-    gradients = tensor_bytes(p.grad for p in params)
-    state = tensor_bytes(optimizer_state_tensors(optimizer))
-    not_yet = []
-    unknown = []
     trained = [p for p in params if p.requires_grad]
-    if trained and all(p.grad is None for p in trained):
-        gradients = tensor_bytes(trained)  # backward() makes one gradient the size of each
-        not_yet.append("gradients")
+    activations = 0
+    how = ""
+    # Gradients as they are now, and those a backward() would add where there are none yet.
+    gradients_now = [p.grad for p in params]
+    coming: list[torch.Tensor] = []
+    if loss_fn is not None:
+        from course_utils.step_on_shapes import count_step
+
+        fixed_keys = {_storage_key_and_bytes(t)[0] for t in params + buffers}
+        step = count_step(model, loss_fn, trained, _storage_key_and_bytes, fixed_keys)
+        activations = sum(nbytes for _, nbytes in step.saved.values())
+        how = step.how
+        coming = [g for p, g in zip(trained, step.gradients) if p.grad is None and g is not None]
+        del step
+    elif trained and all(p.grad is None for p in trained):
+        coming = trained  # backward() makes one gradient the size of each
+    gradients = tensor_bytes(gradients_now) + tensor_bytes(coming)
+    state = tensor_bytes(optimizer_state_tensors(optimizer))
+    not_yet = ["gradients"] if coming else []
+    unknown = []
     if optimizer is not None and not optimizer.state:
         predicted = _state_a_first_step_makes(optimizer)
         if predicted is None:
@@ -900,4 +888,5 @@ def memory_budget(
         not_yet=tuple(not_yet),
         buffers=tensor_bytes(buffers),
         unknown=tuple(unknown),
+        how=how,
     )

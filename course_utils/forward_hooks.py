@@ -164,7 +164,7 @@ def _who(name: str, type_name: str) -> str:
 
 
 @contextlib.contextmanager
-def _buffers_kept(model: torch.nn.Module):
+def buffers_kept(model: torch.nn.Module):
     """Put every buffer back as it was: a forward in train mode updates BatchNorm's statistics."""
     saved = [
         (module, name, buffer, buffer.detach().clone())
@@ -275,7 +275,7 @@ class _Tracer:
                 )
                 handles.append(module.register_forward_hook(self._post_hook, always_call=True))
             # No torch.no_grad(): it would send nn.TransformerEncoder down its fast path.
-            with _state_kept(self.model), _buffers_kept(self.model):
+            with _state_kept(self.model), buffers_kept(self.model):
                 try:
                     self.model(*args, **kwargs)
                 except Exception as error:  # shown in the result, not raised: a cell shows it

@@ -283,6 +283,107 @@ def test_batchnorm_running_stats_are_buffers_not_activations():
     assert "buffers" not in MemoryBudget(1, 1, 0, 0).parts()
 
 
+def saved_by_a_real_step(model, loss_fn) -> int:
+    """Our own count: each storage autograd saves in a real forward, parameters and buffers out."""
+    fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    saved = {}
+
+    def pack(t):
+        address = t.untyped_storage().data_ptr()
+        if address not in fixed:
+            saved[address] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = loss_fn()
+    loss.backward()
+    return sum(saved.values())
+
+
+class ConvNet(nn.Module):
+    """A ResNet-style stem and block: convolution, BatchNorm, dropout, a residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.block = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16))
+        self.head = nn.Sequential(nn.Dropout(0.3), nn.Flatten(), nn.Linear(16 * 16 * 16, 10))
+
+    def forward(self, x):
+        h = self.stem(x)
+        return self.head(torch.relu(h + self.block(h)))
+
+
+class ReadsAValue(ConvNet):
+    """A forward that reads a number out of a tensor: shapes alone cannot follow it."""
+
+    def forward(self, x):
+        h = self.stem(x)
+        if h.mean().item() > -1e9:  # always true, but only a real value can say so
+            h = torch.relu(h + self.block(h))
+        return self.head(h)
+
+
+def snapshot(model):
+    return {name: t.detach().clone() for name, t in [*model.named_parameters(), *model.named_buffers()]}
+
+
+@pytest.mark.parametrize("make", [ConvNet, ReadsAValue])
+def test_a_step_is_worked_out_without_touching_the_model(make):
+    torch.manual_seed(0)
+    model = make().train()
+    optimizer = torch.optim.Adam(model.parameters())
+    x, y = torch.randn(32, 3, 16, 16), torch.randint(0, 10, (32,))
+    before = snapshot(model)
+    random_state = torch.get_rng_state()
+    budget = memory_budget(model, optimizer, lambda: nn.functional.cross_entropy(model(x), y))
+    # Nothing it observed has changed: weights, BatchNorm statistics and their counters, the
+    # gradients (none), the optimizer (no state), the random generator (dropout draws).
+    after = snapshot(model)
+    assert all(torch.equal(before[name], after[name]) for name in before)
+    assert all(p.grad is None for p in model.parameters()) and not optimizer.state
+    assert torch.equal(torch.get_rng_state(), random_state)
+    assert budget.not_yet == ("gradients", "optimizer state")
+    assert budget.gradients == hand_bytes(model.parameters())
+    assert budget.optimizer_state == 2 * hand_bytes(model.parameters()) + 4 * len(list(model.parameters()))
+    # ... and the activations are what a real step saves, counted here by our own hook.
+    torch.manual_seed(1)
+    assert budget.activations == saved_by_a_real_step(model, lambda: nn.functional.cross_entropy(model(x), y))
+    on_shapes = "shapes alone" in budget.how
+    assert on_shapes == (make is ConvNet), budget.how
+    if not on_shapes:
+        assert "reads values" in budget.how and "reads values" in str(budget)
+
+
+def test_working_out_a_step_allocates_next_to_nothing():
+    torch.manual_seed(0)
+    model = ConvNet()
+    optimizer = torch.optim.Adam(model.parameters())
+    x, y = torch.randn(256, 3, 16, 16), torch.randint(0, 10, (256,))
+    loss_fn = lambda: nn.functional.cross_entropy(model(x), y)  # noqa: E731
+    budget = memory_budget(model, optimizer, loss_fn)
+    worked_out = peak_memory(lambda: memory_budget(model, optimizer, loss_fn), device="cpu").bytes
+    assert budget.activations > 10_000_000
+    # What stays real: copies of the buffers (to put them back) and the random generator's state.
+    assert worked_out < hand_bytes(model.buffers()) + 100_000, worked_out
+
+
+def test_a_sparse_embeddings_coming_gradient_is_counted_sparse():
+    embedding = nn.Embedding(100_000, 64, sparse=True)
+    ids = torch.randint(0, 100_000, (4, 33))
+    budget = memory_budget(embedding, None, lambda: embedding(ids).sum())
+    embedding(ids).sum().backward()
+    grad = embedding.weight.grad
+    assert budget.gradients == nbytes(grad._indices(), grad._values()) == 132 * 8 + 132 * 64 * 4
+
+
+def test_a_loss_that_does_not_require_gradients_is_a_plain_error():
+    model = mlp()
+    x = torch.randn(2, 64)
+    with torch.no_grad(), pytest.raises(ValueError, match="no_grad"):
+        memory_budget(model, None, lambda: model(x).sum())
+
+
 def test_plain_errors_for_wrong_arguments():
     model = mlp()
     with pytest.raises(TypeError, match="torch.nn.Module"):
