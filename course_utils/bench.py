@@ -26,7 +26,7 @@ import statistics
 import timeit
 from timeit import Timer as _StdlibTimer
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 import torch
 
@@ -104,7 +104,7 @@ STEADY_SPREAD = 0.10
 MIN_MEASUREMENTS_FOR_SPREAD = 3
 """Quartiles of fewer timed measurements than this mean nothing: the spread is then unknown."""
 
-NOISE_VERDICTS = ("faster", "slower", "same within noise", "too noisy")
+NOISE_VERDICTS = ("faster", "slower", "same within noise", "too noisy", "too few measurements")
 
 
 @dataclass(frozen=True)
@@ -251,14 +251,34 @@ class Comparison:
         """How many times longer ``a`` takes than ``b`` (below 1: ``a`` is faster)."""
         return self.timings[a].median / self.timings[b].median
 
+    @classmethod
+    def from_samples(cls, samples: Mapping[str, Sequence[float]]) -> Comparison:
+        """Times measured elsewhere (one per batch, per epoch, per call), judged by the same rule.
+
+        Each number is one measurement in seconds; the first name is the baseline of the ratios.
+        """
+        if not samples:
+            raise ValueError("from_samples needs at least one list of times")
+        timings = {}
+        for name, times in samples.items():
+            times = [float(t) for t in times]
+            if not times:
+                raise ValueError(f"from_samples: no times for {name!r}")
+            timings[name] = _timing(name, times, 1)
+        return cls(timings)
+
     def verdict(self, a: str, b: str) -> str:
         """``"faster"`` or ``"slower"`` (``a`` against ``b``) only when the difference is larger
         than the noise: when both timings are steady, their middle halves (interquartile
         ranges) must not overlap; when either is noisy, no measurement of one may overlap any
         of the other (every run of ``a`` faster than every run of ``b``: a twentyfold
         difference survives a noisy machine, a 10 % one does not). Otherwise
-        ``"same within noise"`` (steady, overlapping) or ``"too noisy"``."""
+        ``"same within noise"`` (steady, overlapping) or ``"too noisy"``. With fewer than
+        ``MIN_MEASUREMENTS_FOR_SPREAD`` measurements of either, the noise is unknown, so
+        nothing is concluded: ``"too few measurements"``."""
         ta, tb = self.timings[a], self.timings[b]
+        if not (ta.spread_known and tb.spread_known):
+            return "too few measurements"
         if ta.steady and tb.steady:
             if ta.q3 < tb.q1:
                 return "faster"
@@ -275,6 +295,12 @@ class Comparison:
         """One sentence that says no more than the measurements do."""
         ta, tb = self.timings[a], self.timings[b]
         verdict = self.verdict(a, b)
+        if verdict == "too few measurements":
+            return (
+                f"{a} vs {b}: too few measurements to conclude ({ta.measurements} and "
+                f"{tb.measurements}; the noise can only be told from at least "
+                f"{MIN_MEASUREMENTS_FOR_SPREAD} each)."
+            )
         if verdict == "too noisy":
             return (
                 f"{a} vs {b}: too noisy to conclude on this machine (spread {ta.spread:.0%} and "
@@ -343,6 +369,27 @@ class Comparison:
         note = self._noise_note()
         caption = f"<p>{html.escape(note)}</p>" if note else ""
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}"
+
+
+def by_epoch(samples: Mapping[str, Sequence[float]], epochs: int) -> list[Comparison]:
+    """Per-batch times of several epochs, compared one epoch at a time.
+
+    A first epoch and the ones after it can cost differently (workers start, a cache fills,
+    ``torch.compile`` compiles); mixed in one list, the slow first batches and the quick later
+    ones make a spread that hides both. Each list is cut into ``epochs`` equal parts, and the
+    parts of the same epoch are compared by ``Comparison.verdict``'s rule.
+    """
+    comparisons = []
+    for number in range(epochs):
+        part = {}
+        for name, times in samples.items():
+            times = list(times)
+            if len(times) % epochs:
+                raise ValueError(f"by_epoch: {len(times)} times of {name!r} do not split into {epochs} epochs")
+            size = len(times) // epochs
+            part[name] = times[number * size : (number + 1) * size]
+        comparisons.append(Comparison.from_samples(part))
+    return comparisons
 
 
 # --- memory that autograd keeps -------------------------------------------------------------

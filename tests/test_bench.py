@@ -443,3 +443,88 @@ def test_compare_stops_as_soon_as_the_measurements_agree(monkeypatch):
     timing = time_it(clock.function_taking(0.002), min_run_time=0.02, max_run_time=30)
     assert timing.steady and timing.median == pytest.approx(0.002)
     assert clock.now < 0.1, "it kept measuring a steady function towards its 30 s cap"
+
+
+# --- one rule for every timing verdict, on fixed sequences -----------------------------------
+
+from course_utils.bench import by_epoch  # noqa: E402
+
+_CLAIMS = ("faster", "slower", "same time")
+
+
+def _jitter(value, n, spread=0.02):
+    """n fixed measurements around value, spread ±spread: steady, and the same every run."""
+    return [value * (1 + spread * ((i % 5) - 2) / 2) for i in range(n)]
+
+
+def test_times_measured_elsewhere_are_judged_by_comparess_rule():
+    steady = bench.Comparison.from_samples({"base": _jitter(1.0, 8), "fast": _jitter(0.5, 8)})
+    assert steady.verdict("fast", "base") == "faster"
+    assert steady.timings["fast"].measurements == 8 and steady.timings["fast"].steady
+    # one slow batch in eight leaves the quartiles alone: the median rule is robust to it
+    outlier = bench.Comparison.from_samples({"base": _jitter(1.0, 8), "spiky": [0.1] * 7 + [2.0]})
+    assert outlier.verdict("spiky", "base") == "faster"
+    # half of them slow: noisy, and its range overlaps the baseline's
+    noisy = bench.Comparison.from_samples({"base": _jitter(1.0, 8), "spiky": [0.1, 2.0] * 4})
+    assert noisy.verdict("spiky", "base") == "too noisy"
+    assert "noisy: spiky" in str(noisy)
+    assert not any(claim in noisy.conclusion("spiky", "base") for claim in _CLAIMS)
+    with pytest.raises(ValueError, match="no times"):
+        bench.Comparison.from_samples({"a": []})
+
+
+def test_two_measurements_give_no_verdict_whatever_their_medians():
+    few = bench.Comparison.from_samples({"a": [1.0, 1.01], "b": [9.0, 9.1]})
+    assert few.verdict("a", "b") == "too few measurements"
+    sentence = few.conclusion("a", "b")
+    assert "too few measurements to conclude (2 and 2" in sentence
+    assert not any(claim in sentence for claim in _CLAIMS)
+    assert "unknown" in str(few).splitlines()[1]
+
+
+def test_first_epoch_and_later_epochs_are_judged_apart():
+    batches = 8
+    baseline = _jitter(0.010, batches) * 2  # every epoch alike
+    cache = _jitter(0.010, batches) + _jitter(0.0001, batches)  # the second epoch reads the cache
+    workers = ([0.3] * 3 + _jitter(0.001, batches - 3)) * 2  # new workers start every epoch
+    persistent = [0.3] * 3 + _jitter(0.001, batches - 3) + _jitter(0.001, batches)  # once
+    samples = {"baseline": baseline, "cache": cache, "workers": workers, "persistent": persistent}
+    # Both epochs in one list: the quick second epoch and the slow first one overlap the baseline.
+    mixed = bench.Comparison.from_samples(samples)
+    assert mixed.verdict("cache", "baseline") == "too noisy"
+    first, second = by_epoch(samples, epochs=2)
+    assert first.verdict("cache", "baseline") == "same within noise"
+    assert second.verdict("cache", "baseline") == "faster"
+    for epoch in (first, second):  # three start-up batches of eight: noisy, overlapping
+        assert epoch.verdict("workers", "baseline") == "too noisy"
+    assert first.verdict("persistent", "baseline") == "too noisy"
+    assert second.verdict("persistent", "baseline") == "faster"
+    with pytest.raises(ValueError, match="do not split into 3 epochs"):
+        by_epoch(samples, epochs=3)
+
+
+def test_no_printed_verdict_contradicts_its_own_table():
+    """Over many fixed sequences: a claim appears only where the numbers the table shows allow it."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(300):
+        samples = {
+            name: [rng.uniform(0.5, 1.5) * scale * (1 + rng.choice([0, 0, 0, 3])) for _ in range(rng.randint(1, 9))]
+            for name, scale in (("a", rng.choice([0.3, 1, 3])), ("b", 1))
+        }
+        comparison = bench.Comparison.from_samples(samples)
+        ta, tb = comparison.timings["a"], comparison.timings["b"]
+        sentence = comparison.conclusion("a", "b")
+        table = str(comparison)
+        claims = any(claim in sentence for claim in _CLAIMS)
+        if not (ta.spread_known and tb.spread_known):
+            assert not claims and "unknown" in table
+        elif not (ta.steady and tb.steady):
+            assert "noisy" in table
+            apart = ta.slowest < tb.fastest or ta.fastest > tb.slowest
+            assert claims == apart, (samples, sentence)
+            assert "same time" not in sentence
+        else:
+            apart = ta.q3 < tb.q1 or ta.q1 > tb.q3
+            assert ("faster" in sentence or "slower" in sentence) == apart
