@@ -788,10 +788,15 @@ class MemoryBudget:
             notes.append(
                 "optimizer state unknown: this optimizer makes its state on its first step(), and "
                 "a twin of it could not be stepped to measure it (it needs a closure, another "
-                "argument, or sparse gradients); it is not 0 B. Call memory_budget again after "
+                "argument, or the gradients are sparse); it is not 0 B. Call memory_budget again after "
                 "one real step to count it."
             )
-        other = [name for name in self.unknown if name != "optimizer state"]
+        if "gradients" in self.unknown:
+            notes.append(
+                "gradients unknown: a sparse gradient (Embedding(sparse=True)) holds only the rows "
+                "a batch uses; give memory_budget a loss_fn to work it out for that batch"
+            )
+        other = [name for name in self.unknown if name not in ("optimizer state", "gradients")]
         if other:
             notes.append(f"unknown: {', '.join(other)}")
         if self.how:
@@ -858,6 +863,34 @@ def _state_a_first_step_makes(optimizer) -> int | None:
     return None
 
 
+def _sparse_gradient_weights(model: torch.nn.Module) -> set[int]:
+    """ids of the weights whose backward() makes sparse gradients (``Embedding(sparse=True)``)."""
+    kinds = (torch.nn.Embedding, torch.nn.EmbeddingBag)
+    return {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, kinds) and getattr(m, "sparse", False) and m.weight.requires_grad
+    }
+
+
+def _refuse_uninitialized(model: torch.nn.Module) -> None:
+    """A lazy layer has no shapes before its first forward, so nothing about it can be counted."""
+    lazy = [
+        f"{name or 'the model'} ({type(module).__name__})"
+        for name, module in model.named_modules()
+        if any(
+            isinstance(t, torch.nn.parameter.UninitializedTensorMixin)
+            for t in [*module._parameters.values(), *module._buffers.values()]
+        )
+    ]
+    if lazy:
+        raise ValueError(
+            f"memory_budget cannot count {', '.join(lazy)}: a lazy layer has no shapes until its "
+            "first forward. Run one batch through the model first (with torch.no_grad():"
+            " model(x)), then call memory_budget."
+        )
+
+
 def memory_budget(
     model: torch.nn.Module, optimizer=None, loss_fn: Callable[[], torch.Tensor] | None = None
 ) -> MemoryBudget:
@@ -897,6 +930,7 @@ def memory_budget(
             "memory_budget's loss_fn must be a function of no arguments that returns the loss, "
             f"got {type(loss_fn).__name__}"
         )
+    _refuse_uninitialized(model)
     params = [p for p in model.parameters()]
     buffers = [b for b in model.buffers()]
     trained = [p for p in params if p.requires_grad]
@@ -916,12 +950,21 @@ def memory_budget(
         del step
     elif trained and all(p.grad is None for p in trained):
         coming = trained  # backward() makes one gradient the size of each
+    unknown = []
+    # A sparse gradient holds the rows the batch used: only a loss_fn can say how many.
+    sparse_weights = _sparse_gradient_weights(model)
+    if loss_fn is None and any(id(p) in sparse_weights for p in coming):
+        coming = [p for p in coming if id(p) not in sparse_weights]
+        unknown.append("gradients")
     gradients = tensor_bytes(gradients_now) + tensor_bytes(coming)
     state = tensor_bytes(optimizer_state_tensors(optimizer))
-    not_yet = ["gradients"] if coming else []
-    unknown = []
+    not_yet = ["gradients"] if coming and "gradients" not in unknown else []
+    sparse = bool(sparse_weights) or any(
+        t is not None and t.layout != torch.strided for t in [*gradients_now, *coming]
+    )
     if optimizer is not None and not optimizer.state:
-        predicted = _state_a_first_step_makes(optimizer)
+        # The twin steps on dense stand-ins; with sparse gradients its state would be guessed.
+        predicted = None if sparse else _state_a_first_step_makes(optimizer)
         if predicted is None:
             unknown.append("optimizer state")
         elif predicted:  # plain SGD keeps no state: nothing is missing

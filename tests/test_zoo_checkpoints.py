@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from course_utils.checkpoints import load_checkpoint, save_checkpoint
 from course_utils.run_log import RunLog, read_log
-from test_zoo_tracing import LazyNet, LSTMLanguageModel, TinyGPT, TinyResNet
+from zoo import LazyNet, LSTMLanguageModel, TinyGPT, TinyResNet
 
 
 def _gpt_batch(g):

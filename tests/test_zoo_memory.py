@@ -377,6 +377,22 @@ def test_a_sparse_embeddings_coming_gradient_is_counted_sparse():
     assert budget.gradients == nbytes(grad._indices(), grad._values()) == 132 * 8 + 132 * 64 * 4
 
 
+def test_a_sparse_gradient_before_any_backward_is_unknown_not_dense():
+    model = nn.Sequential(nn.Embedding(100_000, 64, sparse=True), nn.Linear(64, 2))
+    budget = memory_budget(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    assert budget.unknown == ("gradients", "optimizer state")
+    assert budget.gradients == nbytes(*model[1].parameters())  # the dense part alone
+    assert "gradients (unknown)" in str(budget) and "a loss_fn" in str(budget)
+
+
+def test_a_lazy_model_before_its_first_forward_is_a_plain_error():
+    model = nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.Linear(8, 2))
+    with pytest.raises(ValueError, match=r"0 \(LazyLinear\).*first forward"):
+        memory_budget(model)
+    model(torch.randn(3, 5))
+    assert memory_budget(model).parameters == (5 * 8 + 8 + 8 * 2 + 2) * 4
+
+
 def test_a_loss_that_does_not_require_gradients_is_a_plain_error():
     model = mlp()
     x = torch.randn(2, 64)
