@@ -559,9 +559,9 @@ def _cpu_build_on_gpu_machine(
 ) -> Check:
     newest = gpu_info.cuda_version
     if newest:
-        limit = f"no newer than {newest}, the driver's newest CUDA"
+        limit = f"of major version {_major_note(newest)}"
     else:
-        limit = "no newer than the CUDA Version that nvidia-smi prints"
+        limit = "of the same major version as the CUDA Version that nvidia-smi prints"
     example = f" (CUDA {newest} is written cu{newest.replace('.', '')})" if newest else ""
     return Check(
         FALLBACK_CHECK, "failed",
@@ -581,12 +581,15 @@ def _runtime_newer_than_driver(
         f"this torch is built for CUDA {torch_cuda_version}, but the NVIDIA driver "
         f"({gpu_info.driver_version or 'unknown version'}) was released for CUDA {gpu_info.cuda_version}"
     )
-    fix = (
-        "update the NVIDIA driver, or install a torch build for an older CUDA "
-        f"(no newer than {gpu_info.cuda_version}) with the command from {INSTALL_SELECTOR}"
-    )
     runtime, driver = _version_tuple(torch_cuda_version), _version_tuple(gpu_info.cuda_version)
     same_major = bool(runtime and driver and runtime[0] == driver[0])
+    if runtime and driver and not same_major:
+        # Another major version: any build of the driver's major runs (minor-version compatibility).
+        build = f"CUDA {_major_note(gpu_info.cuda_version)}"
+    else:
+        # The same major, and still trouble: only a build no newer than the driver has it all.
+        build = f"an older CUDA (no newer than {gpu_info.cuda_version})"
+    fix = f"update the NVIDIA driver, or install a torch build for {build} (the command is at {INSTALL_SELECTOR})"
     if cuda_available:
         if same_major:
             # NVIDIA's documented minor-version compatibility: a newer runtime of the same major
@@ -607,6 +610,18 @@ def _runtime_newer_than_driver(
     else:
         detail = f"{mismatch}, and torch cannot use {gpu_info.gpus}: everything runs on the CPU"
     return Check(FALLBACK_CHECK, "failed", detail, fix)
+
+
+def _major_note(driver_cuda: str | None) -> str:
+    """Which CUDA builds a driver serves: its major version, by minor-version compatibility."""
+    version = _version_tuple(driver_cuda)
+    if not version:
+        return "no newer than the driver's (the CUDA Version that nvidia-smi prints)"
+    major = version[0]
+    return (
+        f"{major}: any {major}.x build runs on this driver through CUDA's minor-version "
+        f"compatibility, and one no newer than {driver_cuda} can also compile PTX at run time"
+    )
 
 
 def _version_tuple(version: str | None) -> tuple[int, ...] | None:

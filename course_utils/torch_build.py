@@ -191,11 +191,35 @@ def installed_build() -> str | None:
     return "pypi"
 
 
+LAST_INTEL_MAC_TORCH = (2, 2)
+"""PyTorch stopped building for Intel Macs (macOS on x86_64) after 2.2.2."""
+
+
+def intel_mac_problem(machine: Machine, version: str) -> str | None:
+    """Why ``version`` cannot be installed on this Mac, or None: pip would only say "no match"."""
+    if machine.system != "Darwin" or machine.arch != "x86_64":
+        return None
+    if _version_tuple(version) <= LAST_INTEL_MAC_TORCH:
+        return None
+    return (
+        f"torch {version} (the version this course pins) has no build for Intel Macs: PyTorch's "
+        "last one for macOS on x86_64 was 2.2.2, and the course needs 2.6 or newer. On an Apple-"
+        "silicon Mac this means your Python is an Intel build running under Rosetta: install an "
+        "arm64 Python (python.org's installer, or Homebrew in /opt/homebrew) and run ./course "
+        "setup with it. On an Intel Mac, take the course on Colab or Kaggle (README, \"Colab, "
+        "Kaggle, or your class's JupyterHub\"), or in a Linux machine or container."
+    )
+
+
 def install(pin: str, env: dict | None = None) -> int:
     """Install ``pin`` (torch==X) from the chosen index; print one line on what and why."""
     env = os.environ if env is None else env
     version = pin.split("==", 1)[1]
     machine = detect()
+    problem = None if env.get("TORCH_INDEX_URL") else intel_mac_problem(machine, version)
+    if problem:
+        print(f"course: {problem}", file=sys.stderr)
+        return 2
     try:
         the_plan = plan(machine, env.get("COURSE_TORCH", ""), env.get("TORCH_INDEX_URL", ""))
     except ValueError as error:

@@ -483,3 +483,14 @@ def test_cuda_started_inside_random_state_preserved_is_reseeded_as_it_would_have
     with random_state_preserved():
         pass
     assert seeded == [1234]
+
+
+def test_a_driver_of_an_older_major_version_is_offered_any_build_of_its_own_major():
+    """The advice agrees with chapter 00's minor-version compatibility: a cu126 build runs on a
+    driver for CUDA 12.4, so "no newer than 12.4" would be stricter than what is true."""
+    check = diagnose_build("13.0", False, H200)
+    assert check.status == "failed"
+    assert "install a torch build for CUDA 12: any 12.x build runs on this driver" in check.fix
+    assert "minor-version compatibility" in check.fix and "no newer than 12.4" in check.fix
+    cpu = diagnose_build(None, False, H200, torch_version="2.13.0+cpu")
+    assert "a CUDA version of major version 12: any 12.x build runs" in cpu.fix

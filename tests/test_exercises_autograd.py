@@ -781,6 +781,27 @@ def input_through_numpy(f, x):
     return torch.autograd.grad(f(leaf).sum(), leaf)[0]
 
 
+def input_gradient_under_no_grad(f, x):
+    leaf = x.detach().requires_grad_(True)  # a leaf that requires grad, as the advice says
+    with torch.no_grad():
+        total = f(leaf).sum()
+    total.backward()
+    return leaf.grad
+
+
+def input_gradient_of_a_non_leaf(f, x):
+    leaf = x.detach().requires_grad_(True)
+    doubled = leaf * 1  # not a leaf: its .grad is not kept
+    f(doubled).sum().backward()
+    return doubled.grad
+
+
+def sgd_clears_the_grad_first(w, lr):
+    with torch.no_grad():
+        w.grad.zero_()  # "clean" before the update
+        w -= lr * w.grad
+
+
 _leaves = {}
 
 
@@ -910,6 +931,8 @@ CATALOGUE = Catalogue({
         wrong("a NumPy array returned", as_numpy, "numpy.ndarray", "expected a torch.Tensor"),
     ],
     ex.sgd_update: [
+        wrong("zeroes .grad before the update", sgd_clears_the_grad_first, "its .grad is all zeros",
+              "the gradient was cleared before the update read it"),
         right("sub_ with alpha", sub_in_place),
         right("copy_ of the new values", copy_in),
         right("through .data", through_data),
@@ -1002,6 +1025,11 @@ CATALOGUE = Catalogue({
     ],
     ex.input_gradient: [
         right("torch.func.grad", with_torch_func),
+        wrong("a leaf, but computed under no_grad", input_gradient_under_no_grad,
+              "Likely cause: your function computes under torch.no_grad()", "outside that block",
+              outcome=Outcome.RAISED),
+        wrong("returns the .grad of a non-leaf", input_gradient_of_a_non_leaf,
+              "from a `return` that gives a value", "is not a leaf"),
         right("backward(inputs=[leaf]) on a copy", backward_with_inputs_on_a_copy),
         right("grad_outputs of ones", with_grad_outputs),
         right("torch.autograd.functional.vjp", through_functional_vjp),

@@ -253,7 +253,9 @@ def test_hints_advance_and_can_be_chosen(double, capsys):
     double.hint(1)
     double.hint(7)
     out = capsys.readouterr().out
-    assert out.count("Hint 1 of 2") == 2 and out.count("Hint 2 of 2") == 2
+    assert out.count("Hint 1 of 2") == 2 and out.count("Hint 2 of 2") == 1
+    # the third call does not pass the last hint off as a new one
+    assert "That was the last hint (2 of 2). ex.double.hint(2) shows it again" in out
     assert "hints 1 to 2" in out
 
 

@@ -105,6 +105,26 @@ def flat_always_back_to_train(features, sample_shape):
     return out[0].numel()
 
 
+def clips_before_backward(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    loss.backward()
+    optimizer.step()
+    return total
+
+
+def clips_after_the_step(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+def drop_nan_rows_per_feature(x, y):
+    keep = ~torch.isnan(x).any(dim=1)  # nan only, and only right for a table
+    return x[keep], y[keep]
+
+
 _FLAT_CACHE = {}
 
 
@@ -1175,6 +1195,7 @@ CATALOGUE = Catalogue({
               "trainable parameters (weights, requires_grad=True)", "register_buffer", kind=EDGE),
     ],
     ex.drop_non_finite: [
+        wrong("isnan().any(dim=1)", drop_nan_rows_per_feature, "it finds nan but not inf"),
         right("reshape and all(dim=-1)", drop_with_reshape),
         right("isnan | isinf, any, inverted", drop_with_nan_and_inf),
         right("all over a tuple of dims", drop_with_amin_over_dims),
@@ -1209,11 +1230,13 @@ CATALOGUE = Catalogue({
               kind=EDGE),
         wrong("labels converted to int64", drop_labels_as_long, "Your y has dtype int64", "y[keep]", kind=EDGE),
         right("x * 0 == 0", drop_times_zero),
-        wrong("tests the mean of each example", drop_by_the_mean, "could not infer output dtype",
-              "torch.isfinite works on every dtype", outcome=Outcome.RAISED, kind=EDGE),
+        wrong("tests the mean of each example", drop_by_the_mean, "dropped an example whose values are all finite",
+              "a sum or mean of large values overflows", kind=EDGE),
         right("np.isfinite on the NumPy view", drop_with_numpy),
     ],
     ex.clipped_step: [
+        wrong("clip before backward()", clips_before_backward, "clip_grad_norm_ ran before loss.backward()"),
+        wrong("clip after step()", clips_after_the_step, "clip_grad_norm_ ran after optimizer.step()"),
         right("zero_grad after step, returns a float", clip_returns_float),
         right("clipped by hand", clip_by_hand),
         right("model.zero_grad", clip_model_zero_grad),

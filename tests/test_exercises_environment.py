@@ -928,7 +928,17 @@ def gradient_by_autograd_backward_with_inputs(x):
     return leaf.grad
 
 
+def gradient_under_no_grad(x):
+    leaf = x.detach().clone().requires_grad_(True)  # a leaf that requires grad, as advised
+    with torch.no_grad():
+        total = (leaf ** 3).sum()
+    total.backward()
+    return leaf.grad
+
+
 KNOWN_GRADIENT += [
+    wrong("a leaf, but computed under no_grad", gradient_under_no_grad,
+          "Likely cause: your function computes under torch.no_grad()", outcome=Outcome.RAISED),
     right("torch.autograd.backward(..., inputs=[leaf])", gradient_by_autograd_backward_with_inputs),
     right("autograd.grad with create_graph=True: the result records", gradient_with_create_graph),
     right("x.data.clone() and torch.pow", gradient_through_x_data),

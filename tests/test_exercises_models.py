@@ -1104,6 +1104,12 @@ def ml_flattened_by_view(logits, targets):
     return F.binary_cross_entropy_with_logits(logits.view(-1), targets.to(logits.dtype).view(-1))
 
 
+def groups_by_membership_in_a_list(model, weight_decay):
+    decay = [m.weight for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d))]
+    rest = [p for p in model.parameters() if p not in decay]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
 _ML_FIRST_WEIGHTS = {}
 
 
@@ -1290,6 +1296,8 @@ CATALOGUE = Catalogue({
               "must match the size", "on 5 examples, 4 labels", kind=STATEFUL, outcome=Outcome.RAISED),
     ],
     ex.decay_groups: [
+        wrong("p not in a list of tensors", groups_by_membership_in_a_list, "Compare identities instead",
+              outcome=Outcome.RAISED),
         right("by dimension", by_dimension),
         right("rest first, a tuple and a generator", rest_first_as_tuple),
         right("norm layers and biases collected by module, named groups", norm_and_bias_by_module),

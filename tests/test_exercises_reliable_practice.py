@@ -492,6 +492,15 @@ def resume_loads_the_whole_checkpoint_into_the_model(path, model, optimizer, sch
     return checkpoint["epoch"] + 1
 
 
+def remap_by_popping(state_dict, renames):
+    for key in list(state_dict):
+        for old, new in renames.items():
+            if key.startswith(old):
+                state_dict[new + key[len(old):]] = state_dict.pop(key)
+                break
+    return state_dict
+
+
 _ACCUMULATED = {}
 
 
@@ -626,6 +635,8 @@ CATALOGUE = Catalogue({
               "Unexpected key(s)", "model.load_state_dict(checkpoint['model'])", outcome=Outcome.RAISED),
     ],
     ex.remap_keys: [
+        wrong("pops and re-adds keys in the given dict", remap_by_popping, "'hidden.weight'", "are gone from it",
+              "'encoder.weight'"),
         right("str.removeprefix in a comprehension", remap_with_removeprefix),
         right("an escaped regular expression per prefix", remap_with_an_escaped_regex),
         wrong("str.partition: first level of the name only", remap_with_partition,

@@ -452,6 +452,31 @@ def with_if_branches_and_a_float(model, optimizer_name):
     return float(params + grads + state)
 
 
+def update_before_step(model, optimizer, scaler, loss_fn, batch, max_norm):
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.update()
+    scaler.step(optimizer)
+
+
+def with_a_scaler_of_its_own(model, optimizer, scaler, loss_fn, batch, max_norm):
+    scaler = torch.amp.GradScaler("cpu")
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
 _FIRST_OPTIMIZER = {}
 
 
@@ -933,6 +958,9 @@ CATALOGUE = Catalogue({
         wrong("keeps the last batch's times", keeps_the_last_times, "(data_seconds += ...)"),
     ],
     ex.scaled_clipped_step: [
+        wrong("update() before step()", update_before_step, "scaler.update() ran before scaler.step(optimizer)"),
+        wrong("a default GradScaler of its own (scale 65536)", with_a_scaler_of_its_own,
+              "The GradScaler you were given was never used", "65536 by default"),
         right("torch.amp.autocast, zero_grad(set_to_none=False), max_norm=", amp_autocast_zero_to_zeros),
         right("backward inside autocast, the optimizer's parameters, foreach", backward_inside_autocast_param_groups),
         right("model.zero_grad(), the loss in float32 outside autocast", model_zero_grad_and_clip_the_grads_that_exist),
@@ -953,9 +981,9 @@ CATALOGUE = Catalogue({
         wrong("optimizer.step() instead of scaler.step", _scaled(step="optimizer"),
               "gradients that overflowed was applied", "became inf or nan", kind=EDGE),
         wrong("no scaler.update()", _scaled(update=False), "unscale_() is being called after step()",
-              "never followed by scaler.update()", kind=STATEFUL, outcome=Outcome.RAISED),
-        wrong("a GradScaler of its own", _scaled(own_scaler=True), "scaler.update() never ran",
-              "on the scaler passed in", kind=STATEFUL),
+              "was not followed by scaler.update()", kind=STATEFUL, outcome=Outcome.RAISED),
+        wrong("a GradScaler of its own", _scaled(own_scaler=True), "The GradScaler you were given was never used",
+              "Use the scaler passed in", kind=STATEFUL),
         wrong("clips to norm 1.0 always", _scaled(hard_norm=1.0), "times the right length",
               "max_norm you are given (0.5)", kind=EDGE),
         wrong("a new SGD every call", an_optimizer_of_its_own, "The first call was right",

@@ -490,6 +490,15 @@ def mse_torch_assert(pred, target):
     return (difference * difference).mean()
 
 
+def match_by_copying_into_the_reference(x, reference):
+    reference.copy_(x)
+    return reference
+
+
+def remove_by_view_of_everything(x):
+    return x.view(-1)
+
+
 ROUND_3 = {
     ex.match_reference: [
         right("a float64 detour, then x.to(reference)", match_through_float64),
@@ -589,6 +598,8 @@ ROUND_3 = {
 
 CATALOGUE = Catalogue({
     ex.match_reference: [
+        wrong("copy_ into the reference", match_by_copying_into_the_reference,
+              "reference.copy_(x) writes x's numbers into the reference tensor itself", outcome=RAISED),
         right("x.to(reference), tensor as the template", lambda x, reference: x.to(reference)),
         right("device then dtype, two statements", match_in_two_steps),
         right("torch.as_tensor with dtype and device", lambda x, reference: torch.as_tensor(
@@ -692,6 +703,8 @@ CATALOGUE = Catalogue({
               "right for every contiguous x", "not contiguous", kind=EDGE),
     ],
     ex.remove_batch_dim: [
+        wrong("view(-1)", remove_by_view_of_everything, "reshape(-1) runs, but it flattens every dimension",
+              outcome=RAISED),
         right("indexing the first sample", lambda x: x[0]),
         right("reshape to shape[1:]", lambda x: x.reshape(x.shape[1:])),
         right("flatten(0, 1) for 2+ dims, else index", lambda x: x.flatten(0, 1) if x.dim() > 1 else x[0]),
@@ -825,8 +838,16 @@ CATALOGUE = Catalogue({
 })
 
 
+def zero_rows_by_the_whole_sum(x):
+    negative = x.sum() < 0  # no dim: one number for the whole tensor
+    x[negative] = 0
+    return int(negative.sum())
+
+
 ISSUE_15 = {
     ex.zero_negative_rows: [
+        wrong("sum() without dim", zero_rows_by_the_whole_sum, "one True or False for the whole tensor",
+              "x.sum(dim=1)"),
         right("masked_fill_ with a column mask, a 0-d count", zero_rows_masked_fill),
         right("index_fill_ of the row indices", zero_rows_index_fill),
         right("copy_ of torch.where, count_nonzero().item()", zero_rows_copy_where),

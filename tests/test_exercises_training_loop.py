@@ -674,6 +674,14 @@ def forward_before_eval(model, x, y, loss_fn):
     return loss.item()
 
 
+def step_with_swapped_loss_arguments(model, optimizer, loss_fn, x, y):
+    loss = loss_fn(y, model(x))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 _FIRST_OPTIMIZER = {}
 
 
@@ -956,6 +964,8 @@ def converts_the_model_to_float32(model, optimizer, loss_fn, x, y):
 
 CATALOGUE = Catalogue({
     ex.train_step: [
+        wrong("loss_fn(y, model(x))", step_with_swapped_loss_arguments, "(prediction, target), in that order",
+              outcome=Outcome.RAISED),
         right("zero_grad() after step()", clear_after_step),
         right("zero_grad(set_to_none=False) first, float(loss.detach())", clear_to_zero_first),
         right("model.zero_grad()", model_zero_grad),
@@ -1111,3 +1121,21 @@ CATALOGUE = Catalogue({
 @pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
 def test_catalogue(case):
     case.assert_holds()
+
+
+def test_float_of_a_loss_that_requires_grad_passes_with_a_note_on_item():
+    """float(loss) is correct, but torch warns about it: the verdict passes and says why."""
+    from course_utils.exercises import training_loop as ex
+
+    def step_with_float(model, optimizer, loss_fn, x, y):
+        loss = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return float(loss)
+
+    verdict = ex.train_step.verdict(step_with_float)
+    assert verdict.passed
+    assert "Note: torch warned" in verdict.message and "loss.item()" in verdict.message
+    reference = ex.train_step.verdict(ex.train_step.reference)
+    assert reference.passed and "Note:" not in reference.message

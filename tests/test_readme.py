@@ -37,3 +37,20 @@ def test_the_instructors_material_has_its_own_page_linked_from_the_readme():
     assert "--exam" in section and "practice" in section and "(INSTRUCTORS.md)" in section
     assert len(section.splitlines()) <= 15, "a few lines; the details are in INSTRUCTORS.md"
     assert "./course test" in README, "the README names the test command CI runs"
+
+
+def test_the_time_a_chapter_takes_matches_the_chapters_own():
+    import json
+    import re
+
+    minutes = []
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+        minutes.append(int(re.search(r"\*\*Time:\*\* about (\d+) minutes", first).group(1)))
+    assert f"Each chapter takes {min(minutes)} to {max(minutes)} minutes" in README
+
+
+def test_macos_means_apple_silicon_and_intel_macs_are_told_where_to_go():
+    start = README.split("## Start", 1)[1].split("## Chapters", 1)[0]
+    assert "macOS on Apple silicon" in start and "Intel Mac" in start and "2.2.2" in start
+    assert "| macOS |" not in start

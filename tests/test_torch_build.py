@@ -197,3 +197,19 @@ def test_an_explicit_override_replaces_a_torch_of_another_build(monkeypatch, cap
     assert commands[0][-4:] == ["uninstall", "--yes", "--quiet", "torch"]
     assert commands[1][-1] == "torch==2.13.0"
     assert "wants the CPU build" in capsys.readouterr().out
+
+
+INTEL_MAC = Machine("Darwin", "x86_64", "cp311")
+
+
+def test_an_intel_mac_is_told_why_before_pip_fails(monkeypatch, capsys):
+    ran = []
+    monkeypatch.setattr(torch_build.subprocess, "run", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(torch_build, "detect", lambda: INTEL_MAC)
+    monkeypatch.setattr(torch_build, "installed_build", lambda: None)
+    assert torch_build.install("torch==2.13.0", env={}) == 2
+    said = capsys.readouterr().err
+    assert ran == []  # pip is not asked: it would only say "no matching distribution"
+    assert "no build for Intel Macs" in said and "2.2.2" in said and "Rosetta" in said and "Colab" in said
+    assert torch_build.intel_mac_problem(MAC, "2.13.0") is None  # Apple silicon: fine
+    assert torch_build.intel_mac_problem(INTEL_MAC, "2.2.2") is None

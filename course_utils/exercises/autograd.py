@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from course_utils.exercises.answer_source import returns_a_value
 from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
 from course_utils.exercises.running import set_up_torch_once
@@ -519,6 +520,16 @@ def _judge_sgd_update(cases):
                     "Change the tensor itself, in place: `w -= lr * w.grad` inside "
                     "`with torch.no_grad():`."
                 ))
+            grad_after = case.get("grad_after") or {}
+            if (grad_after.get("kind") == "tensor" and grad_after.get("values") is not None
+                    and np.size(grad_after["values"]) and not np.any(grad_after["values"])
+                    and np.any(gradient)):
+                return Mistake("zeroed-grad-first", (
+                    f"The caller's w is unchanged and its .grad is all zeros after your function "
+                    f"ran (on {on}): the gradient was cleared before the update read it, so w "
+                    "moved by lr × 0. Clearing .grad belongs after the update (or before the next "
+                    "backward()), never between backward() and the update."
+                ))
             return Mistake("rebinds-name", (
                 f"The caller's w is unchanged after your function ran (on {on}). If you wrote "
                 "`w = w - lr * w.grad`, that binds the local name w to a new tensor. Update the "
@@ -924,7 +935,7 @@ def _probe_input_gradient(answer, run):
     call(layer, _IG_LINEAR, torch.zeros(0, 3), "the Linear layer on an empty x of shape (0, 3)", 0)
     call(_x_sin_x, _IG_X_SIN_X, torch.empty(2, 3, device="meta"),
          "f(t) = t * sin(t) on an x on the meta device (it stands for a GPU), shape (2, 3)", 6)
-    return {"calls": calls, "weight": weight}
+    return {"calls": calls, "weight": weight, "returns_a_value": returns_a_value(answer)}
 
 
 def _expected_input_gradient(call, weight):
@@ -958,6 +969,14 @@ def _judge_input_gradient(record):
     previous = None  # the values of the call before, read only on the repeated call
     for call in calls:
         on, got = call["on"], call["got"]
+        if got["kind"] == "NoneType" and record.get("returns_a_value"):
+            return Mistake("returned-none-grad", (
+                f"input_gradient returned None (on {on}), from a `return` that gives a value: "
+                "what it returns is None here. If it is a .grad, that stays None unless "
+                "backward() reached that very tensor as a leaf: a tensor computed from x (x * 1, "
+                "x.clone()) is not a leaf, so its .grad is not kept. Ask for the gradient of the "
+                "leaf you made, or use torch.autograd.grad(output, leaf)."
+            ))
         if got["kind"] == "NoneType":
             return Mistake("returned-none",
                            f"input_gradient returned None (on {on}); end your function with `return`.")

@@ -27,6 +27,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from course_utils import progress_store, run_mode
 from course_utils.display import show
 from course_utils.exercises import plain
+from course_utils.exercises.answer_source import recording_switched_off
 from course_utils.exercises.likely_cause import likely_cause
 from course_utils.exercises.solution_text import solution_source
 from course_utils.exercises.placeholder import ____, _PlaceholderUsed, holds_placeholder  # noqa: F401
@@ -63,6 +64,14 @@ _COLOUR = {  # background, border
     Outcome.NOT_ATTEMPTED: ("#f4f4f4", "#757575"),
     Outcome.RAISED: ("#fff4e5", "#ef6c00"),
 }
+
+
+_NOTHING_RECORDED = "does not require grad and does not have a grad_fn"
+
+
+class PassNote(str):
+    """A judge's word on an answer that is correct but could be better (``float(loss)``, which
+    makes torch warn): the verdict passes, and the note follows the passed message."""
 
 
 class Mistake(str):
@@ -391,6 +400,8 @@ class Exercise:
             }
             if raised.line is not None:
                 record["line"] = raised.line
+            if _NOTHING_RECORDED in record["message"]:
+                record["recording_off"] = recording_switched_off(answer)
             return ProbeResult(Status.RAISED, error=record)
         except Exception as error:  # the probe tripped over what the answer returned
             return ProbeResult(
@@ -446,6 +457,8 @@ class Exercise:
             )
         if problem is None:
             return self._verdict(Outcome.PASSED, self.passed_message)
+        if isinstance(problem, PassNote):
+            return self._verdict(Outcome.PASSED, f"{self.passed_message}\nNote: {problem}")
         return self._verdict(Outcome.FAILED, str(problem), getattr(problem, "id", None))
 
     def _raised_message(self, error: dict) -> str:
@@ -458,10 +471,21 @@ class Exercise:
         message = f"{error['type']}: {error['message']}\n(on {error['on']})"
         if error.get("line"):
             message += f"\nRaised at: {error['line']}"
-        notes = [note for note in self.error_notes if note.clue in error["message"]]
+        if error.get("recording_off"):
+            # The answer made a leaf that requires grad (or not); what stopped the recording is
+            # the block it computed in, which the exercise's usual note would not name.
+            ways = " / ".join(error["recording_off"])
+            return Mistake("computed-without-recording", message + (
+                f"\nLikely cause: your function computes under {ways}: nothing inside it is "
+                "recorded, not even from a tensor that requires grad, so backward() has no graph "
+                "to follow. Compute the output (and the loss) outside that block."
+            ))
+        # A clue is looked for in the message, then in the line that raised (`reference.copy_(`).
+        seen = error["message"] + "\n" + error.get("line", "")
+        notes = [note for note in self.error_notes if note.clue in seen]
         if notes:
             return Mistake(notes[0].id, message + "\nLikely cause: " + notes[0].text)
-        return message + "\nLikely cause: " + likely_cause(error["type"], error["message"])
+        return message + "\nLikely cause: " + likely_cause(error["type"], error["message"], error.get("line"))
 
     def _verdict(self, outcome: Outcome, message: str, named: str | None = None) -> Verdict:
         return Verdict(self.id, self.title, outcome, message,
@@ -490,7 +514,15 @@ class Exercise:
     def hint(self, level: int | None = None) -> None:
         """Show the next hint (each call goes one further), or hint number ``level``."""
         if level is None:
-            index = min(self._next_hint, len(self.hints) - 1)
+            if self._next_hint >= len(self.hints):
+                # Said once more after the last one, the last hint looks like a new one: say so.
+                print(
+                    f"That was the last hint ({len(self.hints)} of {len(self.hints)}). "
+                    f"ex.{self.name}.hint({len(self.hints)}) shows it again; "
+                    f"ex.{self.name}.solution() shows a worked answer."
+                )
+                return
+            index = self._next_hint
             self._next_hint = index + 1
         else:
             if not 1 <= level <= len(self.hints):

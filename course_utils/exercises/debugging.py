@@ -770,6 +770,10 @@ def _probe_drop_non_finite(answer, run):
             case["x_is_input"] = isinstance(got[0], torch.Tensor) and got[0].device.type == "cpu" and _same(
                 torch.Tensor.detach(got[0]), x)
         cases.append(case)
+        # What is already wrong on the simple table is the mistake to name, before an error
+        # that a later, harder input (images, 4-D) would raise.
+        if _judge_drop_non_finite(cases) is not None:
+            return cases
     return cases
 
 
@@ -1123,12 +1127,23 @@ def _judge_clipped_step(cases):
             ))
         if not same_values(delta, case["expected"], rtol=1e-4, atol=1e-7):
             if total > max_norm and same_values(delta, case["unclipped"], rtol=1e-4, atol=1e-7):
+                returned = case.get("returned")
+                if returned is not None and same_values(returned, total, rtol=1e-4, atol=1e-6):
+                    when = ("The norm your function returned is that very gradient's, so "
+                            "clip_grad_norm_ ran after optimizer.step(), which had already used "
+                            "it: clip before the step.")
+                elif returned is not None:
+                    when = (f"The norm your function returned, {returned:.3g}, is not this "
+                            "gradient's: clip_grad_norm_ ran before loss.backward(), on the .grad "
+                            "of before (none, or the last step's). Clip after backward().")
+                else:
+                    when = ""
                 return Mistake("clip-out-of-order", (
                     f"The parameters moved by the unclipped gradient (on {on}: its norm is "
                     f"{total:.3g}, above max_norm={max_norm:g}). clip_grad_norm_ rescales the "
                     "gradients in .grad, so it must run after loss.backward() (when they exist) "
-                    "and before optimizer.step() (which reads them)."
-                ))
+                    "and before optimizer.step() (which reads them). " + when
+                ).rstrip())
             if total < max_norm and same_values(delta, case["scaled_up"], rtol=1e-4, atol=1e-7):
                 return Mistake("scales-up-small-gradients", (
                     f"Your step scaled the gradient up to norm {max_norm:g} although its norm, "

@@ -183,8 +183,22 @@ GENERAL = (
 )
 
 
-def likely_cause(error_type: str, message: str) -> str:
-    """What to look at for an error of type ``error_type`` with text ``message``."""
+# `p in params` compares a tensor with each element by ==: it broadcasts (and fails) or is
+# ambiguous. Errors a membership test on tensors raises:
+_MEMBERSHIP_ERRORS = ("must match the size of tensor", "Boolean value of Tensor with more than one")
+
+
+def likely_cause(error_type: str, message: str, line: str | None = None) -> str:
+    """What to look at for an error of type ``error_type`` with text ``message``, raised at the
+    source ``line`` (when known): a line that tests a tensor's membership in a list is the
+    cause of a broadcasting error there, not the shapes."""
+    if line and any(text in message for text in _MEMBERSHIP_ERRORS) and _tests_membership(line):
+        return (
+            "`in` (and `not in`) compares a tensor with each element of the list by ==, which for "
+            "tensors is element by element: it broadcasts, fails on other shapes, or cannot be "
+            "one True/False. Compare identities instead: any(p is q for q in chosen), or keep "
+            "the ids in a set: id(p) in chosen_ids."
+        )
     for wanted_type, pattern, say in _RULES:
         if wanted_type is not None and wanted_type != error_type:
             continue
@@ -192,3 +206,12 @@ def likely_cause(error_type: str, message: str) -> str:
         if match:
             return say(match)
     return GENERAL
+
+
+def _tests_membership(line: str) -> bool:
+    """A `x in y` / `x not in y` test on the line (not the `in` of a `for` clause). The line
+    may come as "`CODE` in FUNCTION": only the code counts, without its comment."""
+    quoted = re.search(r"`(.*)`", line)
+    code = (quoted.group(1) if quoted else line).split("#", 1)[0]
+    code = re.sub(r"\bfor\s+[\w, ()]+\s+in\b", " ", code)  # drop each `for ... in`
+    return bool(re.search(r"\bin\b", code))

@@ -826,6 +826,11 @@ def _probe_remap_keys(answer, run):
     return cases
 
 
+def _few(keys, limit=3) -> str:
+    shown = ", ".join(repr(k) for k in keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
 def _judge_remap_keys(cases):
     earlier = set()  # the keys every earlier call should have returned
     for case in cases:
@@ -833,10 +838,17 @@ def _judge_remap_keys(cases):
         if "keys" not in case:
             return Mistake("not-a-dict", f"remap_keys returned {case['kind']} (on {on}); return a new dict of renamed keys and the same tensors.")
         if case["keys_after_call"] != case["keys_before"]:
+            gone = [k for k in case["keys_before"] if k not in case["keys_after_call"]]
+            new = [k for k in case["keys_after_call"] if k not in case["keys_before"]]
+            if gone or new:
+                what = (f"{_few(gone)} {'is' if len(gone) == 1 else 'are'} gone from it"
+                        + (f", and it has {_few(new)} instead" if new else ""))
+            else:
+                what = "its keys are the same but in another order"
             return Mistake("renamed-in-place", (
-                f"remap_keys changed the dict it was given (on {on}): its keys are now "
-                f"{case['keys_after_call'][:4]}... Build and return a new dict; whoever called "
-                "you may still need the original, for instance to load it into the old model."
+                f"remap_keys changed the dict it was given (on {on}): {what}. Build and return "
+                "a new dict; whoever called you may still need the original, for instance to "
+                "load it into the old model."
             ))
         if case["renames_changed"]:
             return Mistake("changed-renames", (

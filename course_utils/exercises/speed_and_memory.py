@@ -1062,7 +1062,20 @@ def _float32_forward(model, optimizer, scaler, loss_fn, batch, max_norm):
     scaler.update()
 
 
+def _update_before_step(model, optimizer, scaler, loss_fn, batch, max_norm):
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.update()  # forgets that unscale_ ran: step() divides by the scale a second time
+    scaler.step(optimizer)
+
+
 _WRONG_ORDERS = {
+    "update_first": _update_before_step,
     "clips_scaled": _clips_scaled,
     "no_clip": _no_clip,
     "unscaled_backward": _unscaled_backward,
@@ -1120,9 +1133,13 @@ def _probe_scaled_clipped_step(answer, run):
             steps.clear()
             dtypes.clear()
             call["scale_before"] = float(scaler.get_scale())
+            used_before = getattr(scaler, "_scale", None) is not None  # made by its first scale()
             run(answer, model, optimizer, scaler, loss_fn, batch, max_norm, on=on)
+            call["scaler_used"] = used_before or getattr(scaler, "_scale", None) is not None
             after, finite = _scaled_state(model)
             call["scale_after"] = float(scaler.get_scale())
+            # update() empties the scaler's per-optimizer record; a step() after it leaves one.
+            call["stepped_after_update"] = bool(getattr(scaler, "_per_optimizer_states", {}))
             call["steps"] = len(steps)
             call["dtypes"] = sorted(set(dtypes))
             call["batch_changed"] = not all(torch.equal(a, b) for a, b in zip(batch, kept))
@@ -1135,12 +1152,35 @@ def _probe_scaled_clipped_step(answer, run):
             call["expected"] = ref_before - _flat(ref_model.parameters())
             call["expected_scale"] = float(ref_scaler.get_scale())
             calls.append(call)
-            if _judge_scaled_clipped_step(calls) is not None:
-                return calls
+            problem = _judge_scaled_clipped_step(calls)
+            if problem is not None and getattr(problem, "id", "") != _TWO_SLIPS:
+                return calls  # named already; two slips alike go on to an input that tells them apart
     return calls
 
 
 _SCALED_TOL = {"rtol": 1e-4, "atol": 1e-7}
+
+
+_TWO_SLIPS = "clips-before-unscale-or-updates-first"
+
+
+def _one_of_two_slips(calls) -> str | None:
+    """"update_first" or "clips_scaled" when some call's step matches exactly one of them."""
+    if any(call.get("stepped_after_update") for call in calls):
+        return "update_first"
+    if calls and all("stepped_after_update" in call for call in calls):
+        return "clips_scaled"  # every update() came last: the steps are short for the other reason
+    for call in calls:
+        alternatives = call.get("alternatives", {})
+        found = [
+            name for name in ("update_first", "clips_scaled")
+            if alternatives.get(name) is not None
+            and not same_values(alternatives[name], call["expected"], **_SCALED_TOL)
+            and same_values(call["update"], alternatives[name], **_SCALED_TOL)
+        ]
+        if len(found) == 1:
+            return found[0]
+    return None
 
 
 def _judge_scaled_clipped_step(calls):
@@ -1180,6 +1220,14 @@ def _judge_scaled_clipped_step(calls):
                 "finite: the step used gradients that were still scaled or left over. Zero the "
                 "gradients first, and step with scaler.step(optimizer)."
             ))
+        if call.get("scaler_used") is False:
+            return Mistake("own-scaler", (
+                f"The GradScaler you were given was never used (on {on}): your function scaled "
+                "the loss with a scaler of its own. A new GradScaler starts from its init_scale "
+                "(65536 by default, enough to make these float16 gradients overflow), and what it "
+                "learns is lost after the call. Use the scaler passed in: its scale carries over "
+                "from step to step."
+            ))
         if call["steps"] == 0 and same_values(update, np.zeros_like(update), rtol=0, atol=0):
             if call["inf_before"]:
                 return Mistake("no-zero-grad", (
@@ -1207,6 +1255,12 @@ def _judge_scaled_clipped_step(calls):
                 "between backward() and the step."
             ))
         named = {
+            "update_first": ("update-before-step", (
+                "Your step is as short as gradients divided by the scale twice: scaler.update() "
+                "ran before scaler.step(optimizer). update() starts the next iteration and "
+                "forgets that unscale_ ran, so step() unscales the gradients a second time. "
+                "Finish with scaler.step(optimizer), then scaler.update()."
+            )),
             "clips_scaled": ("clips-before-unscale", (
                 "Your step is what clipping the *scaled* gradients gives: clip_grad_norm_ ran "
                 "before scaler.unscale_(optimizer), so it compared max_norm with gradients "
@@ -1226,11 +1280,29 @@ def _judge_scaled_clipped_step(calls):
                 "Back-propagate the scaled loss: scaler.scale(loss).backward()."
             )),
         }
-        for name, (mistake, message) in named.items():
-            alternative = call.get("alternatives", {}).get(name)
-            if alternative is not None and not same_values(alternative, expected, **_SCALED_TOL) \
-                    and same_values(update, alternative, **_SCALED_TOL):
+        matches = [
+            name for name in named
+            if (alternative := call.get("alternatives", {}).get(name)) is not None
+            and not same_values(alternative, expected, **_SCALED_TOL)
+            and same_values(update, alternative, **_SCALED_TOL)
+        ]
+        if "update_first" in matches and "clips_scaled" in matches:
+            # Above max_norm both slips shrink the step by the scale alike; a call below it
+            # (where clipping does nothing) tells them apart, if the answer got that far.
+            told = _one_of_two_slips(calls)
+            if told:
+                mistake, message = named[told]
                 return Mistake(mistake, f"{message} (on {on})")
+            return Mistake(_TWO_SLIPS, (
+                "Your step is as short as two slips make it, and this input cannot tell them "
+                "apart: clip_grad_norm_ before scaler.unscale_(optimizer), or scaler.update() "
+                "before scaler.step(optimizer) (update() forgets that unscale_ ran, so step() "
+                "divides the gradients by the scale again). The order is: scale(loss).backward(), "
+                f"unscale_, clip_grad_norm_, step, update. (on {on})"
+            ))
+        if matches:
+            mistake, message = named[matches[0]]
+            return Mistake(mistake, f"{message} (on {on})")
         if call["index"] > 0:
             return Mistake("replaces-optimizer-or-scaler", (
                 f"The first call was right, but on {on} the weights are not what the next step "
@@ -1312,8 +1384,9 @@ scaled_clipped_step = Exercise(
          "once, scaler.update() once.",
          "no-gradients-at-step"),
         ("unscale_() is being called after step()",
-         "the previous call's scaler.step(optimizer) was never followed by scaler.update(): "
-         "end every step with scaler.update(), which also resets the scaler for the next one.",
+         "the previous call's scaler.step(optimizer) was not followed by scaler.update() (it "
+         "came after it, or not at all): end every step with scaler.step(optimizer), then "
+         "scaler.update(), which also resets the scaler for the next one.",
          "update-missing"),
         ("is non-finite, so it cannot be clipped",
          "clip_grad_norm_(..., error_if_nonfinite=True) raises on a step whose gradients "

@@ -11,14 +11,13 @@ Each reference solution is what ``.solution()`` shows.
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 
 import numpy as np
 import torch
 from course_utils.exercises.shape_mentions import mentions, shape_forms
 from course_utils.exercises.torch_calls import TorchCallCounter
 
+from course_utils.exercises.answer_source import answer_nodes as _answer_nodes
 from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
@@ -38,30 +37,6 @@ def _dtype_name(dtype) -> str:
 # The answer's own source: read (never run) to check a rule the task states ("without a Python
 # loop"), or to name a mistake only when the answer really contains it.
 # --------------------------------------------------------------------------------------------
-def _answer_nodes(answer) -> list:
-    """The ast nodes of ``answer``'s own definition, or [] when its source cannot be read."""
-    try:
-        source = textwrap.dedent(inspect.getsource(answer))
-    except (OSError, TypeError):
-        return []
-    tree = None
-    for attempt in (source, source.strip().rstrip(",;"), f"(\n{source}\n)"):
-        try:
-            tree = ast.parse(attempt)
-            break
-        except SyntaxError:
-            continue
-    if tree is None:
-        return []
-    name = getattr(answer, "__name__", "")
-    if name == "<lambda>":
-        return [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)]
-    return [
-        node for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
-    ][:1]
-
-
 _LOOP_NODES = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
                ast.GeneratorExp)
 
@@ -336,6 +311,13 @@ match_reference = Exercise(
         "x.to(dtype=reference.dtype, device=reference.device)",
     ],
     error_notes=[
+        (
+            "reference.copy_(",
+            "reference.copy_(x) writes x's numbers into the reference tensor itself: it changes "
+            "the caller's reference, and needs x's shape to fit into reference's. The task asks "
+            "for a new tensor from x: x.to(dtype=reference.dtype, device=reference.device).",
+            "copy-into-reference",
+        ),
         (
             "to() received an invalid combination of arguments - got (torch.dtype, torch.device",
             "with both given by position, .to() takes the device first: "
@@ -878,6 +860,17 @@ def _probe_zero_negative_rows(answer, run):
     return record
 
 
+def _one_mask_for_the_whole_tensor(case, unchanged) -> bool:
+    """x left alone when its total is >= 0, or zeroed entirely when it is < 0, and a count of
+    0 or 1: what a mask made from x.sum() (one number, no dim) does."""
+    before = np.asarray(case["x_before"].get("values", []), dtype=np.float64)
+    got = np.asarray(case["x_after"].get("values", []), dtype=np.float64)
+    if before.size == 0 or case["count"].get("value") not in (0, 1):
+        return False
+    total = np.nansum(before)
+    return bool((unchanged and total >= 0) or (not np.any(got) and total < 0 and case["count"]["value"] == 1))
+
+
 def _rows_text(rows) -> str:
     return "row " + str(rows[0]) if len(rows) == 1 else "rows " + ", ".join(map(str, rows))
 
@@ -904,6 +897,13 @@ def _judge_zero_negative_rows(record):
                 "x[negative] = 0."))
         got = after.get("values")
         unchanged = same_values(got, case["x_before"]["values"], rtol=0, atol=0)
+        if rows and case["count"].get("value") != len(rows) and _one_mask_for_the_whole_tensor(case, unchanged):
+            return Mistake("whole-tensor-sum", (
+                f"Your function zeroed {'nothing' if unchanged else 'every row'} of x ({on}) and "
+                f"counted {case['count']['text']}: its mask holds one True or False for the whole "
+                "tensor, not one per row. x.sum() adds every element of x; sum each row with "
+                "x.sum(dim=1), then x[negative] = 0."
+            ))
         if unchanged and rows:
             returned = case["returned"]
             if record["chained"]:
@@ -1196,6 +1196,14 @@ remove_batch_dim = Exercise(
             "for x of shape (1,) the rest is (), so view(*x.shape[1:]) passes no size at all. "
             "Pass the shape as one tuple, x.view(x.shape[1:]), or use x.squeeze(0) or x[0].",
             "view-of-unpacked-empty-shape",
+        ),
+        (
+            "view size is not compatible with input tensor's size and stride",
+            "view() cannot reorder memory, and this x is a permuted (non-contiguous) view. Do "
+            "not follow torch's advice to the letter here: reshape(-1) runs, but it flattens "
+            "every dimension into one, and removing the batch dimension must keep the others. "
+            "x.squeeze(0) (or x[0]) removes only that one, as a view, for any layout.",
+            "view-flattens-everything",
         ),
         (
             "could not infer output dtype",

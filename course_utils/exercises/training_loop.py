@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import numpy as np
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.core import Exercise, Function, Mistake, PassNote
 from course_utils.exercises.running import set_up_torch_once
 from course_utils.exercises.facts import same_values
 
@@ -194,7 +195,10 @@ def _probe_train_step(answer, run):
             for name in counts:
                 counts[name] = 0
             given_x, given_y = x.clone(), y.clone()
-            returned = run(answer, model, optimizer, loss_fn, given_x, given_y, on=on)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                returned = run(answer, model, optimizer, loss_fn, given_x, given_y, on=on)
+            scalar_warning = _shown_unless_scalar_warning(caught)
             got = {
                 "on": on,
                 "returned": _returned(returned),
@@ -214,6 +218,7 @@ def _probe_train_step(answer, run):
                             and given.requires_grad == kept.requires_grad
                             and bool(torch.equal(given, kept)))
                 ],
+                "scalar_warning": scalar_warning,
                 **counts,
             }
             torch.set_grad_enabled(True)
@@ -231,7 +236,7 @@ def _probe_train_step(answer, run):
                 got["own_loss"] = _flat_parameters(own_loss_model)
             calls.append(got)
             record = {"lr": _LR, "phases": phases + [{"kind": kind, "calls": calls}]}
-            if _judge_train_step(record) is not None:  # what is wrong shows already: stop
+            if _problem(_judge_train_step(record)):  # what is wrong shows already: stop
                 return record  # here, so that an error on a later input does not hide it
         phases.append({"kind": kind, "calls": calls})
     return {"lr": _LR, "phases": phases}
@@ -416,7 +421,33 @@ def _judge_train_step(record):
             )
             if problem:
                 return problem
+    if any(call.get("scalar_warning") for phase in record["phases"] for call in phase["calls"]):
+        return PassNote(
+            "torch warned \"Converting a tensor with requires_grad=True to a scalar may lead to "
+            "unexpected behavior\": float(loss) on a loss that is part of the graph. loss.item() "
+            "gives the same number without the warning."
+        )
     return None
+
+
+_SCALAR_WARNING = "Converting a tensor with requires_grad=True to a scalar"
+
+
+def _shown_unless_scalar_warning(caught) -> bool:
+    """Show the learner every warning their step raised, except float(loss)'s, which the
+    verdict explains instead; say whether that one was among them."""
+    found = False
+    for warning in caught:
+        if _SCALAR_WARNING in str(warning.message):
+            found = True
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    return found
+
+
+def _problem(judged) -> bool:
+    """A judge's answer that means failed: a message, not None and not a note on a pass."""
+    return judged is not None and not isinstance(judged, PassNote)
 
 
 train_step = Exercise(
@@ -440,14 +471,22 @@ train_step = Exercise(
         "The optimizer clears the gradients of the parameters it was given: "
         "optimizer.zero_grad(). Do it before loss.backward(), or after optimizer.step(), but "
         "never between backward() and step().",
-        "loss = loss_fn(model(x), y); optimizer.zero_grad(); loss.backward(); "
-        "optimizer.step(); return loss.item()",
+        "Return the loss as a Python float, read after the step: the tensor's .item() "
+        "(float(loss) works too, but warns on a tensor that requires grad). Check the order "
+        "against chapter 04's six steps before you look at the solution.",
     ],
     error_notes=[
         (
             "backward through the graph a second time",
             "loss.backward() called twice on one forward pass. Call it once per step.",
             "second-backward",
+        ),
+        (
+            "not implemented for 'Long'",
+            "the loss received the integer class labels where it expects the model's output. "
+            "A loss function takes (prediction, target), in that order: "
+            "loss_fn(model(x), y).",
+            "loss-arguments-swapped",
         ),
         (
             "does not require grad and does not have a grad_fn",
