@@ -27,6 +27,7 @@ generator from Python's ``random`` or NumPy held by a sampler or by the data set
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import tempfile
@@ -334,6 +335,27 @@ def save_checkpoint(path, epoch, model, optimizer, scheduler=None, scaler=None, 
     return save_atomically(checkpoint, path)
 
 
+_watching: list[set] = []
+
+
+def _seen(name: str) -> None:
+    for calls in _watching:
+        calls.add(name)
+
+
+@contextlib.contextmanager
+def calls_watched():
+    """The names of this module's loaders called inside the block, however they were reached
+    (an alias, a module attribute): chapter 07's ``resume`` exercise is ``load_checkpoint``
+    written by hand, so its check must know when an answer calls the worked one instead."""
+    calls: set = set()
+    _watching.append(calls)
+    try:
+        yield calls
+    finally:
+        _watching.remove(calls)
+
+
 def load_checkpoint(
     path, model, optimizer, scheduler=None, scaler=None, loader=None, *, map_location=None
 ) -> int:
@@ -346,6 +368,7 @@ def load_checkpoint(
     and load ``checkpoint["model"]``.) Reads with ``weights_only=True``; ``map_location`` as
     in ``torch.load``.
     """
+    _seen("load_checkpoint")
     checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     for name, part in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
         saved = checkpoint.get(name)

@@ -781,6 +781,21 @@ def input_through_numpy(f, x):
     return torch.autograd.grad(f(leaf).sum(), leaf)[0]
 
 
+def input_gradient_freezing_f(f, x):
+    if isinstance(f, torch.nn.Module):
+        f.requires_grad_(False)  # "so that no .grad of f fills up"
+    leaf = x.detach().requires_grad_(True)
+    f(leaf).sum().backward()
+    return leaf.grad
+
+
+def input_gradient_in_eval_mode(f, x):
+    if isinstance(f, torch.nn.Module):
+        f.eval()  # "no dropout while measuring"
+    leaf = x.detach().requires_grad_(True)
+    return torch.autograd.grad(f(leaf).sum(), leaf)[0]
+
+
 def input_gradient_under_no_grad(f, x):
     leaf = x.detach().requires_grad_(True)  # a leaf that requires grad, as the advice says
     with torch.no_grad():
@@ -1024,6 +1039,10 @@ CATALOGUE = Catalogue({
         wrong("detached, then requires_grad_()", detached_then_tracked, "x.grad is still None"),
     ],
     ex.input_gradient: [
+        wrong("freezes f's parameters", input_gradient_freezing_f, "changed requires_grad of f's parameters",
+              kind=EDGE),
+        wrong("leaves f in eval mode", input_gradient_in_eval_mode, "switched f between train and eval mode",
+              kind=EDGE),
         right("torch.func.grad", with_torch_func),
         wrong("a leaf, but computed under no_grad", input_gradient_under_no_grad,
               "Likely cause: your function computes under torch.no_grad()", "outside that block",

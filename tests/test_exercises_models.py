@@ -1110,6 +1110,15 @@ def groups_by_membership_in_a_list(model, weight_decay):
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
+def groups_by_exact_type(model, weight_decay):
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            chosen = name == "weight" and type(module) in (nn.Linear, nn.Conv1d, nn.Conv2d)
+            (decay if chosen else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
 _ML_FIRST_WEIGHTS = {}
 
 
@@ -1296,14 +1305,18 @@ CATALOGUE = Catalogue({
               "must match the size", "on 5 examples, 4 labels", kind=STATEFUL, outcome=Outcome.RAISED),
     ],
     ex.decay_groups: [
+        wrong("by shape: p.ndim >= 2", by_dimension, "an Embedding's weight, is decayed",
+              "not by the shape (p.ndim >= 2)", kind=EDGE),
+        wrong("by exact type: type(m) in (...)", groups_by_exact_type, "a subclass of nn.Linear",
+              "isinstance", kind=EDGE),
         wrong("p not in a list of tensors", groups_by_membership_in_a_list, "Compare identities instead",
               outcome=Outcome.RAISED),
-        right("by dimension", by_dimension),
         right("rest first, a tuple and a generator", rest_first_as_tuple),
-        right("norm layers and biases collected by module, named groups", norm_and_bias_by_module),
+        wrong("norm layers and biases collected by module, named groups", norm_and_bias_by_module,
+              "an Embedding's weight, is decayed", kind=EDGE),
         right("a dict of the layer types' weights by id", weights_of_layer_types),
         wrong("everything decayed", everything, "Every parameter is decayed", "biases"),
-        wrong("by name only", by_name, "normalisation layers' weights are decayed", "1.weight", "p.ndim >= 2"),
+        wrong("by name only", by_name, "normalisation layers' weights are decayed", "1.weight", "not by the name alone"),
         wrong("no weight_decay key for the rest", default_for_rest, "optimizer's default", "0.0"),
         wrong("all parameters plus the rest", duplicated, "in more than one group"),
         wrong("the rest forgotten", forgot_rest, "in no group", "never update"),

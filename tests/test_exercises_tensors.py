@@ -499,6 +499,10 @@ def remove_by_view_of_everything(x):
     return x.view(-1)
 
 
+def flatten_through_numpy(x):
+    return torch.from_numpy(x.numpy().T.reshape(-1).copy())
+
+
 ROUND_3 = {
     ex.match_reference: [
         right("a float64 detour, then x.to(reference)", match_through_float64),
@@ -675,6 +679,7 @@ CATALOGUE = Catalogue({
               "returned the old values", "on every call", kind=STATEFUL),
     ],
     ex.flatten_transposed: [
+        wrong("through NumPy", flatten_through_numpy, "NumPy has no bfloat16", outcome=RAISED, kind=EDGE),
         right("t().contiguous().view(-1)", lambda x: x.t().contiguous().view(-1)),
         right("torch.flatten of transpose(0, 1)", lambda x: torch.flatten(x.transpose(0, 1))),
         right("permute then flatten", lambda x: x.permute(1, 0).flatten()),
@@ -844,8 +849,24 @@ def zero_rows_by_the_whole_sum(x):
     return int(negative.sum())
 
 
+def best_match_after_softmax(q, k):
+    return torch.softmax(q @ k.mT, dim=-1).argmax(dim=-1)
+
+
+def zero_rows_not_at_least_zero(x):
+    negative = ~(x.sum(dim=1) >= 0)
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def best_match_in_float64(q, k):
+    keys = k.double().transpose(-2, -1)
+    return torch.matmul(q.double(), keys).argmax(dim=-1)
+
+
 ISSUE_15 = {
     ex.zero_negative_rows: [
+        wrong("~(sum >= 0)", zero_rows_not_at_least_zero, "whose sum is nan", "x.sum(dim=1) < 0 is not", kind=EDGE),
         wrong("sum() without dim", zero_rows_by_the_whole_sum, "one True or False for the whole tensor",
               "x.sum(dim=1)"),
         right("masked_fill_ with a column mask, a 0-d count", zero_rows_masked_fill),
@@ -883,8 +904,12 @@ ISSUE_15 = {
               kind=STATEFUL),
     ],
     ex.best_match: [
+        right("scores in float64, argmax on them", best_match_in_float64),
+        wrong("softmax, then argmax", best_match_after_softmax, "made the two equal", "argmax the dot products themselves",
+              kind=EDGE),
         right("einsum with an ellipsis", best_match_einsum_ellipsis),
-        right("broadcast product, summed, softmax then argmax", best_match_broadcast_product),
+        wrong("broadcast product, summed, softmax then argmax", best_match_broadcast_product,
+              "made the two equal", kind=EDGE),
         right("matmul, transpose(-2, -1), max().indices", best_match_max_indices),
         wrong("q @ k without a transpose", best_match_untransposed,
               "Expected size for first two dimensions of batch2 tensor", "Likely cause:", "q @ k.mT",

@@ -889,6 +889,8 @@ def _probe_input_gradient(answer, run):
         requires_grad_before = bool(x.requires_grad)
         x_grad_before = _grad_facts(x)
         params_before = {name: _grad_facts(p) for name, p in parameters.items()}
+        flags_before = {name: p.requires_grad for name, p in parameters.items()}
+        training_before = layer.training
         got = run(answer, f, x, on=on)
         grad_enabled_after = torch.is_grad_enabled()
         torch.set_grad_enabled(True)  # (the check puts the learner's own mode back at the end)
@@ -910,7 +912,14 @@ def _probe_input_gradient(answer, run):
             "x_grad_after": _grad_facts(x),
             "params_before": params_before if f is layer else None,
             "params_after": {name: _grad_facts(p) for name, p in parameters.items()} if f is layer else None,
+            # "Leave no trace" covers f too: its parameters' requires_grad and its train/eval mode.
+            "frozen_params": sorted(name for name, p in parameters.items()
+                                    if flags_before[name] != p.requires_grad),
+            "mode_changed": layer.training != training_before,
         })
+        for name, p in parameters.items():  # the next call starts from the flags it should find
+            p.requires_grad_(flags_before[name])
+        layer.train(training_before)
         return got
 
     x = torch.randn(4, 3, generator=generator)
@@ -1008,6 +1017,20 @@ def _judge_input_gradient(record):
                 f"Your function {change} x.grad (on {on}); it must hold what it held before. "
                 "backward() stores into the .grad of the tensors it reaches; "
                 "torch.autograd.grad returns the gradient instead and stores nothing."
+            ))
+        if call.get("frozen_params"):
+            name = call["frozen_params"][0]
+            return Mistake("changed-param-flags", (
+                f"Your function changed requires_grad of f's parameters (layer.{name}; on {on}): "
+                "the caller's training would no longer compute their gradients. Leave no trace "
+                "on f either: torch.autograd.grad(f(x).sum(), x) asks for x's gradient alone, "
+                "with f as it is."
+            ))
+        if call.get("mode_changed"):
+            return Mistake("changed-f-mode", (
+                f"Your function switched f between train and eval mode and left it so (on {on}): "
+                "dropout and batch norm would then behave differently in the caller's next "
+                "forward pass. Leave f's mode as you found it (or put it back before returning)."
             ))
         if call["params_before"] is not None:
             for name, before_grad in call["params_before"].items():

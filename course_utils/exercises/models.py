@@ -1197,6 +1197,27 @@ class _ImageHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(2))  # the model's own: an output bias
 
 
+class _ScaledLinear(nn.Linear):
+    """A subclass of nn.Linear, as many libraries write them (MultiheadAttention's out_proj is
+    one): its weight is a Linear's weight, for isinstance, not for type(m) in (...)."""
+
+    def forward(self, x):
+        return 0.5 * super().forward(x)
+
+
+class _TokenHead(nn.Module):
+    """An Embedding (a 2-D weight that is a table of vectors, not connections) and a Linear
+    subclass: the shape alone (p.ndim >= 2) and the exact type alone both choose wrongly."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = nn.Embedding(10, 4)
+        self.proj = _ScaledLinear(4, 3)
+
+    def forward(self, ids):
+        return self.proj(self.tokens(ids))
+
+
 def _decay_models():
     torch.manual_seed(4)
     mlp = nn.Sequential(
@@ -1212,6 +1233,7 @@ def _decay_models():
         ("a Conv1d model with a bias-free Linear, weight_decay=0.1", conv, 0.1),
         ("a Conv2d model with GroupNorm, a Linear named norm_proj used twice, a nested block and "
          "a parameter of its own, weight_decay=0.02", _ImageHead(), 0.02),
+        ("a model with an Embedding and a subclass of nn.Linear, weight_decay=0.05", _TokenHead(), 0.05),
         ("the MLP again, a second call on the same model, weight_decay=0.05", mlp, 0.05),
     ]
 
@@ -1246,6 +1268,15 @@ def _probe_decay_groups(answer, run):
                 for module in model.modules()
                 if isinstance(module, _NORMS)
                 for p in module.parameters(recurse=False)
+            ),
+            "embedding": sorted(
+                names[id(module.weight)] for module in model.modules() if isinstance(module, nn.Embedding)
+            ),
+            # weights of subclasses of Linear/Conv: what type(m) in (nn.Linear, ...) misses
+            "subclass_weights": sorted(
+                names[id(module.weight)] for module in model.modules()
+                if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
+                and type(module) not in (nn.Linear, nn.Conv1d, nn.Conv2d)
             ),
             "changed": sorted(
                 name for name, p in model.named_parameters() if not torch.equal(p.detach(), before[name])
@@ -1422,13 +1453,29 @@ def _judge_decay_groups(cases):
                     f"The normalisation layers' weights are decayed, e.g. {example} (on {on}). "
                     "They are named 'weight' but they are per-feature scales, not connections: "
                     "decay pulls them towards 0 and shrinks every normalised feature. Choose by "
-                    "the kind of layer (or by p.ndim >= 2), not by the name alone."
+                    "the kind of layer, not by the name alone."
+                ))
+            embeddings = [n for n in wrongly_decayed if n in case.get("embedding", [])]
+            if embeddings:
+                return Mistake("embedding-decayed", (
+                    f"{embeddings[0]}, an Embedding's weight, is decayed (on {on}). It is 2-D like "
+                    "a Linear's weight, but it is a table of vectors, not connections, and the task "
+                    "keeps it out of decay: choose by the kind of layer (isinstance(module, "
+                    "(nn.Linear, nn.Conv1d, nn.Conv2d))), not by the shape (p.ndim >= 2)."
                 ))
             return Mistake("decays-non-weight", (
                 f"{example} is decayed but should not be (on {on}): only the weights of Linear "
                 "and Conv layers decay."
             ))
         not_decayed = sorted(expected - decayed)
+        subclassed = [n for n in not_decayed if n in case.get("subclass_weights", [])]
+        if subclassed:
+            return Mistake("subclass-not-decayed", (
+                f"{subclassed[0]} is not decayed (on {on}): its layer is a subclass of nn.Linear, "
+                "and so a Linear layer. type(module) in (nn.Linear, ...) compares the exact class "
+                "and misses subclasses; isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)) "
+                "includes them."
+            ))
         if not_decayed:
             return Mistake("weight-not-decayed", (
                 f"{not_decayed[0]} is not decayed (on {on}): the weights of Linear and Conv layers "
@@ -1460,7 +1507,8 @@ decay_groups = Exercise(
         "{'params': no_decay, 'weight_decay': 0.0}]. Every parameter goes in exactly one.",
         "A LayerNorm's scale is also called 'weight', so the name alone is not enough. Go "
         "module by module (model.modules(), named_parameters(recurse=False)) and look at the "
-        "module's type, or use the shape: connection weights have p.ndim >= 2.",
+        "module's kind with isinstance, which includes subclasses. Not the shape: an "
+        "Embedding's weight is 2-D too, and it does not decay here.",
         "for module in model.modules(): for name, p in module.named_parameters(recurse=False): "
         "decay if name == 'weight' and isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)), "
         "else no_decay.",

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from course_utils import checkpoints
 from course_utils.checkpoints import _loader_generators, restore_rng_state, save_checkpoint
 from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.running import set_up_torch_once
@@ -454,9 +455,11 @@ def _resume_record(answer, run):
         fresh_loader = _loader_states(fresh[4])
         torch.load = recording_load
         try:
-            start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
+            with checkpoints.calls_watched() as library_calls:
+                start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
         finally:
             torch.load = real_load
+        record["library_calls"] = sorted(library_calls)
         record["weights_only"] = loads
         record["start_kind"] = _kind(start)
         record["start"] = (
@@ -494,6 +497,13 @@ def _resume_record(answer, run):
 
 def _judge_resume(record):
     saved = record["saved_epoch"]
+    if "load_checkpoint" in record.get("library_calls", []):
+        return Mistake("calls-load-checkpoint", (
+            "resume calls course_utils.checkpoints.load_checkpoint, the course's worked answer to "
+            "this very exercise. Write the loading yourself: torch.load(path, "
+            "weights_only=True), then each part's load_state_dict, the generators' states, and "
+            "the epoch to continue from."
+        ))
     if record["start"] is None:
         return Mistake("no-epoch-returned", (
             f"resume returned {record['start_kind']}; it should return the epoch to continue "

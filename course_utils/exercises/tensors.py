@@ -557,6 +557,7 @@ _FLATTEN_CASES = [
     ((2, 3), torch.float32, "strided"),
     ((3, 0), torch.float32, "contiguous"),
     ((1, 1), torch.float64, "contiguous"),
+    ((2, 3), torch.bfloat16, "transposed"),  # "of any dtype": NumPy has no bfloat16
 ]
 
 
@@ -583,7 +584,16 @@ def _probe_flatten_transposed(answer, run):
         before = value_facts(x)
         given = x.clone() if layout == "contiguous" else x  # (the layout is the point)
         kept = x.clone()
-        got = value_facts(run(answer, given, on=on))
+        try:
+            got = value_facts(run(answer, given, on=on))
+        except LearnerRaised:
+            # What the earlier inputs show already (a NumPy array returned) is the mistake to
+            # name, before an error that only a later one (bfloat16) raises.
+            so_far = {"cases": cases, "calls": _calls_in(answer),
+                      "reshapes_to_two_sizes": _reshapes_to_two_sizes(answer)}
+            if cases and _judge_flatten_transposed(so_far) is not None:
+                break
+            raise
         x_after = value_facts(given)
         again = value_facts(run(answer, given, on=on + ", second call")) if _left_as_it_was(given, kept) else got
         cases.append(
@@ -666,6 +676,12 @@ flatten_transposed = Exercise(
     ],
     error_notes=[
         (
+            "Got unsupported ScalarType BFloat16",
+            "NumPy has no bfloat16, so a tensor of that dtype cannot go through .numpy(). Stay "
+            "in torch, which works for every dtype: x.T.reshape(-1).",
+            "numpy-has-no-bfloat16",
+        ),
+        (
             "view size is not compatible with input tensor's size and stride",
             "view() cannot reorder memory, and a transposed tensor is not contiguous. Use "
             ".reshape(-1), or .contiguous().view(-1).",
@@ -696,7 +712,8 @@ _INF = float("inf")
 # it), an all-zero row (<= counts it), columns whose sums are negative (a column mask).
 _ROWS_4x3 = [[1.0, -3.0, 0.5], [2.0, 1.5, -0.5], [1.0, -1.0, 0.0], [-0.5, -0.25, 0.25]]
 _ROWS_3x3 = [[0.5, 2.0, -0.75], [-2.0, 0.5, 1.0], [1.25, -1.5, -0.5]]
-_ROWS_INF = [[1.0, -_INF, 2.0], [_INF, 1.0, -3.0], [-1.0, 0.5, 0.25], [0.0, 0.0, 0.0]]
+# The last row sums to nan (inf + -inf): nan < 0 is False, so it stays, and ~(sum >= 0) zeroes it.
+_ROWS_INF = [[1.0, -_INF, 2.0], [_INF, 1.0, -3.0], [-1.0, 0.5, 0.25], [0.0, 0.0, 0.0], [_INF, -_INF, 1.0]]
 
 
 def _rows(values, dtype):
@@ -722,7 +739,7 @@ _ZERO_ROWS_CASES = [
      _random_rows(4, 6, torch.float64), lambda base: base[:, ::2]),
     ("x of shape (4, 3), float32, rows 1 to 4 of a (6, 3) tensor",
      _random_rows(6, 3, torch.float32), lambda base: base[1:5]),
-    ("x of shape (4, 3), float32, holding inf and -inf", _rows(_ROWS_INF, torch.float32),
+    ("x of shape (5, 3), float32, holding inf and -inf (one row sums to nan)", _rows(_ROWS_INF, torch.float32),
      lambda base: base),
     ("x of shape (1, 3), float32 (one row)", _rows([[-1.0, 0.5, 0.25]], torch.float32),
      lambda base: base),
@@ -871,6 +888,17 @@ def _one_mask_for_the_whole_tensor(case, unchanged) -> bool:
     return bool((unchanged and total >= 0) or (not np.any(got) and total < 0 and case["count"]["value"] == 1))
 
 
+def _zeroed_nan_sum_rows(case) -> list[int]:
+    """Rows whose sum is nan that the answer zeroed (and the task keeps)."""
+    before = np.asarray(case["x_before"].get("values", []), dtype=np.float64)
+    got = np.asarray(case["x_after"].get("values", []), dtype=np.float64)
+    if before.ndim != 2 or got.shape != before.shape:
+        return []
+    with np.errstate(invalid="ignore"):
+        sums = before.sum(axis=1)
+    return [int(r) for r in np.flatnonzero(np.isnan(sums)) if not np.any(got[r])]
+
+
 def _rows_text(rows) -> str:
     return "row " + str(rows[0]) if len(rows) == 1 else "rows " + ", ".join(map(str, rows))
 
@@ -945,6 +973,13 @@ def _judge_zero_negative_rows(record):
                 return Mistake("multiplied-by-mask", (
                     f"Your x holds nan afterwards ({on}): a row with -inf was multiplied by 0, and "
                     "inf * 0 is nan. Assign the zeros instead of multiplying: x[negative] = 0."
+                ))
+            nan_rows = _zeroed_nan_sum_rows(case)
+            if nan_rows:
+                return Mistake("zeroed-nan-sum-row", (
+                    f"Your function zeroed {_rows_text(nan_rows)}, whose sum is nan (it holds inf "
+                    f"and -inf) ({on}): nan is not below 0, so the row stays. ~(x.sum(dim=1) >= 0) "
+                    "is True for nan; x.sum(dim=1) < 0 is not."
                 ))
             if same_values(got, case["elements"], rtol=0, atol=0):
                 return Mistake("zeroed-elements", (
@@ -1672,7 +1707,34 @@ def _probe_best_match(answer, run):
         left = _left_as_it_was(q, kept_q) and _left_as_it_was(k, kept_k)
         case["again"] = value_facts(run(answer, q, k, on=on + ", second call")) if left else case["got"]
         cases.append(case)
+    _near_tie_case(answer, run, record, cases)
     return record
+
+
+_NEAR_TIE_ON = ("one query and two keys whose dot products with it differ only in the last bit "
+                "of float32 (0.1 and the next float32 above it)")
+
+
+def _near_tie_case(answer, run, record, cases):
+    """Two dot products one float32 step apart: exp() of their difference rounds to 1, so a
+    softmax makes them equal and argmax then picks the first, the smaller one."""
+    if _judge_best_match(record) is not None:
+        return
+    low = torch.tensor(0.1, dtype=torch.float32)
+    high = torch.nextafter(low, torch.tensor(1.0))
+    q, k = torch.ones(1, 1, 1), torch.stack([low, high]).reshape(1, 2, 1)
+    scores = q.double() @ k.double().mT
+    case = {
+        "on": _NEAR_TIE_ON, "b": 1, "n": 1, "m": 2, "d": 1, "shared": False, "near_tie": True,
+        "expected": value_facts(scores.argmax(dim=-1)),
+        "smallest": value_facts(scores.argmin(dim=-1))["values"],
+        "over_queries": None, "untransposed": None,
+        "q_before": value_facts(q), "k_before": value_facts(k),
+    }
+    got = run(answer, q, k, on=_NEAR_TIE_ON)
+    case["got"], case["again"] = value_facts(got), value_facts(got)
+    case["q_after"], case["k_after"] = value_facts(q), value_facts(k)
+    cases.append(case)
 
 
 def _judge_best_match(record):
@@ -1733,6 +1795,13 @@ def _judge_best_match(record):
                         f"Your product multiplies q by k without transposing it ({on}): with "
                         "n = m = d the shapes happen to fit, but each query meets k's columns, "
                         "not its keys. Transpose k's last two dimensions: q @ k.mT."
+                    ))
+                if case.get("near_tie"):
+                    return Mistake("near-tie-rounded", (
+                        f"Your index is the first key, with the smaller dot product ({on}): "
+                        "something between the dot products and argmax (a softmax, a lower "
+                        "precision, a rounding) made the two equal, and argmax takes the first of "
+                        "equals. argmax the dot products themselves: (q @ k.mT).argmax(dim=-1)."
                     ))
                 if same_values(values, case["smallest"], rtol=0, atol=0):
                     return Mistake("argmin-not-argmax", (
