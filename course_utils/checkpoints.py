@@ -54,6 +54,7 @@ def save_atomically(obj, path) -> Path:
     except OSError as error:  # its message would name the temporary file, not the target
         raise _cannot_write(path, error) from None
     try:
+        _give_the_usual_mode(handle, path)
         with os.fdopen(handle, "wb") as file:
             torch.save(obj, file)
             file.flush()
@@ -64,6 +65,21 @@ def save_atomically(obj, path) -> Path:
         raise
     _fsync_folder(path.parent)
     return path
+
+
+def _give_the_usual_mode(handle: int, path: Path) -> None:
+    """mkstemp makes its file readable by its owner only (0o600); the checkpoint should get the
+    mode any other file the run writes gets (the log beside it): the old checkpoint's, or what
+    the umask leaves of 0o666."""
+    if not hasattr(os, "fchmod"):  # Windows: no POSIX modes to match
+        return
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.fchmod(handle, mode)
 
 
 def _cannot_write(path: Path, error: OSError) -> OSError:

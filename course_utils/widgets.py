@@ -350,12 +350,13 @@ def _draw_box(ax, x: float, y: float, text: str, kind: str) -> None:
     ax.text(x + 0.5, y + 0.4, text, ha="center", va="center", fontsize=11, family="monospace")
 
 
-def _row_labels(report: BroadcastReport) -> list[str]:
+def _row_labels(report: BroadcastReport, names: tuple[str, str], op: str) -> list[str]:
     result = "error" if report.error else _shape_text(report.result)
+    a, b = names
     return [
-        f"a {_shape_text(report.shape_a)}",
-        f"b {_shape_text(report.shape_b)}",
-        f"a + b {result}",
+        f"{a} {_shape_text(report.shape_a)}",
+        f"{b} {_shape_text(report.shape_b)}",
+        f"{a} {op} {b} {result}",
     ]
 
 
@@ -374,8 +375,11 @@ def _display_figure(fig) -> None:
     display(Image(data=buffer.getvalue(), format="png"))
 
 
-def draw_broadcast(shape_a, shape_b):
+def draw_broadcast(shape_a, shape_b, *, names=("a", "b"), op="+"):
     """A picture of the alignment: one box per dimension, stretched ones shaded, clashes red.
+
+    ``names`` and ``op`` label the rows as the learner's code reads: ``names=("pred", "target"),
+    op="-"`` draws ``pred - target``. Every element-wise operation broadcasts alike.
 
     The figure is closed in pyplot before it is returned, so a notebook shows it once: as the
     cell's value, or where it is displayed, never again when the cell ends.
@@ -386,7 +390,7 @@ def draw_broadcast(shape_a, shape_b):
     n = len(report.dims)
     step = 1.2
     fig, ax = plt.subplots(figsize=(2.6 + 0.75 * max(n, 1), 2.4))
-    for row, (label, (_, cells)) in enumerate(zip(_row_labels(report), _cells(report))):
+    for row, (label, (_, cells)) in enumerate(zip(_row_labels(report, names, op), _cells(report))):
         y = (2 - row) * 1.1
         ax.text(-0.3, y + 0.4, label, ha="right", va="center", fontsize=10)
         for column, (text, kind) in enumerate(cells):
@@ -396,7 +400,11 @@ def draw_broadcast(shape_a, shape_b):
     ax.set_xlim(-3.2, max(n, 2) * step)
     ax.set_ylim(-0.2, 3.2)
     ax.set_axis_off()
-    title = report.outcome() if report.ok else "a + b fails: the sizes clash where a box is red"
+    expression = f"{names[0]} {op} {names[1]}"
+    if report.ok:
+        title = f"{expression} has shape {_shape_text(report.result)}"
+    else:
+        title = f"{expression} fails: the sizes clash where a box is red"
     ax.set_title(title, fontsize=10)
     plt.close(fig)
     return fig

@@ -1,5 +1,6 @@
 """course_utils.checkpoints: atomic saves, RNG states that load with weights_only, checkpoints."""
 
+import os
 import random
 from pathlib import Path
 
@@ -336,3 +337,29 @@ def test_a_run_without_an_optimizer_saves_and_resumes_and_a_mismatch_is_named(tm
     with_optimizer = save_checkpoint(tmp_path / "with.pt", 0, model, torch.optim.SGD(model.parameters(), lr=0.1))
     with pytest.raises(ValueError, match="holds the optimizer's state, but no optimizer was given"):
         load_checkpoint(with_optimizer, fresh, None)
+
+
+@pytest.mark.skipif(not hasattr(os, "fchmod"), reason="POSIX file modes")
+def test_a_checkpoint_gets_the_mode_the_log_beside_it_gets(tmp_path):
+    """mkstemp's 0o600 would make the checkpoint the one file of a run that others cannot read."""
+    from course_utils.checkpoints import save_atomically
+
+    log = tmp_path / "log.jsonl"
+    log.write_text("{}\n")
+    save_atomically({"epoch": 0}, tmp_path / "checkpoint.pt")
+    mode = lambda path: path.stat().st_mode & 0o777  # noqa: E731
+    assert mode(tmp_path / "checkpoint.pt") == mode(log)
+    (tmp_path / "checkpoint.pt").chmod(0o640)  # a mode chosen for the file is kept on rewrite
+    save_atomically({"epoch": 1}, tmp_path / "checkpoint.pt")
+    assert mode(tmp_path / "checkpoint.pt") == 0o640
+
+
+def test_the_example_project_has_a_readme_that_names_its_files_and_commands():
+    import course_utils
+
+    project = Path(course_utils.__file__).parent / "files" / "examples" / "digits_project"
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    for path in project.glob("*.py"):
+        if path.name != "__init__.py":
+            assert f"`{path.name}`" in readme, path.name
+    assert "`config.json`" in readme and "--resume" in readme and "evaluate.py" in readme

@@ -196,7 +196,10 @@ def test_first_setup_makes_the_venv_installs_everything_and_records_the_stamp(co
     ]
     assert course.stamp.read_text().splitlines()[1] == root
     assert json.loads((course.root / ".venv/etc/jupyter/jupyter_server_config.json").read_text()) == {
-        "KernelManager": {"transport": "ipc"}}
+        "KernelManager": {"transport": "ipc"},
+        # a closed tab's kernel goes after 30 idle minutes; an open tab's never does
+        "MappingKernelManager": {"cull_idle_timeout": 1800, "cull_interval": 300,
+                                 "cull_connected": False, "cull_busy": False}}
     again = course.run("setup")
     assert (again.returncode, again.stdout, again.stderr) == (0, "", ""), out(again)
     assert course.calls() == []

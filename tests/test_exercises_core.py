@@ -445,3 +445,31 @@ def test_an_answer_that_sets_the_default_device_leaves_the_session_as_it_was(dou
         assert torch.zeros(1).device.type == "cpu"
     finally:
         torch.set_default_device(None)
+
+
+def test_a_warning_the_answer_raises_on_every_input_is_said_once_at_the_learners_line(capsys):
+    import warnings
+
+    def warns(x):
+        warnings.warn("this answer is noisy", UserWarning)
+        return x * 2
+
+    exercise = make_exercise()
+    exercise.verdict(warns)
+    said = capsys.readouterr().err
+    assert said.count("this answer is noisy") == 1
+    assert "UserWarning at test_exercises_core.py:" in said
+
+
+def test_a_warning_raised_inside_the_course_or_torch_names_no_course_file(capsys):
+    from course_utils.exercises import environment as env
+
+    def reads_a_non_leaf_grad(x):
+        y = x.detach().requires_grad_(True) * 1
+        (y ** 3).sum().backward()
+        return y.grad
+
+    env.known_gradient.verdict(reads_a_non_leaf_grad)
+    said = capsys.readouterr().err
+    assert said.count("is not a leaf Tensor is being accessed") == 1
+    assert "course_utils" not in said and "Triggered internally" not in said

@@ -290,3 +290,11 @@ def test_recording_memory_takes_bench_results_and_picks_the_unit():
 def test_recording_memory_bad_input_is_named(saved, peaks, message):
     with pytest.raises(ValueError, match=message):
         draw_recording_memory(saved, peaks)
+
+
+def test_a_broadcast_picture_names_the_learners_own_operation():
+    texts = lambda fig: [t.get_text() for t in fig.axes[0].texts] + [fig.axes[0].get_title()]  # noqa: E731
+    bug = draw_broadcast((5, 1), (5,), names=("pred", "target"), op="-")
+    assert "pred - target (5, 5)" in texts(bug) and "pred (5, 1)" in texts(bug)
+    assert bug.axes[0].get_title() == "pred - target has shape (5, 5)"
+    assert not any("a + b" in text for text in texts(bug))

@@ -54,3 +54,9 @@ def test_macos_means_apple_silicon_and_intel_macs_are_told_where_to_go():
     start = README.split("## Start", 1)[1].split("## Chapters", 1)[0]
     assert "macOS on Apple silicon" in start and "Intel Mac" in start and "2.2.2" in start
     assert "| macOS |" not in start
+
+
+def test_the_readme_says_what_happens_to_the_kernel_of_a_closed_tab():
+    course = (ROOT / "course").read_text(encoding="utf-8")
+    assert '"cull_idle_timeout": 1800' in course and '"cull_connected": false' in course
+    assert "stops by itself after 30\nidle minutes" in README and "Shut Down Kernel" in README

@@ -28,6 +28,7 @@ from course_utils import progress_store, run_mode
 from course_utils.display import show
 from course_utils.exercises import plain
 from course_utils.exercises.answer_source import recording_switched_off
+from course_utils.exercises.warnings_once import warnings_said_once
 from course_utils.exercises.likely_cause import likely_cause
 from course_utils.exercises.solution_text import solution_source
 from course_utils.exercises.placeholder import ____, _PlaceholderUsed, holds_placeholder  # noqa: F401
@@ -383,7 +384,7 @@ class Exercise:
             return ProbeResult(Status.BAD_ANSWER, error={"message": problem})
         runner = Runner()
         try:
-            with learner_state_preserved(), time_limit(self.time_limit_s):
+            with learner_state_preserved(), time_limit(self.time_limit_s), warnings_said_once():
                 data = self._probe(answer, runner)
         except CheckTimeout:
             return ProbeResult(Status.TIMEOUT, error={"seconds": f"{self.time_limit_s:g}"})

@@ -441,7 +441,7 @@ def _shown_unless_scalar_warning(caught) -> bool:
         if _SCALAR_WARNING in str(warning.message):
             found = True
         else:
-            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     return found
 
 
