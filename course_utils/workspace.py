@@ -113,7 +113,20 @@ def describe(chapter: str, merged: Merge, saved: Path) -> list[str]:
         shown = ", ".join(lost[:3]) + (", …" if len(lost) > 3 else "")
         lines.append(f"  the course changed {len(lost)} cell(s) you had edited; the course's "
                      f"version is in place, yours is in the backup: {shown}")
+    if merged.restored:
+        lines.append(f"  answer cells you had deleted are back, with the course's starting code: "
+                     f"{_few(merged.restored)}")
+    if merged.new_templates:
+        lines.append(f"  the course changed the starting code of {_few(merged.new_templates)}; your "
+                     f"answer is kept, the new starting code is in {NOTEBOOKS}/{chapter}")
+    if merged.outputs_cleared:
+        lines.append(f"  the outputs of {merged.outputs_cleared} of the course's cells were cleared "
+                     "(the course ships them empty): run the notebook again to see them")
     return lines
+
+
+def _few(names: list[str], limit: int = 3) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def sync_chapter(root: Path, chapter: str, dry_run: bool = False) -> Outcome:

@@ -36,6 +36,12 @@ class Merge:
     notebook: nbformat.NotebookNode
     kept: Counter = field(default_factory=Counter)
     lost_edits: list[str] = field(default_factory=list)
+    # Answer cells the learner had deleted: they come back as the course's starting code.
+    restored: list[str] = field(default_factory=list)
+    # Answers kept over a starting code the course changed: the new one is not in the copy.
+    new_templates: list[str] = field(default_factory=list)
+    # The course's cells come without their outputs: how many had some in the learner's copy.
+    outputs_cleared: int = 0
 
 
 def content_hash(data: bytes) -> str:
@@ -126,10 +132,14 @@ def merge(mine, course, record: dict) -> Merge:
             theirs = answers[meta["grade_id"]]
             matched[id(theirs)] = cell.get("id")
             if edited(theirs) and theirs.get("source", "") != cell.source:
+                if old is not None and old.get(cell.get("id")) not in (None, cell_hash(cell)):
+                    result.new_templates.append(meta["grade_id"])
                 cell.source = theirs.get("source", "")
                 kept["answer"] += 1
         elif meta.get("solution") and old is not None and cell.get("id") not in old:
             kept["new exercise"] += 1
+        elif meta.get("solution") and old is not None:
+            result.restored.append(meta.get("grade_id") or label(cell))
     live, known = course_answer_ids(out), set(course_cells if old is None else old)
     runs: dict[object, list] = {}  # the learner's cells, by the id of the course cell before them
     removed, anchor = [], None
@@ -148,6 +158,12 @@ def merge(mine, course, record: dict) -> Merge:
         else:
             runs.setdefault(anchor, []).append(cell)
             kept["cell of your own"] += 1
+    mine_by_id = {c.get("id"): c for c in mine.cells if c.get("cell_type") == "code"}
+    result.outputs_cleared = sum(
+        1 for cell in out.cells
+        if cell.get("cell_type") == "code" and not cell.get("outputs")
+        and mine_by_id.get(cell.get("id"), {}).get("outputs")
+    )
     out.cells = place(out.cells, removed, runs, result)
     return result
 

@@ -158,3 +158,13 @@ def test_early_stoppings_text_reference_and_check_agree_on_losses_that_are_all_i
 
     assert ex.EarlyStopping.verdict(ex.EarlyStopping.reference).passed
     assert ex.EarlyStopping.verdict(FirstIsBest).passed
+
+
+@pytest.mark.parametrize("chapter", ["01", "06"])
+def test_the_first_meta_operation_is_paid_in_the_imports_cell(chapter):
+    """The first meta operation imports sympy (seconds on a slow disk): in a cell that looks
+    trivial the wait is a surprise; in the imports cell it is expected."""
+    code = [("".join(c["source"])) for c in cells(chapter) if c["cell_type"] == "code"]
+    first_meta = next(i for i, source in enumerate(code) if '"meta"' in source)
+    imports = next(i for i, source in enumerate(code) if "import torch" in source)
+    assert first_meta == imports, (first_meta, imports)

@@ -5,6 +5,8 @@ a new exercise); the learner has answers in my-work/ and, from before my-work/ e
 tracked notebook too, which would make a plain `git pull` refuse.
 """
 
+import json
+import os
 import subprocess
 
 import nbformat
@@ -76,8 +78,17 @@ def test_an_update_brings_the_new_version_and_keeps_every_answer(tmp_path):
     answered_02 = type_answer(learner / "notebooks" / "02_autograd.ipynb", "# MY ANSWER IN NOTEBOOKS")
     new_course_version(upstream)
 
-    result = course(learner, "update")
+    # A JupyterLab serving the course, as its runtime file says (this test's own process, alive).
+    runtime = tmp_path / "jupyter-runtime"
+    runtime.mkdir()
+    (runtime / f"jpserver-{os.getpid()}.json").write_text(json.dumps(
+        {"pid": os.getpid(), "root_dir": str(learner), "url": "http://localhost:8888/"}))
+    result = course(learner, "update", JUPYTER_RUNTIME_DIR=str(runtime))
     assert result.returncode == 0, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "JupyterLab is running on this course: http://localhost:8888/" in said
+    assert said.index("JupyterLab is running on this course") < said.index("Pulling the new version")
+    assert "choose Revert, not Overwrite" in said and "Reminder: JupyterLab is still running" in said
     assert git(learner, "status", "--porcelain") == "", "notebooks/ is the course's again"
     assert "NEW PROSE" in (learner / "notebooks" / "01_tensors.ipynb").read_text()
 
@@ -101,3 +112,22 @@ def test_an_update_brings_the_new_version_and_keeps_every_answer(tmp_path):
     again = course(learner, "update")
     assert again.returncode == 0, again.stdout + again.stderr
     assert nbformat.read(work / "01_tensors.ipynb", as_version=4) == mine, "nothing more changes"
+
+
+
+def test_no_warning_without_a_live_server_on_this_course(tmp_path, monkeypatch):
+    from course_utils import running_labs
+
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    here = tmp_path / "course"
+    here.mkdir()
+    assert running_labs.warning(here, "before") == ""
+    dead = 2 ** 22 + 12345  # beyond any pid this machine hands out
+    (runtime / "jpserver-1.json").write_text(json.dumps({"pid": dead, "root_dir": str(here)}))
+    (runtime / "jpserver-2.json").write_text(json.dumps({"pid": os.getpid(), "root_dir": str(tmp_path / "other")}))
+    (runtime / "jpserver-3.json").write_text("not json")
+    assert running_labs.warning(here, "before") == ""
+    (runtime / "jpserver-4.json").write_text(json.dumps({"pid": os.getpid(), "root_dir": str(tmp_path)}))
+    assert "JupyterLab is running on this course" in running_labs.warning(here, "before")  # a parent folder

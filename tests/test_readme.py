@@ -60,3 +60,14 @@ def test_the_readme_says_what_happens_to_the_kernel_of_a_closed_tab():
     course = (ROOT / "course").read_text(encoding="utf-8")
     assert '"cull_idle_timeout": 1800' in course and '"cull_connected": false' in course
     assert "stops by itself after 30\nidle minutes" in README and "Shut Down Kernel" in README
+
+
+def test_the_output_marker_that_learner_notebooks_show_is_explained():
+    import json
+
+    learner = json.loads((ROOT / "notebooks" / "00_environment.ipynb").read_text(encoding="utf-8"))
+    marked = ["".join(c["source"]) for c in learner["cells"] if "".join(c["source"]).startswith("# NBVAL_CHECK_OUTPUT")]
+    assert marked, "chapter 00 ships cells with the marker"
+    first = "".join(learner["cells"][0]["source"])
+    assert "`# NBVAL_CHECK_OUTPUT`" in first and "the comment changes nothing" in first
+    assert "`# NBVAL_CHECK_OUTPUT` arrive with an output already" in README

@@ -514,3 +514,29 @@ def test_one_chapter_that_cannot_be_merged_does_not_stop_the_others(tmp_path, mo
     assert f"my-work/{CHAPTER}: not updated, it is as it was (RuntimeError: a bug)" in captured.err
     assert "my-work/02_more.ipynb: updated" in captured.out
     assert (tmp_path / "my-work" / CHAPTER).read_bytes() == before
+
+
+def test_the_report_says_what_the_learner_would_not_notice(tmp_path):
+    """A deleted answer cell that comes back, a new starting code under a kept answer, and the
+    outputs of the course's cells that an update clears: each is said, once."""
+    write_course(tmp_path, old_course())
+    sync(tmp_path)
+    path = tmp_path / "my-work" / CHAPTER
+    nb = load(path)
+    by_id(nb, "add").source = "def add(a, b):\n    return a + b"
+    nb.cells.remove(by_id(nb, "mul"))  # deleted by the learner
+    setup = by_id(nb, "setup-code")
+    setup.outputs = [new_output("stream", name="stdout", text="ready\n")]
+    save(path, nb)
+    course = old_course()
+    course.cells[3].source = "def add(a, b):\n    # YOUR CODE HERE: a + b, elementwise\n    raise NotImplementedError()"
+    course.cells[0].source += "\n\nNew words."
+    write_course(tmp_path, course)
+    [outcome] = sync(tmp_path)
+    said = "\n".join(outcome.lines)
+    assert "answer cells you had deleted are back, with the course's starting code: mul" in said
+    assert "changed the starting code of add; your answer is kept" in said
+    assert "the outputs of 1 of the course's cells were cleared" in said
+    merged = load(path)
+    assert by_id(merged, "add").source == "def add(a, b):\n    return a + b"
+    assert "raise NotImplementedError()" in by_id(merged, "mul").source
