@@ -698,9 +698,11 @@ def draw_backward_graph(tensor, names: dict[str, torch.Tensor] | None = None):
 
 
 def show_graph(tensor, names: dict[str, torch.Tensor] | None = None) -> GraphReport:
-    """Show what autograd recorded for ``tensor``: a drawing and the tree (live), or the tree."""
+    """Show what autograd recorded for ``tensor``: a drawing and the tree in a notebook (the
+    drawing is a still picture, so a static page such as the course's website shows it too),
+    the tree alone in a plain Python session."""
     report = backward_graph(tensor, names)
-    if _live():
+    if in_notebook_kernel():
         _display_figure(draw_backward_graph(tensor, names))
     show(report)
     report._shown = True

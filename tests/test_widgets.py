@@ -303,6 +303,7 @@ def test_bad_text_gets_one_line_not_a_traceback(live, capsys):
 def test_show_graph_live_shows_a_drawing_and_the_tree(live, monkeypatch, capsys):
     import IPython.display
 
+    monkeypatch.setattr(widgets, "in_notebook_kernel", lambda: True)
     shown = []
     monkeypatch.setattr(IPython.display, "display", shown.append)
     x = torch.ones(3, requires_grad=True)
@@ -394,3 +395,17 @@ def test_headless_runs_like_nbconvert_and_the_grader_get_static_explorers(tmp_pa
 def test_under_nbgrader_the_explorers_are_static_whatever_sends_the_cells(tmp_path, monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")  # the kernel inherits it, as in nbgrader
     assert_static(run_notebook(*EXPLORER_CELLS, tmp_path=tmp_path, front_end=True))
+
+
+def test_show_graph_draws_in_a_headless_kernel_too(monkeypatch, capsys):
+    """A website page is built by a headless kernel: the drawing the prose promises is a still
+    picture, so it is shown there as in JupyterLab, not only the text tree."""
+    import IPython.display
+
+    monkeypatch.setenv("COURSE_STATIC_WIDGETS", "1")
+    monkeypatch.setattr(widgets, "in_notebook_kernel", lambda: True)
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    x = torch.ones(3, requires_grad=True)
+    widgets.show_graph((x**3).sum(), {"x": x})
+    assert any(isinstance(item, IPython.display.Image) for item in shown)
