@@ -79,6 +79,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         _p("L3", "Dataset and DataLoader; num_workers measured; start methods and notebook classes"),
         _p("L4", "eval() and no_grad for validation, train() after", True),
         _p("L5", "live loss curves, overfitting, early stopping", True),
+        _p("L7", "variable-length examples: a collate_fn that pads, and the mask or lengths with it"),
     )),
     Chapter("05_speed_and_memory", "Speed and memory", (
         _p("P1", "mixed precision: autocast, GradScaler for float16, bfloat16"),
@@ -92,6 +93,7 @@ CHAPTERS: tuple[Chapter, ...] = (
         _p("P9", "torch.compile: compile time vs step time (measured), a graph break, when not to bother"),
         _p("P10", "activation checkpointing: memory saved vs time paid (measured)"),
         _p("P11", "a float16 GradScaler with clipping: unscale_ before clip_grad_norm_; a skipped step", True),
+        _p("P13", "profiling: torch.profiler tables, record_function, and hidden CPU-GPU syncs"),
     )),
     Chapter("06_debugging", "Debugging", (
         _p("D1", "read a traceback from the bottom"),
@@ -104,6 +106,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         _p("D8", "reproducibility: seeds, loader generator, workers, deterministic algorithms", True),
         _p("D9", "GPU errors are asynchronous: CUDA_LAUNCH_BLOCKING and a device-side assert"),
         _p("D10", "the default device and dtype, and the traps of setting them"),
+        _p("D11", "the limits of reproducibility: bit for bit only on the same hardware, software "
+                  "and versions; other kernels give other sums"),
     )),
     Chapter("07_reliable_practice", "Reliable practice", (
         _p("S1", "save the state_dict; load with weights_only=True", True),
@@ -113,6 +117,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         _p("S5", "code outside notebooks: modules and a config"),
         _p("S6", "the smallest reproducing example"),
         _p("S7", "after loading: eval() and inference_mode; a bug report with collect_env"),
+        _p("S8", "state dicts from elsewhere: a compiled model's _orig_mod. prefix, assign=True "
+                 "after meta initialisation, a warm start with strict=False and its returned keys"),
     )),
 )
 
