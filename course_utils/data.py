@@ -242,3 +242,20 @@ def reseed_worker(worker_id):
     info = torch.utils.data.get_worker_info()
     if getattr(info.dataset, "rng", None) is not None:
         info.dataset.rng = np.random.default_rng(info.seed)
+
+
+class ThreadsSeen(Dataset):
+    """Each item is the number of torch threads of the process that loads it.
+
+    Chapter 04 asks its DataLoader workers: PyTorch sets every worker to one thread. A class in
+    a module, not in the notebook, so that workers started by spawn or forkserver can import it.
+    """
+
+    def __init__(self, n: int = 2):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        return torch.get_num_threads()

@@ -79,7 +79,10 @@ CHAPTERS: tuple[Chapter, ...] = (
         _p("L3", "Dataset and DataLoader; num_workers measured; start methods and notebook classes"),
         _p("L4", "eval() and no_grad for validation, train() after", True),
         _p("L5", "live loss curves, overfitting, early stopping", True),
+        _p("L6", "a held-out test set: choices made on the validation set make its score "
+                 "optimistic; statistics from the training split only"),
         _p("L7", "variable-length examples: a collate_fn that pads, and the mask or lengths with it"),
+        _p("L8", "CPU threads: get_num_threads/set_num_threads, and workers on one thread each (measured)"),
     )),
     Chapter("05_speed_and_memory", "Speed and memory", (
         _p("P1", "mixed precision: autocast, GradScaler for float16, bfloat16"),
@@ -93,6 +96,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         _p("P9", "torch.compile: compile time vs step time (measured), a graph break, when not to bother"),
         _p("P10", "activation checkpointing: memory saved vs time paid (measured)"),
         _p("P11", "a float16 GradScaler with clipping: unscale_ before clip_grad_norm_; a skipped step", True),
+        _p("P12", "TF32 and matmul precision: set_float32_matmul_precision, allow_tf32, the change "
+                  "of results; cudnn.benchmark for fixed shapes"),
         _p("P13", "profiling: torch.profiler tables, record_function, and hidden CPU-GPU syncs"),
     )),
     Chapter("06_debugging", "Debugging", (
