@@ -113,6 +113,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         _p("D10", "the default device and dtype, and the traps of setting them"),
         _p("D11", "the limits of reproducibility: bit for bit only on the same hardware, software "
                   "and versions; other kernels give other sums"),
+        _p("D12", "a forward hook written by the learner: register_forward_hook, and removing it",
+           True),
     )),
     Chapter("07_reliable_practice", "Reliable practice", (
         _p("S1", "save the state_dict; load with weights_only=True", True),

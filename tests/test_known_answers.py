@@ -616,6 +616,18 @@ def position_weights_t_plus_1_over_length(f, tmp_path):
     assert meta.device.type == "meta" and meta.shape == (1, 3, 2)
 
 
+@known("debugging.layer_output_shapes")
+def layer_output_shapes_by_hand(f, tmp_path):
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Sequential(nn.Linear(4, 2)))
+    got = f(model, torch.ones(5, 3))
+    assert [(str(name), tuple(shape)) for name, shape in got] == [("0", (5, 4)), ("1", (5, 4)), ("2.0", (5, 2))]
+    assert not any(m._forward_hooks for m in model.modules())
+    broken = nn.Sequential(nn.Linear(3, 4), nn.Linear(5, 1))
+    with pytest.raises(RuntimeError):
+        f(broken, torch.ones(2, 3))
+    assert not any(m._forward_hooks for m in broken.modules())
+
+
 @known("debugging.drop_non_finite")
 def drop_non_finite_keeps_clean_rows(f, tmp_path):
     nan, inf = math.nan, math.inf

@@ -325,3 +325,49 @@ seeded_loader = PublicCases(
         PublicCase(f"a data set of 14 items, batch_size=4, seed={_SEEDS[1]}", _loader_inputs(_SEEDS[1])),
     ],
 )
+
+
+# ============================================================================================
+# layer_output_shapes
+# ============================================================================================
+def _conv_then_linear():
+    model = seeded_module(lambda: nn.Sequential(nn.Conv1d(2, 3, 3), nn.ReLU(), nn.Flatten(), nn.Linear(12, 2)), 501)
+    return model, torch.randn(4, 2, 6, generator=_generator(502))
+
+
+def _nested_with_a_shared_layer():
+    def make():
+        act = nn.Tanh()
+        return nn.Sequential(nn.Linear(3, 5), act, nn.Sequential(nn.Linear(5, 5), act), nn.Linear(5, 1))
+    return seeded_module(make, 503), torch.randn(2, 3, generator=_generator(504))
+
+
+def _pairs(returned):
+    """(name, shape) pairs as plain lists, a torch.Size as a tuple of ints; else the value."""
+    try:
+        pairs = [(str(name), tuple(int(n) for n in shape)) for name, shape in returned]
+    except (TypeError, ValueError):
+        return describe(returned)
+    return describe(pairs)
+
+
+def _shapes_and_hooks(answer, arguments, run, on):
+    """What came back, the hooks left on any module of the model afterwards, and its mode."""
+    model, x = arguments
+    returned = run(answer, model, x, on=on)
+    left = [name or "(the model)" for name, module in model.named_modules()
+            if module._forward_hooks or module._forward_pre_hooks]
+    return {"returned": _pairs(returned), "hooks left": describe(left),
+            "the model's train mode afterwards": describe(model.training)}
+
+
+layer_output_shapes = PublicCases(
+    use=_shapes_and_hooks,
+    rtol=0, atol=0,
+    cases=[
+        PublicCase("a Sequential of Conv1d(2, 3, 3), ReLU, Flatten, Linear(12, 2) and x of shape (4, 2, 6)",
+                   _conv_then_linear),
+        PublicCase("a Sequential holding a Sequential, with one Tanh used in both, and x of shape (2, 3)",
+                   _nested_with_a_shared_layer),
+    ],
+)
