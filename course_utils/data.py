@@ -9,8 +9,9 @@ package (Colab, Kaggle, a hub) has them too.
 The package's ``__init__`` does not import this module, so ``import course_utils`` stays cheap;
 importing ``course_utils.data`` itself loads torch, because ``DigitsDataset`` subclasses
 ``torch.utils.data.Dataset``, but never matplotlib. ``DigitsDataset`` lives here, in a real module, rather than in a notebook cell: DataLoader
-workers started by "spawn" (macOS and Windows) unpickle the dataset by importing the module
-that defines its class, and a class defined in a notebook cannot be imported.
+workers started by "spawn" or "forkserver" (macOS and Windows, and Linux from Python 3.14)
+unpickle the dataset by importing the module that defines its class, and a class defined in a
+notebook cannot be imported.
 """
 
 from __future__ import annotations
