@@ -1162,6 +1162,17 @@ def shapes_with_kwargs_hooks_and_a_class(model, x):
     return recorder.rows
 
 
+def shapes_then_every_hook_cleared(model, x):
+    shapes = []
+    for name, module in model.named_modules():
+        if not list(module.children()):
+            module.register_forward_hook(lambda m, args, out, name=name: shapes.append((name, tuple(out.shape))))
+    model(x)
+    for module in model.modules():
+        module._forward_hooks.clear()  # "no hook left": the caller's go too
+    return shapes
+
+
 def _hooked(record_input=False, remove=True, in_finally=True, containers=False, children_only=False,
             as_dict=False, sort=False, swallow=False, run_twice=False, eval_first=False):
     def answer(model, x):
@@ -1410,6 +1421,8 @@ CATALOGUE = Catalogue({
         wrong("sorted by name", _hooked(sort=True), "in another order"),
         wrong("the model run twice", _hooked(run_twice=True), "ran the model 2 times"),
         wrong("model.eval() first", _hooked(eval_first=True), "changed the model's train/eval mode"),
+        wrong("every hook cleared afterwards", shapes_then_every_hook_cleared, "removed a hook it had not registered",
+              kind=EDGE),
     ],
 })
 

@@ -22,7 +22,7 @@ from course_utils.checkpoints import load_checkpoint, save_checkpoint
 from course_utils.diagnose import first_non_finite, shape_trace
 from course_utils.grad_norms import gradient_norms
 from course_utils.run_log import RunLog, read_log
-from zoo import ZOO
+from zoo import ZOO, saved_by_a_real_forward
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning"),
@@ -67,22 +67,6 @@ def distinct_bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in seen.values())
 
 
-def saved_by_a_real_step(model, loss_fn) -> int:
-    fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
-    saved = {}
-
-    def pack(t):
-        if t.layout == torch.strided:
-            address = t.untyped_storage().data_ptr()
-            if address not in fixed:
-                saved[address] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = loss_fn()
-    return sum(saved.values()), loss
-
-
 @pytest.mark.parametrize("name", CASES)
 def test_memory_budget_against_our_own_counts(name):
     model, loss_fn = ready(name)
@@ -95,7 +79,7 @@ def test_memory_budget_against_our_own_counts(name):
         assert budget.unknown == ("optimizer state",) and "optimizer state unknown" in str(budget)
     else:
         assert budget.optimizer_state == distinct_bytes(p for p in params if p.requires_grad)
-    expected, loss = saved_by_a_real_step(model, loss_fn)
+    expected, loss = saved_by_a_real_forward(model, loss_fn)
     assert budget.activations == expected, budget.how
     loss.backward()
     grads = [p.grad for p in params]
@@ -125,7 +109,7 @@ def test_gradient_norms_against_clip_grad_norm(name):
 @pytest.mark.parametrize("name", CASES)
 def test_peak_memory_holds_at_least_the_activations(name):
     model, loss_fn = ready(name)
-    expected, loss = saved_by_a_real_step(model, loss_fn)
+    expected, loss = saved_by_a_real_forward(model, loss_fn)
     del loss
     peak = peak_memory(lambda: loss_fn().backward(), device="cpu")
     assert peak.bytes is not None and peak.bytes >= expected, (peak, expected)

@@ -9,6 +9,7 @@ from torch import nn
 
 from course_utils.bench import MemoryBudget, memory_budget, optimizer_state_tensors, peak_memory
 from course_utils.grad_norms import gradient_norms
+from zoo import saved_by_a_real_forward
 
 
 def nbytes(*tensors: torch.Tensor) -> int:
@@ -284,20 +285,10 @@ def test_batchnorm_running_stats_are_buffers_not_activations():
 
 
 def saved_by_a_real_step(model, loss_fn) -> int:
-    """Our own count: each storage autograd saves in a real forward, parameters and buffers out."""
-    fixed = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
-    saved = {}
-
-    def pack(t):
-        address = t.untyped_storage().data_ptr()
-        if address not in fixed:
-            saved[address] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = loss_fn()
+    """Our own count of a real step's saved activations (tests/zoo.py), backward included."""
+    saved, loss = saved_by_a_real_forward(model, loss_fn)
     loss.backward()
-    return sum(saved.values())
+    return saved
 
 
 class ConvNet(nn.Module):

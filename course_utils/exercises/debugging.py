@@ -1606,12 +1606,17 @@ def _probe_layer_output_shapes(answer, run):
         modes = [m.training for m in model.modules()]
         calls = []
         counter = model.register_forward_pre_hook(lambda module, inputs: calls.append(1))
+        # The caller's own hook on a layer: the answer must remove its hooks, not every hook.
+        first_leaf = next(m for m in model.modules() if not list(m.children()))
+        callers = first_leaf.register_forward_hook(lambda module, inputs, output: None)
         try:
             with torch.no_grad() if no_grad else torch.enable_grad():
                 got = run(answer, model, x, on=on)
                 grad_after = torch.is_grad_enabled()
         finally:
             counter.remove()
+            callers_kept = callers.id in first_leaf._forward_hooks
+            callers.remove()
         cases.append({
             "on": on,
             "got": _shapes_facts(got),
@@ -1620,6 +1625,7 @@ def _probe_layer_output_shapes(answer, run):
             "containers": [name or "(the model)" for name, m in model.named_modules() if list(m.children())],
             "forwards": len(calls),
             "hooks_left": _hooks_left(model),
+            "callers_hook_removed": not callers_kept,
             "mode_changed": modes != [m.training for m in model.modules()],
             "grad_changed": grad_after != (not no_grad),
         })
@@ -1664,6 +1670,13 @@ def _judge_layer_output_shapes(record):
                 f"(on {on}){': this second call recorded every layer twice, once for each hook' if second else ''}. "
                 "A hook stays until you remove it: keep the handle register_forward_hook returns, "
                 "and call handle.remove() on each before returning."
+            ))
+        if case.get("callers_hook_removed"):
+            return Mistake("removed-others-hooks", (
+                f"Your function removed a hook it had not registered: the caller's own hook on a "
+                f"layer was gone afterwards (on {on}). Clearing module._forward_hooks takes every "
+                "hook off, other code's too; remove only your own, with the handles "
+                "register_forward_hook returned."
             ))
         if case["forwards"] != 1:
             return Mistake("ran-model-twice" if case["forwards"] > 1 else "never-ran-model", (
