@@ -99,6 +99,8 @@ CHAPTERS: tuple[Chapter, ...] = (
         _p("P12", "TF32 and matmul precision: set_float32_matmul_precision, allow_tf32, the change "
                   "of results; cudnn.benchmark for fixed shapes"),
         _p("P13", "profiling: torch.profiler tables, record_function, and hidden CPU-GPU syncs"),
+        _p("P14", "out of memory: read the message's numbers, memory_summary, a memory snapshot, "
+                  "expandable_segments for fragmentation"),
     )),
     Chapter("06_debugging", "Debugging", (
         _p("D1", "read a traceback from the bottom"),
