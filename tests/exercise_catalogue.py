@@ -22,8 +22,11 @@ exercise cannot be added (or a case removed) without its catalogue.
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 from course_utils.exercises.core import Exercise, Outcome
@@ -160,3 +163,29 @@ class Catalogue:
             "wrong": len(wrongs),
             "stateful_or_edge": sum(entry.kind in (STATEFUL, EDGE) for entry in wrongs),
         }
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def catalogue_modules(chapter: str) -> list[ModuleType]:
+    """The test modules that hold chapter ``chapter``'s catalogue: one per exercise,
+    ``tests/catalogue/<chapter>/test_<exercise>.py``, or the whole chapter's in one file,
+    ``tests/test_exercises_<chapter>.py``."""
+    folder = TESTS / "catalogue" / chapter
+    if folder.is_dir():
+        return [importlib.import_module(f"catalogue.{chapter}.{path.stem}")
+                for path in sorted(folder.glob("test_*.py"))]
+    return [importlib.import_module(f"test_exercises_{chapter}")]
+
+
+def chapter_catalogue(chapter: str) -> Catalogue:
+    """Every catalogue entry of chapter ``chapter``, whichever files hold them."""
+    entries: dict[Exercise, list[Right | Wrong]] = {}
+    for module in catalogue_modules(chapter):
+        catalogue = getattr(module, "CATALOGUE", None)
+        for exercise, cases in (catalogue.entries.items() if catalogue is not None else ()):
+            if exercise in entries:
+                raise ValueError(f"{exercise.id} is catalogued in two files (one is {module.__name__})")
+            entries[exercise] = cases
+    return Catalogue(entries)

@@ -18,7 +18,6 @@ runs it on the right answers of every chapter.
 from __future__ import annotations
 
 import argparse
-import importlib
 import secrets
 import shutil
 import sys
@@ -85,13 +84,13 @@ def guarded_session(package: Path):
 
 def _check(chapters: list[str], right_only: bool) -> int:
     from course_utils.exercises import CHAPTERS
-    from exercise_catalogue import Right
+    from exercise_catalogue import Right, chapter_catalogue
 
     chosen = chapters or list(CHAPTERS.values())
 
     failed = refused = 0
     for module in chosen:
-        catalogue = importlib.import_module(f"test_exercises_{module}").CATALOGUE
+        catalogue = chapter_catalogue(module)
         cases = [c for c in catalogue.cases if isinstance(c.entry, Right) or not right_only]
         for case in cases:
             try:

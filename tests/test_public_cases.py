@@ -6,7 +6,6 @@ answers fail them with a message."""
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
 
 import numpy as np
@@ -21,18 +20,11 @@ from course_utils.exercises.public import describe, same_facts, spec_of
 EXERCISES = [exercise for exercises in all_exercises().values() for exercise in exercises]
 IDS = [exercise.id for exercise in EXERCISES]
 ROOT = Path(__file__).resolve().parents[1]
-TEST_MODULE = {"environment": "test_exercises_environment", "tensors": "test_exercises_tensors",
-               "autograd": "test_exercises_autograd", "models": "test_exercises_models",
-               "training_loop": "test_exercises_training_loop",
-               "speed_and_memory": "test_exercises_speed_and_memory",
-               "debugging": "test_exercises_debugging",
-               "reliable_practice": "test_exercises_reliable_practice"}
-
-
 def catalogue_of(exercise) -> list:
     """The catalogue's entries for ``exercise`` (tests/exercise_catalogue.py)."""
-    module = importlib.import_module(TEST_MODULE[exercise.chapter])
-    return module.CATALOGUE.entries.get(exercise, [])
+    from exercise_catalogue import chapter_catalogue
+
+    return chapter_catalogue(exercise.chapter).entries.get(exercise, [])
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import sys
 import warnings
 from pathlib import Path
@@ -26,11 +25,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def wrong_answers():
     """(exercise, catalogue entry) for every wrong answer of every chapter's catalogue."""
-    from exercise_catalogue import Wrong
+    from course_utils.exercises import CHAPTERS
+    from exercise_catalogue import Wrong, chapter_catalogue
 
-    for path in sorted((ROOT / "tests").glob("test_exercises_*.py")):
-        catalogue = getattr(importlib.import_module(path.stem), "CATALOGUE", None)
-        for case in catalogue.cases if catalogue else ():
+    for chapter in CHAPTERS.values():
+        for case in chapter_catalogue(chapter).cases:
             if isinstance(case.entry, Wrong):
                 yield case
 

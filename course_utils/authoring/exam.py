@@ -126,8 +126,9 @@ def copy_package(root: Path, out: Path) -> None:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for relative in INSTRUCTOR_ONLY:
         shutil.rmtree(target / relative, ignore_errors=True)
-    for module in CHAPTERS.values():
-        (target / "exercises" / f"{module}.py").unlink()
+    for module in CHAPTERS.values():  # each becomes the exam's module of public checks
+        (target / "exercises" / f"{module}.py").unlink(missing_ok=True)
+        shutil.rmtree(target / "exercises" / module, ignore_errors=True)
 
 
 def write_exercises(out: Path, chapters: list[str], hints: str) -> int:

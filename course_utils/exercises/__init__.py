@@ -1,12 +1,16 @@
-"""Exercises, one module per chapter: ``from course_utils.exercises import environment as ex``.
+"""Exercises, one package per chapter: ``from course_utils.exercises import environment as ex``.
 
-Each module holds ``Exercise`` objects named like the function the learner writes, so a
-notebook reads ``ex.known_gradient.check(known_gradient)``.
+A chapter's package holds one module per exercise (``tensors/outer_sum.py``: its probe, judge,
+texts and reference) and ``common.py`` for what its exercises share; the package's
+``__init__`` names each ``Exercise`` like the function the learner writes, so a notebook reads
+``ex.known_gradient.check(known_gradient)``. A chapter may also still be one module
+(``tensors.py``); ``chapter_sources`` gives the files either way.
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from course_utils.exercises.core import ____, Exercise, Outcome, Verdict  # noqa: F401
 
@@ -21,6 +25,15 @@ CHAPTERS = {
     "06_debugging": "debugging",
     "07_reliable_practice": "reliable_practice",
 }
+
+
+def chapter_sources(exercises_folder: Path, module: str) -> list[Path]:
+    """The source files of chapter ``module`` under an ``exercises`` folder (this package's, or
+    a copy's): its one module, or every module of its package."""
+    single = Path(exercises_folder) / f"{module}.py"
+    if single.exists():
+        return [single]
+    return sorted((Path(exercises_folder) / module).glob("*.py"))
 
 
 def chapter_exercises(module_name: str) -> list[Exercise]:

@@ -130,24 +130,39 @@ class _ChapterLoader(importlib.abc.Loader):
 
 
 class ChapterFinder(importlib.abc.MetaPathFinder):
-    """Loads ``course_utils.exercises.CHAPTER`` guarded, from ``package`` (the run's copy)."""
+    """Loads ``course_utils.exercises.CHAPTER`` guarded, from ``package`` (the run's copy): a
+    chapter module, or a chapter package and every module in it. Guarded names keep the
+    chapter's name (``tensors._probe_outer_sum``) whichever module of the package holds them."""
 
     def __init__(self, package: Path, chapters):
         self.package, self.chapters = Path(package), set(chapters)
 
     def find_spec(self, fullname, path=None, target=None):
         prefix = "course_utils.exercises."
-        if not fullname.startswith(prefix) or fullname[len(prefix):] not in self.chapters:
+        if not fullname.startswith(prefix):
             return None
-        module = fullname[len(prefix):]
-        location = self.package / "course_utils" / "exercises" / f"{module}.py"
+        chapter, *inside = fullname[len(prefix):].split(".")
+        if chapter not in self.chapters or len(inside) > 1:
+            return None
+        folder = self.package / "course_utils" / "exercises"
+        if inside:
+            location = folder / chapter / f"{inside[0]}.py"
+        elif (folder / chapter / "__init__.py").exists():
+            location = folder / chapter / "__init__.py"
+            return importlib.util.spec_from_file_location(
+                fullname, location, loader=_ChapterLoader(location, chapter),
+                submodule_search_locations=[str(folder / chapter)])
+        else:
+            location = folder / f"{chapter}.py"
         return importlib.util.spec_from_file_location(fullname, location,
-                                                      loader=_ChapterLoader(location, module))
+                                                      loader=_ChapterLoader(location, chapter))
 
 
 def load_chapters(package: Path, chapters) -> dict[str, types.ModuleType]:
     """Import every chapter's exercise module guarded (none may have been imported before)."""
-    already = [name for name in chapters if f"course_utils.exercises.{name}" in sys.modules]
+    already = sorted({name for name in chapters for loaded in sys.modules
+                      if loaded == f"course_utils.exercises.{name}"
+                      or loaded.startswith(f"course_utils.exercises.{name}.")})
     if already:
         raise RuntimeError(f"already imported unguarded: {', '.join(already)}")
     finder = ChapterFinder(package, chapters)

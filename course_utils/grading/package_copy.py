@@ -44,8 +44,11 @@ def chapter_modules() -> list[str]:
 def exercise_files(package: Path) -> list[Path]:
     """The files of a package copy that hold the chapters' reference solutions, probes and
     judges: each exercise module's source and its guarded code."""
+    from course_utils.exercises import chapter_sources
+
     folder = package / "course_utils" / "exercises"
-    return [folder / f"{module}{suffix}" for module in chapter_modules() for suffix in (".py", GUARDED_SUFFIX)]
+    return [path.with_suffix(suffix) for module in chapter_modules() for path in chapter_sources(folder, module)
+            for suffix in (".py", GUARDED_SUFFIX)]
 
 
 def _skip(directory: str, names: list[str]) -> set[str]:
@@ -68,11 +71,13 @@ def _prepare(source: Path, into: Path) -> None:
     for path in (into / "course_utils").rglob("*.py"):
         if str(path) not in chapter_sources:
             compileall.compile_file(str(path), quiet=2, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    from course_utils.exercises import chapter_sources
+
     for module in chapter_modules():
-        path = into / "course_utils" / "exercises" / f"{module}.py"
-        # Compiled for the file name the kernel will load it from (its run's copy, see guarded_code).
-        code = guarded_code_object(path.read_text(encoding="utf-8"), str(path), module)
-        path.with_suffix(GUARDED_SUFFIX).write_bytes(marshal.dumps(code))
+        for path in chapter_sources(into / "course_utils" / "exercises", module):
+            # Compiled for the file name the kernel will load it from (its run's copy, see guarded_code).
+            code = guarded_code_object(path.read_text(encoding="utf-8"), str(path), module)
+            path.with_suffix(GUARDED_SUFFIX).write_bytes(marshal.dumps(code))
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import sys
 import types
 from pathlib import Path
 
@@ -35,9 +36,11 @@ def course_version(course: Path) -> str:
 
 def _chapter_files() -> set[Path]:
     """The package's files that belong to one chapter: its exercise module and its public cases."""
+    from course_utils.exercises import chapter_sources
+
     folder = PACKAGE / "exercises"
     return {path for module in CHAPTERS.values()
-            for path in (folder / f"{module}.py", folder / "public_cases" / f"{module}.py")}
+            for path in (*chapter_sources(folder, module), folder / "public_cases" / f"{module}.py")}
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,13 +90,21 @@ def _stable_repr(value) -> str:
     return text if " at 0x" not in text else type(value).__qualname__
 
 
+def _names_seen_by(value) -> dict:
+    """The namespace ``value``'s code looks its global names up in: its module's."""
+    if isinstance(value, types.FunctionType):
+        return value.__globals__
+    module = sys.modules.get(getattr(value, "__module__", None) or "")
+    return vars(module) if module is not None else {}
+
+
 @functools.lru_cache(maxsize=None)
 def check_version(exercise) -> str:
-    """A hash of the code ``exercise``'s check runs, and of what it names in its own module."""
+    """A hash of the code ``exercise``'s check runs, and of what it names in its chapter's
+    modules (its own, and the chapter's common helpers), followed from name to name."""
     from course_utils.grading.kernel_probe import code_fingerprint
 
-    module = importlib.import_module(f"course_utils.exercises.{exercise.chapter}")
-    namespace = vars(module)
+    chapter = f"course_utils.exercises.{exercise.chapter}"
     seen: dict[str, str] = {}
     queue = [("probe", exercise._probe), ("judge", exercise._judge), ("reference", exercise.reference)]
     while queue:
@@ -103,12 +114,14 @@ def check_version(exercise) -> str:
         codes = _code_parts(value)
         if codes:
             seen[name] = hashlib.sha256("".join(code_fingerprint(code) for code in codes).encode()).hexdigest()
+            namespace = _names_seen_by(value)
             for code in codes:
                 for used in code.co_names:
                     item = namespace.get(used)
-                    if item is not None and getattr(item, "__module__", module.__name__) == module.__name__ \
+                    home = getattr(item, "__module__", None) or chapter
+                    if item is not None and (home == chapter or home.startswith(chapter + ".")) \
                             and not isinstance(item, types.ModuleType):
-                        queue.append((used, item))
+                        queue.append((f"{home}.{used}" if home != chapter else used, item))
         elif not isinstance(value, types.ModuleType):
             seen[name] = hashlib.sha256(_stable_repr(value).encode()).hexdigest()
     digest = hashlib.sha256()
@@ -131,8 +144,13 @@ def chapter_version(course: Path, chapter: str) -> str:
     digest = hashlib.sha256(shared_version().encode())
     notebook = course / "notebooks" / f"{chapter}.ipynb"
     module = CHAPTERS.get(chapter)
-    for path in (notebook, PACKAGE / "exercises" / f"{module}.py", PACKAGE / "exercises" / "public_cases" / f"{module}.py"):
-        if module is not None and path.exists():
+    if module is None:
+        return digest.hexdigest()[:16]
+    from course_utils.exercises import chapter_sources
+
+    folder = PACKAGE / "exercises"
+    for path in (notebook, *chapter_sources(folder, module), folder / "public_cases" / f"{module}.py"):
+        if path.exists():
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
