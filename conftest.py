@@ -184,10 +184,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def notebook_run_env(notebook: Path) -> dict[str, str]:
     """The settings a notebook runs under, from where it lies (see the module docstring)."""
     folder = notebook.resolve().parent
+    # The course's own chapters import this checkout's course_utils, also in a copy of the
+    # course whose Python has another checkout installed in editable mode.
     if folder == ROOT / "notebooks":
-        return {"COURSE_EXPECT": "not_attempted"}
+        return {"COURSE_EXPECT": "not_attempted", "PYTHONPATH": str(ROOT)}
     if folder == ROOT / "solutions":
-        return {"COURSE_STRICT": "1"}
+        return {"COURSE_STRICT": "1", "PYTHONPATH": str(ROOT)}
     settings_file = folder / RUN_ENV_FILE
     if settings_file.is_file():
         settings = json.loads(settings_file.read_text(encoding="utf-8"))

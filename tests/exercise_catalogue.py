@@ -189,3 +189,43 @@ def chapter_catalogue(chapter: str) -> Catalogue:
                 raise ValueError(f"{exercise.id} is catalogued in two files (one is {module.__name__})")
             entries[exercise] = cases
     return Catalogue(entries)
+
+
+def derived_wrong_answers(exercise: Exercise) -> list[Wrong]:
+    """The slips any function of tensors can make, built from a quick-path exercise's reference
+    and inputs (``course_utils.exercises.quick``): what its derived probe must catch, whatever
+    the task. An instructor adds the topic's own mistakes beside them."""
+    import torch
+
+    reference, inputs = exercise.reference, exercise.inputs
+    calls = []
+
+    def keeps_state(*a):
+        calls.append(1)
+        out = reference(*a)
+        return out + 1 if len(calls) % 2 == 0 and out.numel() else out
+
+    def changes_input(*a):
+        out = reference(*a).clone()
+        a[0].zero_()
+        return out
+
+    def seeds_the_global_generator(*a):
+        torch.manual_seed(0)
+        return reference(*a)
+
+    answers = [
+        wrong("forgets to return", lambda *a: None, "expected a torch.Tensor"),
+        wrong("returns a NumPy array", lambda *a: reference(*a).numpy(), "expected a torch.Tensor"),
+        wrong("an extra leading dimension", lambda *a: reference(*a).unsqueeze(0), "has shape"),
+        wrong("every value off by one", lambda *a: reference(*a) + 1, "wrong values"),
+        wrong("changes its first argument in place", changes_input, "changed its input", kind=STATEFUL),
+        wrong("keeps state between calls", keeps_state, "second call", kind=STATEFUL),
+        wrong("seeds the global generator", seeds_the_global_generator, "global random state", kind=STATEFUL),
+    ]
+    if any(dtype.is_floating_point and dtype != torch.float32 for dtype in inputs.dtypes):
+        answers.append(wrong("computes in float32 whatever the input", lambda *a: reference(
+            *[t.float() if t.is_floating_point() else t for t in a]), "has dtype", kind=EDGE))
+    answers.append(wrong("needs a contiguous input (view)", lambda *a: reference(
+        *[t.view(-1).view(t.shape) for t in a]), "view", kind=EDGE, outcome=Outcome.RAISED))
+    return answers

@@ -42,7 +42,7 @@ TENSOR_EXERCISES = (
     "checked_mse",
 )
 
-# Typical wrong answers (see tests/test_exercises_tensors.py): each fails its check, none raises
+# Typical wrong answers (see tests/catalogue/tensors/): each fails its check, none raises
 # on every input, none loops.
 WRONG = {
     "match_reference": "def match_reference(x, reference):\n    return x.to(reference.device)\n",
@@ -339,9 +339,12 @@ PATCH_TORCH = textwrap.dedent(
 
 PATCH_COURSE_UTILS = textwrap.dedent(
     """\
+    import sys as _sys
     import course_utils.exercises.core as _core
     import course_utils.exercises.facts as _facts
     import course_utils.exercises.tensors as _tensors
+    # every module of the chapter's package: each exercise's own, and common.py
+    _chapter = [_m for _n, _m in list(_sys.modules.items()) if _n.startswith("course_utils.exercises.tensors")]
     _always = lambda self, *args, **kwargs: _core.Verdict(
         self.id, self.title, _core.Outcome.PASSED, "Correct.")
     _core.Exercise.judge = lambda self, result: _always(self)
@@ -351,7 +354,7 @@ PATCH_COURSE_UTILS = textwrap.dedent(
         if isinstance(getattr(_tensors, _name), _core.Exercise):
             getattr(_tensors, _name).check = lambda *args, **kwargs: True
             getattr(_tensors, _name)._judge = lambda data: None
-    for _module in (_facts, _tensors):
+    for _module in (_facts, *_chapter):
         _module.tensor_problem = lambda *args, **kwargs: None
         _module.same_values = lambda *args, **kwargs: True
     ex.outer_sum.check = lambda f: True
@@ -371,12 +374,15 @@ FORGE_PROBE = textwrap.dedent(
 # got == expected whatever the answer (the grader compares "expected" with its own run).
 REWRITE_EXPECTED = textwrap.dedent(
     """\
+    import sys as _sys
     import course_utils.exercises.facts as _facts
-    import course_utils.exercises.tensors as _tensors
+    import course_utils.exercises.tensors
     _same_facts = lambda *args, **kwargs: {"kind": "tensor", "shape": [1], "dtype": "torch.float32",
                                            "device": "cpu", "values": [0.0]}
     _facts.value_facts = _same_facts
-    _tensors.value_facts = _same_facts
+    for _name, _module in list(_sys.modules.items()):  # each exercise's module, and common.py
+        if _name.startswith("course_utils.exercises.tensors"):
+            _module.value_facts = _same_facts
     """
 )
 
@@ -562,9 +568,10 @@ REACH_FOR_CODE = {
         """\
         def remove_batch_dim(x):
             import inspect
-            import course_utils.exercises.tensors as T
+            import sys
+            import course_utils.exercises.tensors
             namespace = {}
-            exec(inspect.getsource(T), namespace)
+            exec(inspect.getsource(sys.modules["course_utils.exercises.tensors.remove_batch_dim"]), namespace)
             return namespace["remove_batch_dim"].reference(x)
         """),
     # another chapter's module (not loaded in a chapter 01 kernel), then this one's source file
@@ -572,7 +579,9 @@ REACH_FOR_CODE = {
         """\
         def outer_sum(a, b):
             import importlib
-            import course_utils.exercises.tensors as T
+            import sys
+            import course_utils.exercises.tensors
+            T = sys.modules["course_utils.exercises.tensors.outer_sum"]
             try:
                 importlib.import_module("course_utils.exercises.models")
             except ImportError as error:

@@ -283,7 +283,7 @@ def test_zip_holds_what_the_grader_needs_and_nothing_else(autograder_zip, tmp_pa
     names = set(infos)
     for name in ("setup.sh", "run_autograder", "gradescope.json", "course", "README.md", "requirements.txt",
                  "pyproject.toml", "course_utils/grading/__main__.py", "course_utils/grading/gradescope.py",
-                 "course_utils/exercises/tensors.py", "notebooks/01_tensors.ipynb", "course_utils/files/data/digits.csv.gz"):
+                 "course_utils/exercises/tensors/outer_sum.py", "notebooks/01_tensors.ipynb", "course_utils/files/data/digits.csv.gz"):
         assert name in names, name
     for prefix in ("solutions/", ".venv/", ".git/", "my-work/", ".course/", "tests/", "_site/", "book/"):
         assert not any(name.startswith(prefix) for name in names), prefix

@@ -204,7 +204,7 @@ def build_batch(submissions: Path, base: Path, out: Path, marker: str) -> list[s
 
     # -- the machine -----------------------------------------------------------------------
     paths = hack_paths(base, submissions, out, marker)
-    course_file = str(gf.ROOT / "course_utils" / "exercises" / "tensors.py")
+    course_file = str(gf.ROOT / "course_utils" / "exercises" / "tensors" / "outer_sum.py")
     guarded = gf.write_outside(paths, [p for p in paths if p.startswith(str(gf.ROOT))], course_file)
     guarded += textwrap.dedent(
         """\
@@ -257,7 +257,7 @@ def unreadable_paths(base: Path, submissions: Path, marker: str) -> list[str]:
         planted.write_text("a file of the grader's user")
     paths = [gf.ROOT / "README.md", gf.SOLUTIONS / f"{TENSORS}.ipynb", gf.ROOT / ".git" / "HEAD",
              gf.GRADING_COURSE / "solutions" / f"{TENSORS}.ipynb",
-             gf.ROOT / "course_utils" / "exercises" / "tensors.py",
+             gf.ROOT / "course_utils" / "exercises" / "tensors" / "outer_sum.py",
              submissions / "correct" / f"{TENSORS}.ipynb", earlier, clone, *planted_files(marker),
              Path("/etc/shadow"), Path("/etc/hostname"), Path("/etc/hosts")]
     return [str(path) for path in paths if path.exists() or path.parent == submissions / "correct"]

@@ -779,6 +779,26 @@ def remap_keys_renames_prefixes_only(f, tmp_path):
     assert same == given and same is not given
 
 
+# --- exercises that declare their known answers (the quick path: course_utils.exercises.quick) ---
+
+
+def _declared(pairs):
+    def known_answers_declared_with_the_exercise(f, tmp_path):
+        for arguments, expected in pairs:
+            got = f(*arguments)
+            if isinstance(expected, torch.Tensor):
+                assert_close(got, expected, rtol=1e-6, atol=1e-6, equal_nan=True)
+            else:
+                assert got == expected, f"{got!r} != {expected!r}"
+
+    return known_answers_declared_with_the_exercise
+
+
+for _id, _exercise in EXERCISES.items():
+    if getattr(_exercise, "known_answers", ()):
+        known(_id)(_declared(_exercise.known_answers))
+
+
 # --- the tests --------------------------------------------------------------------------------
 
 CASES = [(exercise_id, case) for exercise_id, cases in KNOWN.items() for case in cases]

@@ -66,7 +66,8 @@ def test_an_unknown_machine_is_refused():
     ("solutions", {"COURSE_STRICT": "1"}),
 ])
 def test_the_course_folders_run_with_their_settings(folder, settings):
-    assert notebook_run_env(ROOT / folder / "00_environment.ipynb") == settings
+    # and with this checkout's course_utils first, whatever checkout the Python has installed
+    assert notebook_run_env(ROOT / folder / "00_environment.ipynb") == {**settings, "PYTHONPATH": str(ROOT)}
 
 
 def test_a_prepared_run_reads_its_settings_with_the_simulator_path_made_absolute(tmp_path):

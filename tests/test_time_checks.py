@@ -33,3 +33,15 @@ def test_fresh_runs_each_chapter_in_its_own_process(tmp_path):
     rows = json.loads(out.read_text())
     assert sorted(row["id"] for row in rows) == sorted(
         e.id for exercises in all_exercises().values() for e in exercises)
+
+
+def test_exercises_are_named_as_mutate_checks_names_them(tmp_path):
+    out = tmp_path / "times.json"
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "time_checks.py"), "--repeat", "1",
+                          "tensors.outer_sum", "autograd.softplus", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(row["id"] for row in json.loads(out.read_text())) == ["autograd.softplus", "tensors.outer_sum"]
+    wrong = subprocess.run([sys.executable, str(ROOT / "tools" / "time_checks.py"), "tensors"],
+                           capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 2 and "no such exercise: tensors" in wrong.stderr

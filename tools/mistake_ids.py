@@ -4,7 +4,7 @@
     .venv/bin/python tools/mistake_ids.py --list       # and one line per wrong answer
     .venv/bin/python tools/mistake_ids.py --public     # the same for an exam's public checks
 
-Every wrong answer in ``tests/test_exercises_*.py``'s ``CATALOGUE`` is checked, and its verdict's
+Every wrong answer of the catalogues (``tests/catalogue/<chapter>/test_*.py``) is checked, and its verdict's
 ``mistake`` is sorted into: *named* (the judge's own name for the mistake,
 ``exercise.kebab-id``), a generic kind (``shape``, ``values``, ``raised:TypeError``, ...), or
 ``other``, which tells an instructor nothing (the catalogue's tests allow none). A report, not

@@ -59,9 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--fresh", action="store_true", help="each chapter in a new process")
     parser.add_argument("--chapter", help="only this chapter (its module name, e.g. tensors)")
+    parser.add_argument("exercises", nargs="*", metavar="CHAPTER.NAME",
+                        help="only these exercises (e.g. tensors.outer_sum), as mutate_checks.py takes them")
     args = parser.parse_args(argv)
     if args.fresh:
         rows = [row for module in CHAPTERS.values() for row in _in_fresh_process(module, args.repeat)]
+    elif args.exercises:
+        chosen = {e.id: e for exercises in all_exercises().values() for e in exercises}
+        unknown = [name for name in args.exercises if name not in chosen]
+        if unknown:
+            parser.error(f"no such exercise: {', '.join(unknown)} (one of: {', '.join(chosen)})")
+        rows = [time_exercise(chosen[name], args.repeat) for name in args.exercises]
     elif args.chapter:  # import this chapter's module only, as its notebook does
         rows = [time_exercise(e, args.repeat) for e in chapter_exercises(args.chapter)]
     else:

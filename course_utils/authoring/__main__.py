@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_utils.authoring {release,check,refresh,hub-branch,hub-link}``."""
+"""Command line: ``python -m course_utils.authoring {release,check,refresh,new-exercise,hub-branch,hub-link}``."""
 
 from __future__ import annotations
 
@@ -48,10 +48,20 @@ def main(argv: list[str] | None = None) -> int:
         help=f"re-run {SOLUTIONS}/ notebooks and keep only the outputs nbval compares",
     )
     refresh.add_argument("notebooks", nargs="+", help=f"paths of {SOLUTIONS}/ notebooks")
+    new = commands.add_parser(
+        "new-exercise", parents=[common],
+        help="write a new exercise's module, catalogue, notebook cells and listing from templates")
+    new.add_argument("chapter", help="01, 01_tensors or tensors")
+    new.add_argument("name", help="the function the learner writes, e.g. normalize")
+    new.add_argument("--params", default="x", help="its parameters, comma-separated (default: x)")
+    new.add_argument("--after", metavar="EXERCISE",
+                     help="put it after this exercise (default: last, before the checklist)")
     add_hub_commands(commands, common)
     args = parser.parse_args(argv)
     if args.command == "refresh":
         return run_refresh(args.notebooks)
+    if args.command == "new-exercise":
+        return run_new_exercise(Path(args.root), args.chapter, args.name, args.params, args.after)
     if args.command == "hub-branch":
         return run_hub_branch(args.root, args.branch)
     if args.command == "hub-link":
@@ -121,6 +131,18 @@ def run_hub_link(args) -> int:
     except AuthoringError as error:
         print(f"hub-link: {error}", file=sys.stderr)
         return 2
+    return 0
+
+
+def run_new_exercise(root: Path, chapter: str, name: str, params: str, after: str | None) -> int:
+    from course_utils.authoring.new_exercise import chapter_of, new_exercise, next_steps
+
+    try:
+        made = new_exercise(root, chapter, name, tuple(p.strip() for p in params.split(",")), after)
+    except AuthoringError as error:
+        print(f"new-exercise: {error}", file=sys.stderr)
+        return 2
+    print(next_steps(made, chapter_of(chapter)[1], name))
     return 0
 
 

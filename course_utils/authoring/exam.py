@@ -42,7 +42,7 @@ from course_utils.authoring.project import NOTEBOOKS, plan
 
 PACKAGE = "course_utils"
 # What stays with the instructor (relative to course_utils/).
-INSTRUCTOR_ONLY = ("grading", "authoring", "book", "exercises/exam_data")
+INSTRUCTOR_ONLY = ("grading", "authoring", "book", "exercises/exam_data", "exercises/quick.py")
 COURSE_FILES = ("course", "requirements.txt", "pyproject.toml", "environment.yml")
 EXAM_README = """# {title}: exam
 
@@ -125,6 +125,8 @@ def copy_package(root: Path, out: Path) -> None:
     source, target = root / PACKAGE, out / PACKAGE
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for relative in INSTRUCTOR_ONLY:
+        if (target / relative).is_file():
+            (target / relative).unlink()
         shutil.rmtree(target / relative, ignore_errors=True)
     for module in CHAPTERS.values():  # each becomes the exam's module of public checks
         (target / "exercises" / f"{module}.py").unlink(missing_ok=True)

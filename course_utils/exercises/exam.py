@@ -17,7 +17,7 @@ from typing import Sequence
 from course_utils.display import show
 from course_utils.exercises import plain
 from course_utils.exercises.core import ErrorNote, Exercise, Function, Status, _Note
-from course_utils.exercises.public import PublicCases, public_judge, spec_of
+from course_utils.exercises.public import PublicCases, cases_from_data, inputs_as_data, public_judge, spec_of
 
 EXAM_DATA = Path(__file__).resolve().parent / "exam_data"
 HINT_POLICIES = ("none", "first", "all")
@@ -178,6 +178,9 @@ def write_chapter(module: str, exercises: Sequence[Exercise], hints: str, folder
             raise LookupError(f"{exercise.id} has no public cases: it cannot be in an exam")
         faces.append(face_of(exercise, hints))
         plain.save(expected_public_record(exercise, spec), target / f"{exercise.name}.json")
+        if isinstance(getattr(exercise, "public", None), PublicCases):
+            # the quick path's inputs live in the exercise's module, which the exam does not ship
+            plain.save(inputs_as_data(spec), target / f"{exercise.name}.inputs.json")
     plain.save(faces, target / "exercises.json")
 
 
@@ -195,7 +198,12 @@ def load_chapter(module: str, folder: Path = EXAM_DATA) -> dict[str, ExamExercis
     loaded = {}
     for face in plain.load(target / "exercises.json"):
         expected = plain.load(target / f"{face['name']}.json")
-        loaded[face["name"]] = exam_exercise(face, getattr(specs, face["name"]), expected)
+        inputs = target / f"{face['name']}.inputs.json"
+        if inputs.exists():
+            spec = cases_from_data(plain.load(inputs))
+        else:
+            spec = getattr(specs, face["name"])
+        loaded[face["name"]] = exam_exercise(face, spec, expected)
     return loaded
 
 

@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_utils.grading.package_copy import copy_package, exercise_files
+from course_utils.grading.package_copy import chapter_modules, copy_package, exercise_files
 
 @dataclass
 class Limits:
@@ -77,6 +77,8 @@ class RunFolder:
         kernel has loaded them, before any code of the submission runs."""
         for path in exercise_files(self.package):
             path.unlink(missing_ok=True)
+        for module in chapter_modules():  # a folder left empty would import as a namespace package
+            shutil.rmtree(self.package / "course_utils" / "exercises" / module, ignore_errors=True)
 
 
 def kernel_environment(folder: RunFolder) -> dict[str, str]:

@@ -1,0 +1,322 @@
+"""Chapter 06, D3: a tensor created inside forward must follow the input (the exercise
+``PositionWeights``)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE
+from course_utils.exercises.facts import not_a_module, same_values, shape_text, value_facts
+from course_utils.exercises.running import LearnerRaised
+
+
+# ============================================================================================
+# D3 — a tensor created inside forward must follow the input
+# ============================================================================================
+class PositionWeights(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+
+    def forward(self, x):  # x: (batch, length, features)
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+        return x * (steps / length)[:, None]
+
+
+def _position_weights(length: int) -> torch.Tensor:
+    return torch.arange(1, length + 1, dtype=torch.float64) / length
+
+
+def _plain_tensor_attributes(module: nn.Module) -> list[str]:
+    """Tensors kept as plain attributes: ``.to()`` moves parameters and buffers, not these."""
+    found = []
+    for name, sub in module.named_modules():
+        for attribute, value in vars(sub).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                found.append(f"self.{name + '.' if name else ''}{attribute}")
+    return found
+
+
+def _raised_text(raised: LearnerRaised) -> str:
+    lines = str(raised.error).strip().splitlines()
+    return f"{type(raised.error).__name__}: {lines[0] if lines else ''}"
+
+
+def _probe_position_weights(answer, run):
+    cases = []
+    max_length = 16
+    made = f"PositionWeights({max_length})"
+    # 1. The CPU, float32, a non-contiguous input (a transposed batch): the values, and x unchanged.
+    on = "a float32 batch of shape (2, 5, 3) on the CPU (a transposed, non-contiguous tensor)"
+    module = run(answer, max_length, on=made)
+    if not isinstance(module, nn.Module):
+        return [{"on": on, "not_a_module": _kind(module)}]
+    x = torch.randn(2, 3, 5, generator=_generator(0)).transpose(1, 2)
+    x_in = x.clone()  # clone keeps x's strides: non-contiguous too
+    got = run(module, x_in, on=on)
+    expected = (x.double() * _position_weights(5)[:, None]).float()
+    cases.append({
+        "on": on, "got": value_facts(got), "expected": value_facts(expected),
+        "changed_input": not torch.equal(x_in, x),
+        # Parameters an optimizer given model.parameters() would train: weights that drift.
+        "trainable": [name for name, p in module.named_parameters() if p.requires_grad],
+    })
+    # 2. The same module again, on another length, with an input that requires grad.
+    on = ("a second call of the same module, on a float32 batch of shape (3, 4, 2) that "
+          "requires grad")
+    x = torch.randn(3, 4, 2, generator=_generator(2))
+    x_in = x.clone().requires_grad_(True)
+    case = {"on": on, "expected": value_facts(x.double() * _position_weights(4)[:, None]),
+            "expected_grad": (torch.ones_like(x, dtype=torch.float64) * _position_weights(4)[:, None]).numpy()}
+    try:
+        got = run(module, x_in, on=on)
+        case["got"] = value_facts(got)
+        if isinstance(got, torch.Tensor) and got.requires_grad and got.is_floating_point():
+            run(lambda: torch.Tensor.sum(got).backward(), on=f"out.sum().backward() after {on}")
+            case["grad"] = None if x_in.grad is None else x_in.grad.detach().numpy().copy()
+    except LearnerRaised as raised:
+        if isinstance(raised.error, NotImplementedError) and not str(raised.error):
+            raise
+        case["raised"] = _raised_text(raised)
+    cases.append(case)
+    # 3. That module (called twice already) and its input moved to the meta device, as to a GPU,
+    # with the first call's length: weights kept from the CPU calls (a cache) show here.
+    on = ("PositionWeights(16), called twice on the CPU, then .to('meta'), on a batch of shape "
+          "(2, 5, 4) on the meta device")
+    module = run(lambda: module.to("meta"), on=f"{made}.to('meta')")
+    case = {"on": on, "plain_tensors": _plain_tensor_attributes(module)}
+    try:
+        got = run(module, torch.empty(2, 5, 4, device="meta"), on=on)
+        case["got"] = value_facts(got)
+    except LearnerRaised as raised:
+        if isinstance(raised.error, NotImplementedError) and not str(raised.error):
+            raise
+        case["raised"] = _raised_text(raised)
+        # Does a new module, never called on the CPU, work on meta? Then the moved one kept
+        # something from its earlier calls.
+        try:
+            fresh = run(answer, max_length, on=made)
+            fresh = run(lambda: fresh.to("meta"), on=f"{made}.to('meta')")
+            fresh_got = run(fresh, torch.empty(2, 5, 4, device="meta"), on=f"a new {made}.to('meta')")
+            case["fresh_works"] = isinstance(fresh_got, torch.Tensor) and fresh_got.device.type == "meta"
+        except LearnerRaised:
+            case["fresh_works"] = False
+    cases.append(case)
+    # 4. A new module, called once in float32, then it and its input in bfloat16, as in mixed
+    # precision: weights kept from the float32 call (a cache) show here.
+    on = ("PositionWeights(16), called once on a float32 batch, then .to(torch.bfloat16), on a "
+          "bfloat16 batch of shape (3, 6, 2)")
+    module = run(answer, max_length, on=made)
+    x = torch.randn(3, 6, 2, generator=_generator(1))
+    run(module, x.clone(), on="PositionWeights(16) on a float32 batch of shape (3, 6, 2) on the CPU")
+    module = run(lambda: module.to(torch.bfloat16), on=f"{made}.to(torch.bfloat16)")
+    x = x.to(torch.bfloat16)
+    got = run(module, x.clone(), on=on)
+    expected = x.double() * _position_weights(6)[:, None]
+    case = {"on": on, "got": value_facts(got), "expected_values": expected.numpy(),
+            "expected_dtype": "torch.bfloat16"}
+    if isinstance(got, torch.Tensor) and got.dtype != torch.bfloat16:
+        # Does a new module, never called in float32, give bfloat16? Then this one kept weights.
+        try:
+            fresh = run(answer, max_length, on=made)
+            fresh = run(lambda: fresh.to(torch.bfloat16), on=f"{made}.to(torch.bfloat16)")
+            fresh_got = run(fresh, x.clone(), on=f"a new {made}.to(torch.bfloat16)")
+            case["fresh_works"] = isinstance(fresh_got, torch.Tensor) and fresh_got.dtype == torch.bfloat16
+        except LearnerRaised:
+            case["fresh_works"] = False
+    cases.append(case)
+    # 5. A new module in float64, on a batch of one.
+    on = "PositionWeights(16).to(torch.float64) on a float64 batch of one, shape (1, 9, 1)"
+    module = run(answer, max_length, on=made)
+    module = run(lambda: module.to(torch.float64), on=f"{made}.to(torch.float64)")
+    x = torch.randn(1, 9, 1, generator=_generator(3), dtype=torch.float64)
+    got = run(module, x.clone(), on=on)
+    expected = x * _position_weights(9)[:, None]
+    cases.append({"on": on, "got": value_facts(got), "expected_values": expected.numpy(),
+                  "expected_dtype": "torch.float64"})
+    return cases
+
+
+_DEVICE_FIX = (
+    "A tensor made inside forward without device= is created on the default device (the CPU "
+    "unless the program set another), with a dtype of its own, wherever the input is; "
+    "on a GPU this is the classic \"Expected all tensors to be on the same device\". Create it "
+    "where the input lives: torch.arange(..., device=x.device, dtype=x.dtype)."
+)
+
+
+def _not_a_tensor(got, on) -> str:
+    return Mistake("not-a-tensor", (
+        f"forward returned {got['kind']} (on {on}); return the weighted tensor, shaped like x."
+    ))
+
+
+def _judge_position_weights(cases):
+    first = cases[0]
+    if "not_a_module" in first:
+        return Mistake("not-a-module", not_a_module("PositionWeights(16)", first["not_a_module"], "PositionWeights"))
+    on, got, expected = first["on"], first["got"], first["expected"]
+    if first["changed_input"]:
+        return Mistake("in-place-on-input", (
+            f"forward changed its input x in place (on {on}): the caller's tensor now holds "
+            "the weighted values. Return a new tensor, x * weights, instead of x.mul_(...) or "
+            "x *= ...."
+        ))
+    if got["kind"] != "tensor":
+        return _not_a_tensor(got, on)
+    if got["device"] != "cpu":
+        return Mistake("hard-coded-device", (
+            f"forward's output is on {got['device']} for an input on the CPU (on {on}): keep "
+            "the output where the input is; make your tensors on x.device."
+        ))
+    if got["shape"] != expected["shape"]:
+        return Mistake("wrong-output-shape", (
+            f"forward's output has shape {shape_text(got['shape'])} (on {on}); expected "
+            f"{shape_text(expected['shape'])}, the input's shape: step t of each sequence is "
+            "multiplied by (t + 1) / length."
+        ))
+    if not same_values(got["values"], expected["values"], rtol=1e-5, atol=1e-6):
+        return Mistake("wrong-weights", (
+            f"forward's output has the right shape but wrong values (on {on}): step t (counting "
+            "from 0) of each sequence is multiplied by (t + 1) / length, with length = "
+            "x.shape[1], the same weight for every feature."
+        ))
+    again = cases[1]
+    on = again["on"]
+    if "raised" in again:
+        return Mistake("cached-weights", (
+            f"{again['raised']} (on {on}). The first call worked: each call must make the "
+            "weights for its own input's length x.shape[1] (and device and dtype), not reuse "
+            "what an earlier call made."
+        ))
+    got = again["got"]
+    if got["kind"] != "tensor":
+        return _not_a_tensor(got, on)
+    if got["shape"] != again["expected"]["shape"] or "values" not in got or not same_values(
+        got["values"], again["expected"]["values"], rtol=1e-5, atol=1e-6
+    ):
+        return Mistake("cached-weights", (
+            f"On a second call with another length the output is wrong (on {on}): shape "
+            f"{shape_text(got['shape'])}, expected {shape_text(again['expected']['shape'])} with "
+            "weights (t + 1) / 4. The first call was right: make the weights from each call's "
+            "own x.shape[1], not from what an earlier call kept."
+        ))
+    if not got["requires_grad"]:
+        return Mistake("cut-from-autograd", (
+            f"forward's output does not require grad although x does (on {on}): it is cut off "
+            "from autograd, so no gradient reaches the layers before it. Compute it with torch "
+            "operations on x itself (no .detach(), torch.no_grad() or NumPy inside forward)."
+        ))
+    if again.get("grad") is None or not same_values(again["grad"], again["expected_grad"], rtol=1e-5, atol=1e-6):
+        return Mistake("grad-not-through-x", (
+            f"After out.sum().backward(), x.grad is not the weights (t + 1) / length (on {on}): "
+            "the output must be x times the weights, computed from x by autograd."
+        ))
+    meta = cases[2]
+    on = meta["on"]
+    if "raised" in meta:
+        if meta["plain_tensors"]:
+            return Mistake("plain-tensor-attribute", (
+                f"{meta['raised']} (on {on}). {meta['plain_tensors'][0]} is a plain tensor "
+                "attribute: module.to() moves parameters and buffers, and nothing else. Register "
+                "it with self.register_buffer(name, tensor), or create the tensor in forward "
+                "with device=x.device."
+            ))
+        if meta.get("fresh_works"):
+            return Mistake("cached-weights", (
+                f"{meta['raised']} (on {on}). A new module moved to meta works on the same input: "
+                "this one kept tensors from its earlier calls on the CPU (a cache of weights), "
+                "and .to() moves parameters and buffers only. Make the weights in every call from "
+                "x (device=x.device, dtype=x.dtype), or keep them in a registered buffer."
+            ))
+        return Mistake("no-device-in-forward", f"{meta['raised']} (on {on}). {_DEVICE_FIX}")
+    got = meta["got"]
+    if got["kind"] != "tensor":
+        return _not_a_tensor(got, on)
+    if got["device"] != "meta":
+        return Mistake("moved-input-to-weights", (
+            f"forward's output is on {got['device']} although the module and its input are on "
+            f"meta (on {on}): never move the input to fit a tensor you made; make the tensor "
+            "on x.device."
+        ))
+    if got["shape"] != [2, 5, 4] or got["dtype"] != "torch.float32":
+        return Mistake("wrong-meta-output", (
+            f"forward's output has shape {shape_text(got['shape'])} and dtype "
+            f"{got['dtype'].removeprefix('torch.')} (on {on}); expected (2, 5, 4) and float32, "
+            "the input's."
+        ))
+    for case in cases[3:]:
+        on, got = case["on"], case["got"]
+        if got["kind"] != "tensor":
+            return _not_a_tensor(got, on)
+        want = case["expected_dtype"].removeprefix("torch.")
+        if got["dtype"] != case["expected_dtype"] and case.get("fresh_works"):
+            return Mistake("cached-weights", (
+                f"forward's output is {got['dtype'].removeprefix('torch.')} for a {want} input (on "
+                f"{on}), although a new module moved to {want} gives {want}: this one kept "
+                "tensors from its earlier call in float32 (a cache of weights), and .to() converts "
+                "parameters and buffers only. Make the weights in every call from x "
+                "(device=x.device, dtype=x.dtype), or keep them in a registered buffer."
+            ))
+        if got["dtype"] != case["expected_dtype"]:
+            return Mistake("no-dtype-in-forward", (
+                f"forward's output is {got['dtype'].removeprefix('torch.')} for a {want} input "
+                f"(on {on}): the weights you create have a dtype of their own, and type "
+                f"promotion gives the product theirs or the input's, whichever is wider; in "
+                "mixed precision every layer after this one would run in float32 and the "
+                "memory doubles, without an error. Create them with dtype=x.dtype (or "
+                ".to(x.dtype))."
+            ))
+        tolerance = 2e-2 if want == "bfloat16" else 1e-6
+        if got["shape"] != list(case["expected_values"].shape) or "values" not in got or not same_values(
+            got["values"], case["expected_values"], rtol=tolerance, atol=tolerance
+        ):
+            return Mistake("wrong-values-for-dtype", f"forward's output has wrong values for a {want} input (on {on}).")
+    if first.get("trainable"):
+        return Mistake("trainable-weights", (
+            f"Right outputs, but your module keeps its weights as trainable parameters "
+            f"({', '.join(first['trainable'][:3])}, requires_grad=True): an optimizer built with "
+            "model.parameters() would change them in training, and the module would stop "
+            "weighting step t by (t + 1) / length. Keep fixed weights out of training: "
+            "register_buffer, an nn.Parameter with requires_grad=False, or make them in forward."
+        ))
+    return None
+
+
+PositionWeights = Exercise(
+    "PositionWeights",
+    chapter=CHAPTER,
+    title="A forward that follows its input's device and dtype",
+    expects=Function("PositionWeights", ("max_length",), returns="an nn.Module whose forward returns a tensor shaped like x"),
+    probe=_probe_position_weights,
+    judge=_judge_position_weights,
+    reference=PositionWeights,
+    passed_message=(
+        "Correct: the weights are made where the input lives, in its dtype, so the module works "
+        "on the CPU, on a GPU, on meta and in half precision alike."
+    ),
+    hints=[
+        "torch.arange(...) without device= makes a CPU tensor, even when x is on a GPU (or on "
+        "meta). Every factory function (arange, zeros, ones, tensor, linspace) takes device= "
+        "and dtype=.",
+        "Take both from the input: device=x.device, dtype=x.dtype. (A fixed tensor made in "
+        "__init__ works too, if you register it with self.register_buffer so .to() moves it.)",
+        "steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype); "
+        "return x * (steps / length)[:, None]",
+    ],
+    error_notes=[
+        ("is not on the expected device", _DEVICE_FIX, "tensor-made-off-device"),
+        ("Expected all tensors to be on the same device", _DEVICE_FIX, "operands-on-two-devices"),
+        ("view size is not compatible", _VIEW_NOTE, "view-of-non-contiguous"),
+        ("Cannot copy out of meta tensor", "the check moves your module to the meta device, "
+         "which has no values: do not move tensors to the CPU (.cpu(), .item(), .tolist()) "
+         "inside forward; keep everything on x.device.",
+         "moved-to-cpu-in-forward"),
+    ],
+    # The first factory call on the meta device in a process loads torch's reference
+    # implementations, which takes seconds; the chapter's demonstrations usually did it already.
+    time_limit_s=30.0,
+)

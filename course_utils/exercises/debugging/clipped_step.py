@@ -1,0 +1,326 @@
+"""Chapter 06, D6: one step with the gradient clipped (the exercise ``clipped_step``)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
+from course_utils.exercises.facts import same_values
+
+
+# ============================================================================================
+# D6 — one step with the gradient clipped
+# ============================================================================================
+def clipped_step(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total_norm
+
+
+_clipped_step = clipped_step
+
+
+def _clipped_step_without_zero_grad(model, optimizer, loss, max_norm):
+    loss.backward()
+    total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total_norm
+
+
+def _two_steps(step, model, batches, max_norm, call=None, fresh_optimizer=False):
+    """Parameters after each of two calls of ``step`` on one model and one SGD-with-momentum
+    (or, with ``fresh_optimizer``, a new one for each call: what recreating it inside does)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    after, returned = [], []
+    for i, (x, y) in enumerate(batches):
+        if fresh_optimizer:
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        loss = nn.functional.mse_loss(model(x), y)
+        if call is None:
+            got = step(model, optimizer, loss, max_norm)
+        else:
+            got = call(step, model, optimizer, loss, max_norm, on=f"call {i + 1} of 2")
+        after.append(_flat(model).numpy())
+        returned.append(got)
+    return after, returned
+
+
+def _clip_model(frozen=False):
+    torch.manual_seed(6)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    if frozen:  # a frozen first layer: its parameters get no .grad at all
+        model[0].requires_grad_(False)
+    return model
+
+
+def _flat(model) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+
+
+def _delta_with(model, x, y, clip):
+    """The parameter change of one SGD step (lr 0.1) whose gradient ``clip`` treats first."""
+    model = copy.deepcopy(model)
+    before = _flat(model)
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    clip(model)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p -= 0.1 * p.grad
+    return (_flat(model) - before).numpy()
+
+
+def _probe_clipped_step(answer, run):
+    cases = []
+    for on, scale, max_norm, frozen in [
+        ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0, False),
+        ("targets far off, max_norm=0.5", 30.0, 0.5, False),
+        ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0, False),
+        ("a model whose first layer is frozen (requires_grad=False, so its .grad stays None), "
+         "targets far off, max_norm=1.0", 30.0, 1.0, True),
+    ]:
+        model = _clip_model(frozen)
+        g = _generator(int(scale * 10) + int(max_norm * 10))
+        x = torch.randn(16, 4, generator=g)
+        y = torch.randn(16, 2, generator=g) * scale
+        pristine = copy.deepcopy(model)
+        probe_copy = copy.deepcopy(model)
+        nn.functional.mse_loss(probe_copy(x), y).backward()
+        grads = [p.grad for p in probe_copy.parameters() if p.grad is not None]
+        total = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+        before = _flat(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = nn.functional.mse_loss(model(x), y)
+        got = run(answer, model, optimizer, loss, max_norm, on=on)
+        case = {
+            "on": on,
+            "max_norm": max_norm,
+            "total": total,
+            "delta": (_flat(model) - before).numpy(),
+            "expected": _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_norm_(m.parameters(), max_norm)),
+            "unclipped": _delta_with(pristine, x, y, lambda m: None),
+            "by_value": _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_value_(m.parameters(), max_norm)),
+            # Scaled to norm max_norm even when it was smaller: clipping that also scales up.
+            "scaled_up": _delta_with(pristine, x, y, lambda m: [
+                p.grad.mul_(max_norm / total) for p in m.parameters() if p.grad is not None
+            ]),
+            # Other norms, and each parameter clipped on its own: steps that point elsewhere.
+            "other_norms": {
+                name: _delta_with(
+                    pristine, x, y, lambda m, t=norm_type: nn.utils.clip_grad_norm_(m.parameters(), max_norm, norm_type=t))
+                for name, norm_type in (("L1 norm (norm_type=1)", 1.0),
+                                        ("largest-value norm (norm_type=inf)", float("inf")))
+            },
+            "per_parameter": _delta_with(pristine, x, y, lambda m: [
+                nn.utils.clip_grad_norm_(p, max_norm) for p in m.parameters() if p.grad is not None
+            ]),
+            "kind": _kind(got),
+        }
+        returned = _number(got)
+        if returned is not None:
+            case["returned"] = returned
+        cases.append(case)
+    # Two calls in a row on the same model and optimizer (SGD with momentum), as in a loop.
+    on = "two calls in a row on one model and one SGD(lr=0.1, momentum=0.9), max_norm=1.0"
+    g = _generator(66)
+    batches = [(torch.randn(16, 4, generator=g), torch.randn(16, 2, generator=g) * 30.0) for _ in range(2)]
+    pristine = _clip_model()
+    model = copy.deepcopy(pristine)
+    after, returned = _two_steps(answer, model, batches, 1.0, call=lambda f, *a, on: run(f, *a, on=f"{_TWICE}, {on}"))
+    expected, expected_norms = _two_steps(_clipped_step, copy.deepcopy(pristine), batches, 1.0)
+    stale, _ = _two_steps(_clipped_step_without_zero_grad, copy.deepcopy(pristine), batches, 1.0)
+    fresh, _ = _two_steps(_clipped_step, copy.deepcopy(pristine), batches, 1.0, fresh_optimizer=True)
+    case = {
+        "on": on,
+        "twice": True,
+        "after": after,
+        "expected": expected,
+        "stale": stale,
+        "fresh": fresh,
+        "expected_norms": [float(n) for n in expected_norms],
+        "returned": [_number(r) if _number(r) is not None else _kind(r) for r in returned],
+    }
+    cases.append(case)
+    return cases
+
+
+def _number(value):
+    """One number as a float (a one-value tensor, a NumPy array of one value, a Python or NumPy
+    number), else None."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type != "meta":
+        return float(torch.Tensor.detach(value).reshape(-1)[0].item())
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "fiu":
+        return float(value.reshape(-1)[0])
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    return None
+
+
+_TWICE = "two calls in a row on one model and one SGD(lr=0.1, momentum=0.9)"
+
+
+def _judge_clipped_twice(case):
+    on = case["on"]
+    for i in range(2):
+        if same_values(case["after"][i], case["expected"][i], rtol=1e-4, atol=1e-7):
+            continue
+        if i == 1 and same_values(case["after"][i], case["stale"][i], rtol=1e-4, atol=1e-7):
+            return Mistake("no-zero-grad", (
+                f"On the second call the parameters moved by this loss's gradient plus the first "
+                f"call's (on {on}): loss.backward() adds to .grad, and nothing cleared the old "
+                "gradients. Call optimizer.zero_grad() before loss.backward(), every call."
+            ))
+        if i == 1 and same_values(case["after"][i], case["fresh"][i], rtol=1e-4, atol=1e-7):
+            return Mistake("new-optimizer", (
+                f"On the second call the parameters moved as if the optimizer remembered nothing "
+                f"of the first call (on {on}): its momentum buffer started empty again. Step "
+                "with the optimizer you are given; a new optimizer made inside your function "
+                "loses its state (momentum, Adam's moments) on every call."
+            ))
+        return Mistake("wrong-repeated-step", (
+            f"After call {i + 1} the parameters are not where two clipped SGD-with-momentum "
+            f"steps put them (on {on}). Each call: zero_grad, backward, "
+            "clip_grad_norm_(model.parameters(), max_norm), step, with the optimizer you are given."
+        ))
+    for i, (got, want) in enumerate(zip(case["returned"], case["expected_norms"])):
+        if not isinstance(got, float) or not same_values(got, want, rtol=1e-4, atol=1e-6):
+            return Mistake("wrong-norm-returned", (
+                f"Call {i + 1} returned {got if isinstance(got, str) else f'{got:.4g}'}; that "
+                f"call's gradient norm before clipping is {want:.4g} (on {on}). Return what "
+                "clip_grad_norm_ returns."
+            ))
+    return None
+
+
+def _judge_clipped_step(cases):
+    for case in cases:
+        if case.get("twice"):
+            problem = _judge_clipped_twice(case)
+            if problem:
+                return problem
+            continue
+        on, max_norm, total = case["on"], case["max_norm"], case["total"]
+        delta = case["delta"]
+        if not np.any(delta):
+            return Mistake("no-effective-step", (
+                f"The parameters did not move (on {on}): call optimizer.step() after clipping, "
+                "and zero the gradients before backward(), not between backward() and step()."
+            ))
+        if not same_values(delta, case["expected"], rtol=1e-4, atol=1e-7):
+            if total > max_norm and same_values(delta, case["unclipped"], rtol=1e-4, atol=1e-7):
+                returned = case.get("returned")
+                if returned is not None and same_values(returned, total, rtol=1e-4, atol=1e-6):
+                    when = ("The norm your function returned is that very gradient's, so "
+                            "clip_grad_norm_ ran after optimizer.step(), which had already used "
+                            "it: clip before the step.")
+                elif returned is not None:
+                    when = (f"The norm your function returned, {returned:.3g}, is not this "
+                            "gradient's: clip_grad_norm_ ran before loss.backward(), on the .grad "
+                            "of before (none, or the last step's). Clip after backward().")
+                else:
+                    when = ""
+                return Mistake("clip-out-of-order", (
+                    f"The parameters moved by the unclipped gradient (on {on}: its norm is "
+                    f"{total:.3g}, above max_norm={max_norm:g}). clip_grad_norm_ rescales the "
+                    "gradients in .grad, so it must run after loss.backward() (when they exist) "
+                    "and before optimizer.step() (which reads them). " + when
+                ).rstrip())
+            if total < max_norm and same_values(delta, case["scaled_up"], rtol=1e-4, atol=1e-7):
+                return Mistake("scales-up-small-gradients", (
+                    f"Your step scaled the gradient up to norm {max_norm:g} although its norm, "
+                    f"{total:.3g}, was already below it (on {on}). Clipping only scales down: "
+                    "the factor is min(1, max_norm / total_norm), which clip_grad_norm_ applies."
+                ))
+            if same_values(delta, case["by_value"], rtol=1e-4, atol=1e-7):
+                return Mistake("clip-by-value", (
+                    f"You clipped each gradient value to ±{max_norm:g} (clip_grad_value_), on "
+                    f"{on}: that cuts the large components only, and changes the gradient's "
+                    "direction. clip_grad_norm_ scales the whole gradient down together, keeping "
+                    "its direction."
+                ))
+            for norm_type, other in case["other_norms"].items():
+                if same_values(delta, other, rtol=1e-4, atol=1e-7):
+                    return Mistake("wrong-norm-type", (
+                        f"Your step clipped the gradient's {norm_type} (on {on}); the task's "
+                        "clipping uses the usual Euclidean norm, clip_grad_norm_'s default "
+                        "(norm_type=2): clip_grad_norm_(model.parameters(), max_norm)."
+                    ))
+            if same_values(delta, case["per_parameter"], rtol=1e-4, atol=1e-7):
+                return Mistake("per-parameter-clip", (
+                    f"Your step clipped each parameter's gradient to norm {max_norm:g} on its own "
+                    f"(on {on}): the total can then be far above max_norm, and the gradient's "
+                    "direction changes. Clip all of them together, with one call: "
+                    "clip_grad_norm_(model.parameters(), max_norm)."
+                ))
+            return Mistake("wrong-clipped-step", (
+                f"The parameters did not move as one SGD step with the gradient clipped to norm "
+                f"{max_norm:g} would move them (on {on}). One clipped step is: zero_grad, "
+                "backward, clip_grad_norm_(model.parameters(), max_norm) over all the "
+                "parameters together, then one optimizer.step()."
+            ))
+        if "returned" not in case:
+            return Mistake("no-norm-returned", (
+                f"Your function returned {case['kind']} (on {on}); return what clip_grad_norm_ "
+                "returns: the gradient's total norm before clipping, the number to log."
+            ))
+        returned = case["returned"]
+        if not same_values(returned, total, rtol=1e-4, atol=1e-6):
+            if total > max_norm and same_values(returned, max_norm, rtol=1e-3, atol=1e-6):
+                return Mistake("returned-clipped-norm", (
+                    f"You returned {returned:.4g}, the norm after clipping (on {on}); return the "
+                    f"norm before it, {total:.4g}, which is what clip_grad_norm_ returns. The "
+                    "clipped norm is always max_norm, so it tells you nothing; the one before "
+                    "clipping shows how often and how hard clipping works."
+                ))
+            return Mistake("wrong-norm-returned", (
+                f"You returned {returned:.4g}; the gradient's total norm before clipping is "
+                f"{total:.4g} (on {on}). Return what clip_grad_norm_ returns."
+            ))
+    return None
+
+
+clipped_step = Exercise(
+    "clipped_step",
+    chapter=CHAPTER,
+    title="One step with the gradient norm clipped",
+    expects=Function("clipped_step", ("model", "optimizer", "loss", "max_norm"), returns="the total norm that clip_grad_norm_ returns (a tensor or a float)"),
+    probe=_probe_clipped_step,
+    judge=_judge_clipped_step,
+    reference=clipped_step,
+    passed_message=(
+        "Correct: the gradient is scaled down to max_norm when it is larger, left alone when it "
+        "is smaller, and you return the norm before clipping, the number worth logging."
+    ),
+    hints=[
+        "Clipping changes the gradients in .grad: they exist only after loss.backward(), and "
+        "optimizer.step() reads them. So the clip goes between the two.",
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) scales all gradients "
+        "together and returns their total norm from before the scaling.",
+        "optimizer.zero_grad(); loss.backward(); total = "
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm); optimizer.step(); "
+        "return total",
+    ],
+    error_notes=[
+        (
+            "Trying to backward through the graph a second time",
+            "call loss.backward() once per loss.",
+            "second-backward",
+        ),
+        (
+            "'NoneType'",
+            "something was None where your code used a tensor. On this input that can be a "
+            ".grad: a parameter that gets no gradient (frozen with requires_grad=False, or "
+            "unused) keeps .grad None; skip it, as clip_grad_norm_ does "
+            "([p.grad for p in model.parameters() if p.grad is not None]).",
+            "grad-of-frozen-parameter",
+        ),
+    ],
+)

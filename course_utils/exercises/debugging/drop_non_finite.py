@@ -1,0 +1,246 @@
+"""Chapter 06, D5: drop the examples that hold a nan or an inf (the exercise ``drop_non_finite``)."""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE
+from course_utils.exercises.facts import same_values, shape_text, value_facts
+
+
+# ============================================================================================
+# D5 — drop the examples that hold a nan or an inf
+# ============================================================================================
+def drop_non_finite(x, y):
+    keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1)
+    return x[keep], y[keep]
+
+
+def _non_finite_cases():
+    g = _generator(5)
+    table = torch.randn(7, 4, generator=g)
+    table[1, 2] = float("nan")
+    table[3, 0] = float("inf")
+    table[5, 3] = float("-inf")
+    # Images stored channels-last and viewed as (N, C, H, W): a non-contiguous tensor.
+    images = torch.rand(6, 3, 3, generator=g).transpose(1, 2).unsqueeze(1)
+    images[0, 0, 2, 1] = float("nan")
+    images[4, 0, 0, 0] = float("inf")
+    clean = torch.randn(4, 2, generator=g, dtype=torch.float64)
+    # float16 features: row 0's values are finite, but their sum overflows to inf.
+    half = torch.tensor([[40000.0, 40000.0], [float("nan"), 1.0], [1.0, 2.0], [-60000.0, -9000.0]],
+                        dtype=torch.float16)
+    # float64 features: row 1's values are finite, but their sum overflows float64 as well.
+    huge = torch.tensor([[1.0, -2.0], [1.5e308, 1.5e308], [float("-inf"), 3.0]], dtype=torch.float64)
+    # Exactly one example kept: an index that is a single number would drop the batch dimension.
+    single = torch.rand(3, 2, 2, generator=g)
+    single[0, 1, 1] = float("-inf")
+    single[2, 0, 0] = float("nan")
+    all_bad = torch.tensor([[1.0, float("nan"), 2.0], [float("inf"), 0.0, 1.0]])
+    counts = torch.tensor([[3, 0, 7], [1, 2, 2], [5, 5, 0]])
+    return [
+        ("a table of 7 examples × 4 features, with a nan, an inf and a -inf", table,
+         torch.arange(7) * 10),
+        ("6 images of shape (1, 3, 3), a non-contiguous tensor, with a nan in one and an inf "
+         "in another", images, torch.arange(6) * 10),
+        ("4 float64 examples, all finite", clean, torch.arange(4) * 10),
+        ("4 float16 examples, one with a nan; the others are finite (40000 + 40000 overflows "
+         "float16, but no value does)", half, torch.tensor([1.5, 2.5, 3.5, 4.5])),
+        ("3 float64 examples, one with a -inf; the others are finite (1.5e308 + 1.5e308 "
+         "overflows float64, but no value does)", huge, torch.tensor([7, 8, 9])),
+        ("3 images of shape (2, 2), one with a -inf and one with a nan: exactly one is kept",
+         single, torch.tensor([0, 1, 2])),
+        ("2 examples that both hold a nan or an inf: nothing is kept", all_bad, torch.tensor([4, 2])),
+        ("3 examples of int64 counts (integers are always finite)", counts, torch.tensor([0, 1, 0])),
+    ]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, nan included (torch.equal says nan != nan)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    return torch.equal(nan_a, nan_b) and torch.equal(a.masked_fill(nan_a, 0), b.masked_fill(nan_b, 0))
+
+
+def _probe_drop_non_finite(answer, run):
+    cases = []
+    for on, x, y in _non_finite_cases():
+        x_in, y_in = x.clone(), y.clone()
+        got = run(answer, x_in, y_in, on=on)
+        rows = x.reshape(len(x), -1)
+        keep = torch.isfinite(rows).all(1)
+        by_sum = torch.isfinite(rows.sum(1)) if x.is_floating_point() else keep
+        case = {
+            "on": on,
+            "n": len(x),
+            "dtype": str(x.dtype).removeprefix("torch."),
+            "kind": _kind(got),
+            "changed_input": not (_same(x_in, x) and _same(y_in, y)),
+            "expected_x": value_facts(x[keep]),
+            "expected_y": value_facts(y[keep]),
+            "nan_only_rows": int((~torch.isnan(rows).any(1)).sum()) if x.is_floating_point() else len(x),
+            "by_sum": value_facts(x[by_sum]) if not torch.equal(by_sum, keep) else None,
+        }
+        if isinstance(got, (tuple, list)) and len(got) == 2:
+            case["x"] = value_facts(got[0])
+            case["y"] = value_facts(got[1])
+            # Every example back, untouched: nothing was dropped (rather than values replaced).
+            case["x_is_input"] = isinstance(got[0], torch.Tensor) and got[0].device.type == "cpu" and _same(
+                torch.Tensor.detach(got[0]), x)
+        cases.append(case)
+        # What is already wrong on the simple table is the mistake to name, before an error
+        # that a later, harder input (images, 4-D) would raise.
+        if _judge_drop_non_finite(cases) is not None:
+            return cases
+    return cases
+
+
+def _judge_drop_non_finite(cases):
+    for case in cases:
+        on = case["on"]
+        if case["changed_input"]:
+            return Mistake("in-place-on-input", (
+                f"Your function changed the tensors it was given (on {on}); build new ones with "
+                "boolean indexing, x[keep], and leave the data set's tensors as they were."
+            ))
+        if "x" not in case:
+            return Mistake("not-two-tensors", (
+                f"Your function returned {case['kind']} (on {on}); return the two tensors: "
+                "return x[keep], y[keep]."
+            ))
+        x, y, expected_x = case["x"], case["y"], case["expected_x"]
+        if x["kind"] != "tensor" or y["kind"] != "tensor":
+            return Mistake("not-two-tensors", f"Return two tensors, x[keep] and y[keep] (on {on}); got {x['kind']} and {y['kind']}.")
+        if x["device"] != "cpu" or y["device"] != "cpu":
+            return Mistake("moved-device", (
+                f"Your tensors are on {x['device']} and {y['device']}; the x and y you were given "
+                f"are on the CPU (on {on}). Return them where they were: x[keep], y[keep]."
+            ))
+        if (expected_x["shape"][0] == 1 and x["shape"] == expected_x["shape"][1:]
+                and y["shape"] == case["expected_y"]["shape"][1:]):
+            return Mistake("squeezed-index", (
+                f"Exactly one example is finite here, and your x has shape "
+                f"{shape_text(x['shape'])}, without the batch dimension; expected "
+                f"{shape_text(expected_x['shape'])} (on {on}). Indexing with a single number "
+                "(what .nonzero().squeeze() gives for one match) drops dimension 0; index with "
+                "the boolean mask itself, x[keep], which keeps it however many examples remain."
+            ))
+        if x["shape"][1:] != expected_x["shape"][1:]:
+            return Mistake("dropped-features", (
+                f"Your x has shape {shape_text(x['shape'])}; expected "
+                f"{shape_text(expected_x['shape'])} (on {on}). Drop whole examples (along "
+                "dimension 0), not features or single values: a boolean mask with one entry per "
+                "example, x[keep]."
+            ))
+        kept, want = x["shape"][0], expected_x["shape"][0]
+        if kept == case["n"] and want != case["n"] and case.get("x_is_input"):
+            return Mistake("any-not-all", (
+                f"Your x still has all {case['n']} examples, unchanged (on {on}), though "
+                f"{case['n'] - want} of them hold a nan or an inf: nothing was dropped. Keep an "
+                "example only when every one of its values is finite: torch.isfinite, reduced "
+                "with .all() over each example's values."
+            ))
+        if kept == case["n"] and want != case["n"]:
+            return Mistake("replaced-bad-values", (
+                f"Your x still has all {case['n']} examples (on {on}): replacing the bad values "
+                "(nan_to_num, zeros) keeps examples whose features are invented. Drop those "
+                "examples, and their labels with them."
+            ))
+        by_sum = case["by_sum"]
+        if by_sum is not None and x["shape"] == by_sum["shape"] and same_values(x["values"], by_sum["values"]):
+            return Mistake("tested-derived-values", (
+                f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on {on}): it dropped an "
+                "example whose values are all finite, only large (their sum overflows "
+                f"{case['dtype']} to inf). Whatever your test computes from the values made them "
+                "count as bad: a sum or mean of large values overflows, so does a conversion to a "
+                "narrower dtype (float64 to float32, for instance), and a limit on their size "
+                "drops finite values. Test every value itself with torch.isfinite, in its own "
+                "dtype, then reduce the True/False per example with .all()."
+            ))
+        if kept != want:
+            if kept == case["nan_only_rows"]:
+                return Mistake("nan-only", (
+                    f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite "
+                    f"(on {on}): it finds nan but not inf. torch.isnan (and x != x) sees nan "
+                    "only; torch.isfinite is False for nan, inf and -inf alike."
+                ))
+            return Mistake("wrong-keep-mask", (
+                f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on "
+                f"{on}): keep exactly the examples whose every value is finite."
+            ))
+        if x["dtype"] != expected_x["dtype"]:
+            return Mistake("converted-x", (
+                f"Your x has dtype {x['dtype'].removeprefix('torch.')}; the x you were given is "
+                f"{expected_x['dtype'].removeprefix('torch.')} (on {on}). Keep the examples as "
+                "they are: index x with the mask, without converting it."
+            ))
+        if not same_values(x["values"], expected_x["values"]):
+            return Mistake("wrong-examples", f"Your x holds the wrong examples (on {on}); keep the finite ones, in their order.")
+        expected_y = case["expected_y"]
+        # The dtype first: labels converted (float labels cast to int64) also change values.
+        if y["shape"] == expected_y["shape"] and y["dtype"] != expected_y["dtype"]:
+            return Mistake("converted-y", (
+                f"Your y has dtype {y['dtype'].removeprefix('torch.')}; the labels you were given "
+                f"are {expected_y['dtype'].removeprefix('torch.')} (on {on}). Keep them as they "
+                "are: y[keep]."
+            ))
+        if y["shape"] != expected_y["shape"] or not same_values(y["values"], expected_y["values"]):
+            return Mistake("labels-not-filtered", (
+                f"Your x is right but your y is not (on {on}): the labels must lose the same "
+                "examples as x, so that x[i] still goes with y[i]. Index both with the same mask."
+            ))
+    return None
+
+
+drop_non_finite = Exercise(
+    "drop_non_finite",
+    chapter=CHAPTER,
+    title="Drop the examples that hold a nan or an inf",
+    expects=Function("drop_non_finite", ("x", "y"), returns="a tuple of two tensors, x[keep] and y[keep]"),
+    probe=_probe_drop_non_finite,
+    judge=_judge_drop_non_finite,
+    reference=drop_non_finite,
+    passed_message=(
+        "Correct: every example with a nan, inf or -inf anywhere in its features is gone, with "
+        "its label, whatever the shape of one example."
+    ),
+    hints=[
+        "torch.isfinite(x) is True where a value is neither nan nor ±inf; torch.isnan misses inf.",
+        "You need one True/False per example: flatten each example's values, "
+        "x.flatten(start_dim=1), then .all(dim=1). dim=1 alone only works for tables.",
+        "keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1); return x[keep], y[keep]",
+    ],
+    error_notes=[
+        (
+            "The shape of the mask",
+            "your mask has one entry per value, not per example: reduce over every dimension "
+            "but the first, e.g. torch.isfinite(x).flatten(start_dim=1).all(dim=1).",
+            "mask-per-value",
+        ),
+        ("view size is not compatible", _VIEW_NOTE, "view-of-non-contiguous"),
+        (
+            "tensors used as indices must be long",
+            "when no example is kept, torch.tensor([]) of an empty list of indices is a float "
+            "tensor, which cannot index; give it dtype=torch.long, or index with the boolean "
+            "mask itself, x[keep].",
+            "float-indices",
+        ),
+        (
+            "could not infer output dtype",
+            "the check passes integer features too (int64 counts), and mean() works on floats "
+            "only. Test the values themselves: torch.isfinite works on every dtype (integers are "
+            "always finite).",
+            "mean-of-integers",
+        ),
+        (
+            "stack expects a non-empty TensorList",
+            "when no example is kept, the list you stack is empty; a boolean mask, x[keep], "
+            "gives an empty tensor with the right shape instead.",
+            "stack-of-nothing-kept",
+        ),
+    ],
+)

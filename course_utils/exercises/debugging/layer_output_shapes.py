@@ -1,0 +1,291 @@
+"""Chapter 06, D12: a forward hook of your own (the exercise ``layer_output_shapes``)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
+from course_utils.exercises.running import LearnerRaised
+
+
+# ============================================================================================
+# D12 — a forward hook of your own
+# ============================================================================================
+def layer_output_shapes(model, x):
+    shapes, handles = [], []
+
+    def record(name):
+        def hook(module, inputs, output):
+            shapes.append((name, tuple(output.shape)))
+        return hook
+
+    for name, module in model.named_modules():
+        if not list(module.children()):  # a leaf: a layer that does the work itself
+            handles.append(module.register_forward_hook(record(name)))
+    try:
+        model(x)
+    finally:
+        for handle in handles:  # also when the forward raised: no hook stays behind
+            handle.remove()
+    return shapes
+
+
+_layer_output_shapes = layer_output_shapes  # the name becomes the Exercise below
+
+
+class _Block(nn.Module):
+    """A block inside the model: its layers are named block.0, block.1, ..., not 0, 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 6), nn.Tanh())
+
+    def forward(self, x):
+        return self.body(x)
+
+
+class _Nested(nn.Module):
+    """A nested block, a layer called twice, and a layer that is never called."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(4, 6)
+        self.block = _Block()
+        self.act = nn.ReLU()
+        self.unused = nn.Linear(6, 6)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = self.act(self.embed(x))
+        h = self.act(self.block(h))  # act runs twice: it appears twice
+        return self.head(h)
+
+
+class _Breaks(nn.Module):
+    """A forward that raises after its first layer ran: the hooks must go all the same."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(4, 5)
+        self.second = nn.Linear(6, 2)  # expects 6 features, gets 5
+
+    def forward(self, x):
+        return self.second(self.first(x))
+
+
+def _hooks_left(model) -> list[str]:
+    return [name or "(the model)" for name, module in model.named_modules()
+            if module._forward_hooks or module._forward_pre_hooks]
+
+
+def _shapes_facts(value):
+    """A list of (name, shape) pairs as plain data, or the kind of what came back."""
+    if not isinstance(value, (list, tuple)):
+        return {"kind": _kind(value)}
+    pairs = []
+    for item in value:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2):
+            return {"kind": f"a list holding {_kind(item)}"}
+        name, shape = item
+        try:
+            shape = [int(n) for n in shape]
+        except (TypeError, ValueError):
+            return {"kind": f"a pair holding {_kind(shape)} as its shape"}
+        pairs.append([str(name), shape])
+    return {"kind": "pairs", "pairs": pairs}
+
+
+def _layer_cases():
+    torch.manual_seed(12)
+    straight = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    return [
+        ("an nn.Sequential of Linear(8, 16), ReLU, Linear(16, 4) and x of shape (5, 8)",
+         straight, torch.randn(5, 8, generator=_generator(13))),
+        ("a model with a nested block, a layer called twice and one never called, x of shape (3, 4)",
+         _Nested(), torch.randn(3, 4, generator=_generator(14))),
+        ("the same Sequential again, a second call on the same model",
+         straight, torch.randn(2, 8, generator=_generator(15))),
+        ("the nested model in eval mode, inside torch.no_grad(), x of shape (1, 4)",
+         _Nested().eval(), torch.randn(1, 4, generator=_generator(16))),
+    ]
+
+
+def _probe_layer_output_shapes(answer, run):
+    cases = []
+    for on, model, x in _layer_cases():
+        expected = _layer_output_shapes(model, x)
+        no_grad = "no_grad" in on
+        modes = [m.training for m in model.modules()]
+        calls = []
+        counter = model.register_forward_pre_hook(lambda module, inputs: calls.append(1))
+        # The caller's own hook on a layer: the answer must remove its hooks, not every hook.
+        first_leaf = next(m for m in model.modules() if not list(m.children()))
+        callers = first_leaf.register_forward_hook(lambda module, inputs, output: None)
+        try:
+            with torch.no_grad() if no_grad else torch.enable_grad():
+                got = run(answer, model, x, on=on)
+                grad_after = torch.is_grad_enabled()
+        finally:
+            counter.remove()
+            callers_kept = callers.id in first_leaf._forward_hooks
+            callers.remove()
+        cases.append({
+            "on": on,
+            "got": _shapes_facts(got),
+            "expected": [[name, list(shape)] for name, shape in expected],
+            "inputs": [[name, list(shape)] for name, shape in _input_shapes(model, x)],
+            "containers": [name or "(the model)" for name, m in model.named_modules() if list(m.children())],
+            "forwards": len(calls),
+            "hooks_left": _hooks_left(model),
+            "callers_hook_removed": not callers_kept,
+            "mode_changed": modes != [m.training for m in model.modules()],
+            "grad_changed": grad_after != (not no_grad),
+        })
+        for module in model.modules():  # the next case starts clean, whatever this answer left
+            module._forward_hooks.clear()
+            module._forward_pre_hooks.clear()
+        if _judge_layer_output_shapes({"cases": cases}) is not None:
+            return {"cases": cases}
+    broken = _Breaks()
+    on = "a model whose forward raises after its first layer (its second Linear expects 6 features, gets 5)"
+    try:
+        run(answer, broken, torch.randn(2, 4, generator=_generator(17)), on=on)
+        raised = None
+    except LearnerRaised as error:
+        raised = type(error.error).__name__
+    return {"cases": cases, "broken": {"on": on, "raised": raised, "hooks_left": _hooks_left(broken)}}
+
+
+def _input_shapes(model, x):
+    """(name, shape of the first input) per leaf call: what an answer reading inputs records."""
+    shapes, handles = [], []
+    for name, module in model.named_modules():
+        if not list(module.children()):
+            handles.append(module.register_forward_pre_hook(
+                lambda m, inputs, name=name: shapes.append((name, tuple(inputs[0].shape)))))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return shapes
+
+
+def _judge_layer_output_shapes(record):
+    for case in record["cases"]:
+        on, got, expected = case["on"], case["got"], case["expected"]
+        if case["hooks_left"]:
+            second = "second call" in on
+            return Mistake("hooks-left", (
+                f"After your function returned, hooks were still on {', '.join(case['hooks_left'][:3])} "
+                f"(on {on}){': this second call recorded every layer twice, once for each hook' if second else ''}. "
+                "A hook stays until you remove it: keep the handle register_forward_hook returns, "
+                "and call handle.remove() on each before returning."
+            ))
+        if case.get("callers_hook_removed"):
+            return Mistake("removed-others-hooks", (
+                f"Your function removed a hook it had not registered: the caller's own hook on a "
+                f"layer was gone afterwards (on {on}). Clearing module._forward_hooks takes every "
+                "hook off, other code's too; remove only your own, with the handles "
+                "register_forward_hook returned."
+            ))
+        if case["forwards"] != 1:
+            return Mistake("ran-model-twice" if case["forwards"] > 1 else "never-ran-model", (
+                f"Your function ran the model {case['forwards']} times (on {on}); run it once, with "
+                "the hooks on, and read what they recorded."
+            ))
+        if case["mode_changed"] or case["grad_changed"]:
+            what = "train/eval mode" if case["mode_changed"] else "grad mode"
+            return Mistake("changed-mode", (
+                f"Your function changed the model's {what} (on {on}). Hooks only watch: run the "
+                "model as it was given, in the mode and grad mode the caller chose."
+            ))
+        if got["kind"] != "pairs":
+            return Mistake("not-pairs", (
+                f"Your function returned {got['kind']} (on {on}); return a list of (name, shape) "
+                "pairs, one per layer call, e.g. [('0', (5, 16)), ('1', (5, 16)), ...]."
+            ))
+        pairs = got["pairs"]
+        if pairs == expected:
+            continue
+        if pairs == case["inputs"]:
+            return Mistake("input-shapes", (
+                f"Your shapes are the layers' *inputs* (on {on}): a forward hook is called as "
+                "hook(module, inputs, output), and the output is its third argument."
+            ))
+        names = [name for name, _ in pairs]
+        containers = [name for name in names if name in case["containers"] or name == ""]
+        if containers:
+            return Mistake("containers-included", (
+                f"Your list has entries for {', '.join(repr(n) for n in containers[:3])}, which are "
+                f"containers, not layers (on {on}): their output is a layer's output again. Hook "
+                "only modules without children: not list(module.children())."
+            ))
+        expected_names = [name for name, _ in expected]
+        if sorted(names) == sorted(expected_names) and names != expected_names:
+            return Mistake("wrong-order", (
+                f"Your pairs are all there but in another order (on {on}): {names}; expected the "
+                f"order the layers ran in, {expected_names}. Append in the hook, as each call happens."
+            ))
+        if set(names) == set(expected_names) and len(names) < len(expected_names):
+            return Mistake("one-entry-per-layer", (
+                f"A layer called twice appears once in your result (on {on}): {names}; expected "
+                f"{expected_names}. Record every call (a list, appended in the hook), not one "
+                "entry per layer (a dict keyed by name)."
+            ))
+        if any("." in name for name in expected_names) and not any("." in name for name in names):
+            return Mistake("children-only", (
+                f"Your names are {names}; expected {expected_names} (on {on}): the layers inside "
+                "the nested block are missing, or named by their own short names. "
+                "model.named_children() goes one level down; model.named_modules() reaches every "
+                "module and names it by its full path (block.body.0)."
+            ))
+        return Mistake("wrong-pairs", (
+            f"Your function returned {pairs}; expected {expected} (on {on}): one (name, shape) pair "
+            "per layer call, with the name from model.named_modules() and the output's shape."
+        ))
+    broken = record.get("broken")
+    if broken is not None:
+        on = broken["on"]
+        if broken["raised"] is None:
+            return Mistake("swallowed-error", (
+                f"Your function returned normally although the model's forward raised (on {on}): "
+                "the caller must see that error. Remove the hooks in a `finally:` and let the "
+                "error go on."
+            ))
+        if broken["hooks_left"]:
+            return Mistake("hooks-left-after-error", (
+                f"When the model's forward raised, your hooks stayed on "
+                f"{', '.join(broken['hooks_left'][:3])} (on {on}): the removal never ran. Put it in "
+                "a `finally:` block (try: model(x) / finally: remove every handle), which runs "
+                "whether the forward returns or raises."
+            ))
+    return None
+
+
+layer_output_shapes = Exercise(
+    "layer_output_shapes",
+    chapter=CHAPTER,
+    title="A forward hook of your own",
+    expects=Function("layer_output_shapes", ("model", "x"),
+                     returns="a list of (name, shape) pairs, one per layer call"),
+    probe=_probe_layer_output_shapes,
+    judge=_judge_layer_output_shapes,
+    reference=layer_output_shapes,
+    passed_message=(
+        "Correct: one (name, shape) pair per layer call, in order, from hooks on the leaf modules, "
+        "every hook removed afterwards, also when the forward raised."
+    ),
+    hints=[
+        "module.register_forward_hook(hook) makes torch call hook(module, inputs, output) after "
+        "each forward of that module; it returns a handle whose .remove() takes the hook off.",
+        "model.named_modules() gives every module with its full name; the layers are those "
+        "without children (not list(module.children())). Make one hook per layer that knows its "
+        "name (a function that returns the hook), appending to one list.",
+        "Keep every handle; run the model in try:, and remove the handles in finally:, so they go "
+        "even when the forward raises.",
+    ],
+)

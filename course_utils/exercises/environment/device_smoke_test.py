@@ -1,0 +1,337 @@
+"""E6 — device_smoke_test: on each device, allocate, compute, copy back."""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
+from course_utils.exercises.environment.common import CHAPTER, _shown_already
+from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.running import LearnerRaised
+
+
+# ============================================================================================
+# E6 — on each device: allocate, compute, copy back
+# ============================================================================================
+def device_smoke_test(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    product = a @ a
+    return product.cpu()
+
+
+_MATMUL_OPS = ("mm", "matmul", "bmm", "addmm", "mv", "dot", "baddbmm", "addmv", "linear")
+# What a matrix product written out by hand (a[:, :, None] * a[None], then a sum) runs instead.
+_ARITHMETIC_OPS = ("mul", "sum", "add", "prod", "einsum")
+# Stands in for a GPU: the check runs every answer there, so that no real GPU is needed to see
+# where the work ran and whether the result came back.
+_STAND_IN = "meta"
+_STAND_IN_TEXT = "device='meta', the check's stand-in for a GPU"
+
+
+def _device_name(device) -> str:
+    """'cuda:1', 'mps:0', 'cpu', 'meta': what a tensor on that device reports."""
+    import torch
+
+    device = torch.device(device)
+    if device.index is None and device.type not in ("cpu", "meta"):
+        device = torch.device(device.type, 0)
+    return str(device)
+
+
+def _device_recorder():
+    """A dispatch mode that records where matrix products ran and what was copied back, and
+    that gives the stand-in device (meta, which has no memory) real numbers: every operation on
+    it is also run on a CPU copy, which is what a copy back returns."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    aten = torch.ops.aten
+
+    def is_stand_in(value):
+        return isinstance(value, torch.Tensor) and value.device.type == _STAND_IN
+
+    class DeviceRecorder(TorchDispatchMode):
+        # Entering torch.compile's machinery on first use costs a second; nothing here compiles.
+        _should_skip_dynamo = classmethod(lambda cls: False)
+
+        def __init__(self):
+            super().__init__()
+            self.matmul_devices = set()
+            self.arithmetic_ops = set()  # element-wise arithmetic and sums that ran
+            self.copied_back_from = set()
+            self.values_unknown = False
+            self._shadows = {}  # id(stand-in tensor) -> (that tensor, its CPU copy)
+
+        def _shadow(self, value):
+            if is_stand_in(value):
+                pair = self._shadows.get(id(value))
+                if pair is None or pair[0] is not value:
+                    raise LookupError
+                return pair[1]
+            if isinstance(value, torch.device) and value.type == _STAND_IN:
+                return torch.device("cpu")
+            return value
+
+        def _remember(self, out, shadow_out):
+            outs, shadows = tree_flatten(out)[0], tree_flatten(shadow_out)[0]
+            for tensor, shadow in zip(outs, shadows):
+                if is_stand_in(tensor) and isinstance(shadow, torch.Tensor):
+                    self._shadows[id(tensor)] = (tensor, shadow)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            if func.__name__.split(".")[0] in _ARITHMETIC_OPS and tensors:
+                self.arithmetic_ops.add(func.__name__.split(".")[0])
+            if func.__name__.split(".")[0] in _MATMUL_OPS:
+                self.matmul_devices.update(str(t.device) for t in tensors)
+            target = kwargs.get("device")
+            to_stand_in = target is not None and torch.device(target).type == _STAND_IN
+            from_stand_in = any(is_stand_in(t) for t in tensors)
+            if func in (aten._to_copy.default, aten.copy_.default):
+                source = args[1] if func is aten.copy_.default else args[0]
+                destination = args[0].device if func is aten.copy_.default else torch.device(target or args[0].device)
+                if source.device.type != "cpu" and destination.type == "cpu":
+                    self.copied_back_from.add(str(source.device))
+            if func is aten._local_scalar_dense.default and args[0].device.type != "cpu":
+                self.copied_back_from.add(str(args[0].device))  # .item(), .tolist()
+            if not (from_stand_in or to_stand_in):
+                return func(*args, **kwargs)
+            mixed = {t.device.type for t in tensors if t.dim() > 0}
+            if len(mixed) > 1 and func not in (aten._to_copy.default, aten.copy_.default):
+                raise RuntimeError(
+                    "Expected all tensors to be on the same device, but found at least two "
+                    f"devices, {' and '.join(sorted(mixed))}!"
+                )
+            try:
+                shadow_args, shadow_kwargs = tree_map(self._shadow, (args, kwargs))
+            except LookupError:  # made in a way the recorder did not see: numbers unknown
+                self.values_unknown = True
+                return self._unknown(func, args, kwargs)
+            shadow_out = func(*shadow_args, **shadow_kwargs)
+            leaves = (
+                func is aten._local_scalar_dense.default
+                or (func is aten._to_copy.default and target is not None and not to_stand_in)
+                or (func is aten.copy_.default and not is_stand_in(args[0]))
+            )
+            if leaves:
+                return shadow_out if func is not aten.copy_.default else args[0]
+            if func is aten.copy_.default or torch.Tag.inplace_view in func.tags:
+                out = func(*args, **kwargs)
+            elif func._schema.is_mutable:
+                out = args[0]  # data changed in place: the CPU copy has it
+            else:
+                out = tree_map(
+                    lambda s: torch.empty_strided(s.shape, s.stride(), dtype=s.dtype,
+                                                  device=_STAND_IN)
+                    if isinstance(s, torch.Tensor) else s,
+                    shadow_out,
+                )
+            self._remember(out, shadow_out)
+            return out
+
+        def _unknown(self, func, args, kwargs):
+            if func is aten._local_scalar_dense.default:
+                return float("nan") if args[0].is_floating_point() else 0
+            if (func is aten._to_copy.default and not kwargs.get("device") is None
+                    and torch.device(kwargs["device"]).type != _STAND_IN):
+                source = args[0]
+                dtype = kwargs.get("dtype") or source.dtype
+                filled = torch.full(source.shape, float("nan") if dtype.is_floating_point else 0,
+                                    dtype=dtype)
+                return filled.to(kwargs["device"])
+            return func(*args, **kwargs)
+
+    class StandInFactories(TorchFunctionMode):
+        """torch.tensor(data, device='meta') builds its tensor below the dispatcher, where the
+        recorder cannot see the numbers: build it on the CPU, then copy it over where the
+        recorder sees the copy."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            device = kwargs.get("device")
+            if (func in (torch.tensor, torch.as_tensor, torch.asarray) and device is not None
+                    and torch.device(device).type == _STAND_IN):
+                requires_grad = kwargs.get("requires_grad", False)
+                on_cpu = func(*args, **dict(kwargs, device="cpu", requires_grad=False))
+                return on_cpu.to(_STAND_IN).requires_grad_(requires_grad)
+            return func(*args, **kwargs)
+
+    recorder = DeviceRecorder()
+    recorder.factories = StandInFactories()
+    return recorder
+
+
+def _smoke_test_calls():
+    """(what to pass, how to name it, the device name the work must run on)."""
+    import torch
+
+    from course_utils.env import available_accelerators
+
+    calls = [
+        ("cpu", "device='cpu'", "cpu"),
+        (torch.device("cpu"), "device=torch.device('cpu')", "cpu"),
+        (_STAND_IN, _STAND_IN_TEXT, _STAND_IN),
+        (torch.device(_STAND_IN), "device=torch.device('meta'), the check's stand-in for a GPU", _STAND_IN),
+    ]
+    for accelerator in available_accelerators():
+        name = _device_name(accelerator)
+        calls.append((torch.device(name), f"device=torch.device({name!r})", name))
+    calls.append(("cpu", "device='cpu', a second call", "cpu"))
+    return calls
+
+
+def _probe_device_smoke_test(answer, run):
+    import torch
+
+    a = torch.arange(1.0, 10.0).reshape(3, 3)
+    cases = []
+    for device, on, name in _smoke_test_calls():
+        context_before = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+        default_before = torch.get_default_device()
+        recorder = _device_recorder()
+        try:
+            with recorder.factories, recorder:
+                got = run(answer, device, on=on)
+            facts = value_facts(got)
+        except LearnerRaised:
+            if _shown_already(cases, _judge_device_smoke_test):
+                break
+            raise
+        finally:
+            default_after = torch.get_default_device()
+            if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not context_before:
+                # torch.set_default_device inside the answer: put the learner's default back
+                torch.set_default_device(None if context_before is None else context_before.device)
+        cases.append(
+            {
+                "device": name,
+                "on": on,
+                "got": facts,
+                "matmul_devices": sorted(recorder.matmul_devices),
+                "arithmetic_ops": sorted(recorder.arithmetic_ops),
+                "copied_back_from": sorted(recorder.copied_back_from),
+                "values_unknown": recorder.values_unknown,
+                "default_device_after": _device_name(default_after),
+                "default_device_before": _device_name(default_before),
+                "expected": value_facts(a @ a),
+                "elementwise": (a * a).numpy().copy(),
+                "transposed": (a @ a.T).numpy().copy(),
+            }
+        )
+    return cases
+
+
+def _judge_device_smoke_test(cases):
+    for case in cases:
+        got, expected, device, on = case["got"], case["expected"], case["device"], case["on"]
+        if got["kind"] in ("list", "numpy.ndarray", "float", "tuple"):
+            return Mistake("not-a-tensor", (
+                f"device_smoke_test returned {a_or_an(got['kind'])} (on {on}); return the tensor "
+                "itself, copied back to the CPU with .cpu()."
+            ))
+        if got["kind"] != "tensor":
+            return tensor_problem(got, expected, what="your result", on=on)
+        if case["default_device_after"] != case["default_device_before"]:
+            return Mistake("default-device-left-set", (
+                f"Your function left torch's default device set to {case['default_device_after']} "
+                f"after the call (on {on}): every tensor the notebook creates afterwards lands "
+                "there. Pass device=device to the factory, or use `with torch.device(device):`, "
+                "which puts the default back when the block ends."
+            ))
+        if got["kind"] == "tensor" and got["device"] != "cpu":
+            return Mistake("no-copy-back", (
+                f"Your result is still on {got['device']} (on {on}). The last step of the smoke "
+                "test is the copy back: return product.cpu()."
+            ))
+        if got["kind"] == "tensor" and got["dtype"].startswith(("torch.int", "torch.uint")):
+            return Mistake("integer-matrix", (
+                f"Your result has dtype {got['dtype']} (on {on}): torch.arange(1, 10) makes "
+                "integers. Use torch.arange(1.0, 10.0) for float32."
+            ))
+        if got["kind"] == "tensor" and got["shape"] == [3, 3] and "values" in got and not case["values_unknown"]:
+            if same_values(got["values"], case["elementwise"]):
+                return Mistake("elementwise-product", (
+                    f"These are element-wise squares (on {on}): `*` multiplies element by element. "
+                    "The matrix product is `@` (or torch.matmul)."
+                ))
+            if same_values(got["values"], case["transposed"]):
+                return Mistake("transposed-product", f"This is a @ a.T (on {on}); the task asks for a @ a.")
+        ran_on = case["matmul_devices"]
+        if not ran_on and case.get("arithmetic_ops"):
+            return Mistake("no-matmul", (
+                f"No matrix product ran during this call (on {on}): your result was worked out "
+                f"with {', '.join(case['arithmetic_ops'])} instead. A smoke test is there to run "
+                "the device's own matrix multiplication: compute a @ a (torch.matmul)."
+            ))
+        if not ran_on:
+            return Mistake("cached-result", (
+                f"No matrix product ran during this call (on {on}). The smoke test must "
+                "compute a @ a on the device each time it is called: a result known in advance "
+                "proves nothing about the device."
+            ))
+        if device not in ran_on:
+            return Mistake("computed-off-device", (
+                f"The matrix product ran on {', '.join(ran_on)}, not on {device} (on {on}): "
+                "create the tensor with device=device, or move it there with .to(device), "
+                "before computing."
+            ))
+        if device != "cpu" and got["kind"] == "tensor" and device not in case["copied_back_from"]:
+            return Mistake("recomputed-on-cpu", (
+                f"Your result is on the CPU, but nothing was copied back from {device} (on "
+                f"{on}): the product computed there never left it. Return product.cpu()."
+            ))
+        if case["values_unknown"]:
+            expected = {key: value for key, value in expected.items() if key != "values"}
+        problem = tensor_problem(got, expected, what="your result", on=on)
+        if problem:
+            return problem
+    return None
+
+
+device_smoke_test = Exercise(
+    "device_smoke_test",
+    chapter=CHAPTER,
+    title="Allocate, compute and copy back on a device",
+    expects=Function("device_smoke_test", ("device",),
+                     returns="a 3×3 float32 tensor on the CPU: the product computed on `device`"),
+    probe=_probe_device_smoke_test,
+    judge=_judge_device_smoke_test,
+    reference=device_smoke_test,
+    passed_message=(
+        "Correct: on every device tried (the CPU, a stand-in GPU, and every accelerator this "
+        "machine has), the matrix was made there, multiplied there and copied back."
+    ),
+    hints=[
+        "Factories such as torch.arange take a device= argument.",
+        "torch.arange(1.0, 10.0, device=device).reshape(3, 3) is the matrix; `@` multiplies matrices.",
+        "Return product.cpu(): a result is only proven usable once it is back on the CPU.",
+    ],
+    error_notes=[
+        (
+            "Expected all tensors to be on the same device",
+            "one operand is on the device and the other on the CPU: create both on `device`.",
+            "operands-on-two-devices",
+        ),
+        (
+            "Torch not compiled with CUDA enabled",
+            "the code asks for 'cuda' itself. Use the `device` argument the check passes in: "
+            "it may be the CPU, a GPU, or the stand-in 'meta'.",
+            "cuda-written-in",
+        ),
+        (
+            "'str' object has no attribute",
+            "the check passes the device as a string ('cpu') as well as a torch.device; "
+            "torch.device(device) turns either into a torch.device.",
+            "device-given-as-string",
+        ),
+        (
+            "to numpy",
+            ".numpy() only works on CPU tensors, and the task asks for a tensor anyway: "
+            "return product.cpu().",
+            "numpy-of-device-tensor",
+        ),
+    ],
+)

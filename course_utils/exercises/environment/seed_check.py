@@ -1,0 +1,308 @@
+"""E7 — seed_check: write the seed check."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
+from course_utils.exercises.environment.common import CHAPTER, _shown_already
+from course_utils.exercises.facts import shape_text, value_facts
+from course_utils.exercises.running import LearnerRaised
+
+
+# ============================================================================================
+# E7 — write the seed check
+# ============================================================================================
+def seed_check(draw):
+    first = draw(0)
+    again = draw(0)
+    other = draw(1)
+    return torch.equal(first, again) and not torch.equal(first, other)
+
+
+# The draws a seed check is given: the learner's code calls them, so a grading kernel must not
+# guard them (course_utils.grading.guarded_code).
+LEARNER_FACING = ("_seeded_rand", "_seed_ignored", "_never_seeded", "_python_random_seeded",
+                  "_seeds_the_wrong_library", "_seeded_integers", "_seeded_float64", "_padded")
+
+
+def _seeded_rand(seed):
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.rand(4)
+
+
+def _seed_ignored(seed):
+    import torch
+
+    torch.manual_seed(1234)
+    return torch.rand(4)
+
+
+def _never_seeded(seed):
+    import torch
+
+    return torch.rand(4)
+
+
+def _python_random_seeded(seed):
+    import torch
+
+    rng = random.Random(seed)
+    return torch.tensor([rng.random() for _ in range(6)]).reshape(2, 3)
+
+
+def _seeds_the_wrong_library(seed):
+    import torch
+
+    np.random.seed(seed)
+    return torch.rand(4)
+
+
+def _seeded_integers(seed):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 1000, (5,), generator=generator)
+
+
+def _seeded_float64(seed):
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.rand(3, dtype=torch.float64)
+
+
+def _padded(seed):
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.cat([torch.zeros(1), torch.rand(4)])
+
+
+def _draws():
+    """Fresh draw functions for one probe: (draw, reproducible?, what it does). Those that
+    change from call to call count their own calls, so every probe sees the same behaviour."""
+    import torch
+
+    calls = {"shuffled": 0, "jitter": 0, "jitter64": 0}
+    calls_per_seed = {}
+    history = []
+    buffer = torch.empty(4)
+
+    def _refilled(seed):
+        return torch.rand(4, out=buffer)
+
+    def _shuffled(seed):
+        calls["shuffled"] += 1
+        torch.manual_seed(seed)
+        return torch.roll(torch.rand(5), shifts=calls["shuffled"])
+
+    def _jitter(seed):
+        calls["jitter"] += 1
+        torch.manual_seed(seed)
+        return torch.rand(4) * (1 + 4e-6 * calls["jitter"])
+
+    def _jitter64(seed):
+        calls["jitter64"] += 1
+        torch.manual_seed(seed)
+        return torch.rand(4, dtype=torch.float64) * (1 + 2.0**-38 * calls["jitter64"])
+
+    def _reshaped(seed):
+        # Counted per seed, so two calls with one seed differ in shape whatever ran between.
+        calls_per_seed[seed] = calls_per_seed.get(seed, 0) + 1
+        torch.manual_seed(seed)
+        numbers = torch.rand(6)
+        return numbers if calls_per_seed[seed] % 2 else numbers.reshape(2, 3)
+
+    def _growing(seed):
+        torch.manual_seed(seed)
+        history.append(torch.rand(1))
+        return torch.cat(history)
+
+    return [
+        (_seeded_rand, True, "seeds torch, then draws"),
+        (_seed_ignored, False, "ignores its seed (always torch.manual_seed(1234))"),
+        (_never_seeded, False, "never seeds at all"),
+        (_python_random_seeded, True, "draws from random.Random(seed), shape (2, 3)"),
+        (_seeds_the_wrong_library, False, "seeds NumPy, then draws with torch"),
+        (_seeded_integers, True, "draws integers (int64) from its own seeded generator"),
+        (_seeded_float64, True, "seeds torch, then draws float64 numbers"),
+        (_padded, True, "seeds torch and returns a fixed 0 followed by four random numbers"),
+        (_shuffled, False, "returns the same numbers for the same seed, but in another order on every call"),
+        (_jitter, False, "returns numbers for the same seed that differ in the 6th digit from call "
+                         "to call (as a non-deterministic GPU kernel does)"),
+        (_jitter64, False, "returns float64 numbers for the same seed that differ in the 12th digit "
+                           "from call to call (as a non-deterministic GPU kernel does)"),
+        (_refilled, False, "never seeds, and returns one tensor object that it refills in place on "
+                           "every call (torch.rand(4, out=buffer))"),
+        (_growing, False, "draws one number per call and returns every number it has drawn so far, "
+                          "so for the same seed it returns shape (1,), then (2,)"),
+        (_reshaped, False, "returns the same six numbers for the same seed, but as shape (6,) on "
+                           "one call with that seed and (2, 3) on the next"),
+    ]
+
+
+def _as_bool(value):
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype == torch.bool:
+        return bool(value.item())
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value if type(value) is bool else None
+
+
+def _probe_seed_check(answer, run):
+    draws = _draws()
+    # Each draw once, then the first two again: a check must not depend on what it saw before.
+    schedule = list(range(len(draws))) + [0, 1]
+    cases = []
+    for position, index in enumerate(schedule):
+        draw, expected, description = draws[index]
+        again = position >= len(draws)
+        try:
+            got = run(answer, draw, on=f"a draw function that {description}" + (", checked again" if again else ""))
+        except LearnerRaised:
+            if _shown_already(cases, _judge_seed_check):
+                break
+            raise
+        cases.append(
+            {
+                "index": index,
+                "again": again,
+                "description": description,
+                "expected": expected,
+                "got": _as_bool(got),
+                "facts": value_facts(got),
+            }
+        )
+    return cases
+
+
+def _judge_seed_check(cases):
+    for case in cases:
+        if case["got"] is None:
+            facts = case["facts"]
+            mistake, tip = "not-a-bool", ""
+            shown = facts.get("repr", "")
+            if facts["kind"] == "tensor":
+                shown = f"shape {shape_text(facts['shape'])}, {facts['dtype']}"
+                tip = " Turn your comparison into one bool, e.g. with torch.equal(a, b)."
+            if facts["kind"] == "tensor" and facts["dtype"] == "torch.bool":
+                mistake, tip = "elementwise-comparison", (
+                    " `a == b` compares tensors element by element and gives a tensor of "
+                    "booleans; torch.equal(a, b) gives one True or False."
+                )
+            elif facts["kind"] == "NoneType":
+                mistake = "missing-return"
+                tip = " A way through your function that ends without `return` gives None."
+            return Mistake(mistake, (
+                f"seed_check returned {a_or_an(facts['kind'])} ({shown}) for a draw function "
+                f"that {case['description']}; it should return True or False.{tip}"
+            ))
+    first_answers = {case["index"]: case["got"] for case in cases if not case["again"]}
+    for case in cases:
+        if case["again"] and case["got"] != first_answers[case["index"]]:
+            return Mistake("remembers-earlier-calls", (
+                f"Your check said {first_answers[case['index']]} for a draw function that "
+                f"{case['description']}, then {case['got']} when given the same function again "
+                "after checking others: its answer depends on what it checked before. Call draw "
+                "afresh inside the function each time and keep nothing between calls."
+            ))
+    for case in cases:
+        if case["got"] != case["expected"]:
+            if case["expected"]:
+                return Mistake("rejects-reproducible", (
+                    f"Your check rejected a draw function that {case['description']}, which is "
+                    "reproducible: the same seed gives exactly the same numbers and another seed "
+                    "other numbers (compare whole tensors: torch.equal(a, b))."
+                ))
+            if "ignores its seed" in case["description"]:
+                return Mistake("same-seed-only", (
+                    "Your check accepted a draw function that ignores its seed: it returns the "
+                    "same numbers for every seed. Also call it with two different seeds and "
+                    "require different numbers."
+                ))
+            # Not reproducible, yet accepted; unless a clue below says how, the check never
+            # compared two draws made with one seed.
+            mistake, why = "different-seeds-only", ""
+            if "another order" in case["description"]:
+                mistake, why = "order-blind-comparison", (
+                    " Your comparison does not look at where each number is (a sum, a mean or "
+                    "sorted values are the same in any order); torch.equal compares element by "
+                    "element."
+                )
+            elif "6th digit" in case["description"]:
+                mistake, why = "allows-tolerance", (
+                    " Your comparison allows a tolerance (as torch.allclose does by default); "
+                    "reproducible means exactly the same numbers: torch.equal."
+                )
+            elif "12th digit" in case["description"]:
+                mistake, why = "rounds-differences-away", (
+                    " Something in your comparison rounds these differences away: a tolerance, "
+                    "however small, or a conversion to a lower precision (float64 to float32). "
+                    "Reproducible means exactly the same numbers: torch.equal, on the tensors as "
+                    "they are."
+                )
+            elif "refills in place" in case["description"]:
+                mistake, why = "compares-objects", (
+                    " Every call returns the same tensor object, so a result compared with "
+                    "itself (`a is b`) always looks reproducible. Compare the numbers, not the "
+                    "objects: torch.equal(a, b), with a result cloned before the next call "
+                    "refills it."
+                )
+            elif "(6,) on one call with that seed" in case["description"]:
+                mistake, why = "ignores-shape", (
+                    " The same numbers in a tensor of another shape are not the same numbers in "
+                    "the same places: your comparison looks past the shape (flattened values "
+                    "or raw bytes). torch.equal(a, b) also requires equal shapes."
+                )
+            elif "shape (1,), then (2,)" in case["description"]:
+                mistake, why = "broadcast-comparison", (
+                    " Tensors of different shapes are not the same numbers in the same places, "
+                    "but an element-wise comparison broadcasts them: (a == b).all() and "
+                    "torch.allclose(a, b) are True for a (1,) tensor against a (2,) one holding "
+                    "the same number twice. torch.equal(a, b) also requires equal shapes."
+                )
+            return Mistake(mistake, (
+                f"Your check accepted a draw function that {case['description']}: called twice "
+                f"with the same seed it does not give exactly the same tensor.{why}"
+            ))
+    return None
+
+
+seed_check = Exercise(
+    "seed_check",
+    chapter=CHAPTER,
+    title="Write the seed check",
+    expects=Function("seed_check", ("draw",), returns="True or False (one bool)"),
+    probe=_probe_seed_check,
+    judge=_judge_seed_check,
+    reference=seed_check,
+    passed_message="Correct: your check tells reproducible draws from every broken kind tried.",
+    hints=[
+        "Call draw three times: twice with one seed, once with another.",
+        "Compare whole tensors with torch.equal(a, b): it returns one bool.",
+        "Reproducible means: equal for the same seed AND different for different seeds.",
+    ],
+    error_notes=[
+        (
+            "Boolean value of Tensor with more than one value is ambiguous",
+            "`if a == b` or `a == b and ...` on tensors: == gives one boolean per element. "
+            "Use torch.equal(a, b).",
+            "tensor-comparison-as-bool",
+        ),
+        (
+            "cannot be converted to Scalar",
+            ".item() reads a single number, and a draw may return a tensor of any shape "
+            "(this one has more than one number there): compare whole tensors with "
+            "torch.equal(a, b).",
+            "item-of-many-values",
+        ),
+    ],
+)

@@ -1,0 +1,149 @@
+"""E7 — seeded_draw: same seed, same numbers."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.environment.common import CHAPTER, _shown_already
+from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.running import LearnerRaised
+
+
+# ============================================================================================
+# E7 — same seed, same numbers
+# ============================================================================================
+def seeded_draw(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n)
+
+
+def _seeded_elsewhere(seed) -> list[str]:
+    """Which other generators are exactly in the state that seeding them with ``seed`` leaves."""
+    seeded = []
+    if random.getstate() == random.Random(seed).getstate():
+        seeded.append("Python's random")
+    state, fresh = np.random.get_state(), np.random.RandomState(seed).get_state()
+    if state[0] == fresh[0] and np.array_equal(state[1], fresh[1]) and state[2] == fresh[2]:
+        seeded.append("NumPy's")
+    return seeded
+
+
+def _probe_seeded_draw(answer, run):
+    import torch
+
+    calls = [(0, 5), (0, 5), (1, 5), (7, 3), (3, 1), (123457, 2)]
+    cases = []
+    first = None
+    for index, (seed, n) in enumerate(calls):
+        torch.rand(1)  # move the global stream on, as other notebook cells would
+        on = f"seed={seed}, n={n}" + (", a second call" if index == 1 else "")
+        try:
+            got = run(answer, seed, n, on=on)
+        except LearnerRaised:
+            if _shown_already(cases, _judge_seeded_draw):
+                break
+            raise
+        normal = torch.randn(n, generator=torch.Generator().manual_seed(seed))
+        uniform = torch.rand(n, generator=torch.Generator().manual_seed(seed))
+        cases.append(
+            {
+                "seed": seed,
+                "n": n,
+                "on": on,
+                "got": value_facts(got),
+                "expected": value_facts(normal),
+                "uniform": uniform.numpy().copy(),
+                "seeded_elsewhere": _seeded_elsewhere(seed),
+                "same_object_as_first": index == 1 and got is first and got is not None,
+            }
+        )
+        if index == 0:
+            first = got
+            if isinstance(got, torch.Tensor):
+                # Later code may change a result in place: that must not reach the next draw.
+                with torch.no_grad():
+                    try:
+                        torch.Tensor.add_(got, 100.0)
+                    except Exception:  # a dtype or device that cannot take it: nothing to change
+                        pass
+    return cases
+
+
+def _judge_seeded_draw(cases):
+    for case in cases:
+        got = case["got"]
+        if got["kind"] != "tensor" or got["shape"] != case["expected"]["shape"] or "values" not in got:
+            problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"]) or Mistake(
+                "unreadable-draw",
+                f"The check could not read the numbers of your draw (on {case['on']}); return "
+                f"{seeded_draw.expects.returns}.",
+            )
+            if got["kind"] == "tensor" and case["n"] == 1 and got["shape"] == []:
+                return Mistake("squeezed", problem + (
+                    " torch.randn(1) has shape (1,); something in your function dropped that dimension."
+                ))
+            return problem
+    first, again, other = cases[0]["got"]["values"], cases[1]["got"]["values"], cases[2]["got"]["values"]
+    if cases[1]["same_object_as_first"]:
+        return Mistake("same-tensor-every-call", (
+            "Your second call with seed=0 returned the very tensor object the first call "
+            "returned, so a change made to one result (the check added 100 to the first) shows "
+            "up in the other. Draw fresh numbers on every call."
+        ))
+    if not same_values(first, again, rtol=0, atol=0):
+        elsewhere = cases[1]["seeded_elsewhere"]
+        mistake, note = "not-seeded-before-draw", ""
+        if elsewhere:
+            mistake, note = "seeded-other-library", (
+                f" Your function left {' and '.join(elsewhere)} generator seeded with 0, but "
+                "those do not seed torch: torch.randn draws from torch's own generator."
+            )
+        return Mistake(mistake, (
+            "Two calls with seed=0 gave different numbers (something ran in between, as other "
+            "cells would). Seed torch inside the function, right before drawing, with "
+            f"torch.manual_seed(seed).{note}"
+        ))
+    if same_values(first, other, rtol=0, atol=0):
+        return Mistake("fixed-seed", (
+            "seed=0 and seed=1 gave the same numbers: your function ignores its seed argument. "
+            "Pass `seed` to torch.manual_seed, not a fixed number."
+        ))
+    for case in cases:
+        got = case["got"]
+        if same_values(got["values"], case["uniform"]):
+            return Mistake("rand-not-randn", (
+                "Your numbers repeat, but they are torch.rand's (uniform in [0, 1)); the task "
+                "asks for torch.randn (normal, mean 0, std 1)."
+            ))
+        problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"])
+        if problem:
+            return problem + " Seed with torch.manual_seed(seed), then call torch.randn(n)."
+    return None
+
+
+seeded_draw = Exercise(
+    "seeded_draw",
+    chapter=CHAPTER,
+    title="Same seed, same numbers",
+    expects=Function("seeded_draw", ("seed", "n"), returns="a float32 tensor of shape (n,) from torch.randn"),
+    probe=_probe_seeded_draw,
+    judge=_judge_seeded_draw,
+    reference=seeded_draw,
+    passed_message="Correct: the same seed gives the same numbers, a new seed new numbers.",
+    hints=[
+        "torch.manual_seed(seed) resets torch's random stream on the CPU (and on CUDA devices).",
+        "Seed first, then draw: torch.randn(n).",
+    ],
+    error_notes=[
+        (
+            "seed() takes 0 positional arguments",
+            "torch.seed() sets a fresh, random seed. The function that sets yours is "
+            "torch.manual_seed(seed).",
+            "seed-not-manual-seed",
+        ),
+    ],
+)

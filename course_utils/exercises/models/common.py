@@ -1,0 +1,179 @@
+"""What chapter 03's exercises share: the chapter's name, torch's one-time set-up, facts about a
+learner's module (its hidden layers, devices, linears), runs on ``meta`` where a GPU would be, and
+what a loss that is not one number shows."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_utils.exercises.core import Mistake, a_or_an
+from course_utils.exercises.running import LearnerRaised, set_up_torch_once
+from course_utils.exercises.facts import shape_text, value_facts
+
+CHAPTER = "models"
+
+# The checks run models on `meta`, which stands in for a GPU: torch's one-time set-up for it is
+# paid here, in the notebook's import cell, not by the first check.
+set_up_torch_once()
+
+
+def _input(shape, seed: int) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _module_kind(value) -> str:
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _hidden_layers(model: nn.Module) -> list[str]:
+    """Attributes holding layers in a plain list, tuple or dict, where PyTorch never looks."""
+    registered = {id(m) for m in model.modules()}
+    found = []
+    for name, value in vars(model).items():
+        if not isinstance(value, (list, tuple, dict)):
+            continue
+        items = list(value.values()) if isinstance(value, dict) else list(value)
+        hidden = [v for v in items if isinstance(v, nn.Module) and id(v) not in registered]
+        if hidden:
+            found.append(f"self.{name} (a plain {type(value).__name__} of {len(hidden)} layers)")
+    return found
+
+
+def _is_lazy(model: nn.Module) -> bool:
+    return any(isinstance(p, nn.parameter.UninitializedParameter) for p in model.parameters())
+
+
+def _parameter_devices(model: nn.Module) -> list[str]:
+    return sorted({str(p.device) for p in model.parameters()} | {str(b.device) for b in model.buffers()})
+
+
+# The exception a subclass raises when it assigns a layer before nn.Module has set itself up.
+_SUPER_INIT_NOTE = (
+    "cannot assign module before Module.__init__() call",
+    "super().__init__() must run before the first layer is assigned to self.",
+    "layer-before-super-init",
+)
+_DEVICE_NOTE = (
+    "is not on the expected device",
+    "a tensor on the CPU inside your code (made by torch.zeros(...), torch.empty(...) or "
+    "torch.tensor(...) without device=, or moved there by .cpu() / .to('cpu')) while the inputs "
+    "are on another device: keep it where the inputs are (torch.zeros_like(x), device=x.device).",
+    "tensor-made-on-cpu",
+)
+_META = "moved with .to('meta') (a stand-in for a GPU) and called on a batch there"
+
+
+def _linears(model: nn.Module) -> list[nn.Linear]:
+    return [m for m in model.modules() if isinstance(m, nn.Linear)]
+
+
+def _shaped_as(call) -> bool:
+    got, expected = call["got"], call["expected"]
+    return got["kind"] == "tensor" and got["shape"] == expected["shape"] and not call["x_changed"]
+
+
+_DEVICE_MISMATCH = ("is not on the expected device", "Expected all tensors to be on the same device")
+
+
+class _CopiesToTheCpu(torch.overrides.TorchFunctionMode):
+    """Lets a meta tensor be copied to the CPU as a GPU tensor can be: ``.cpu()``, ``.to('cpu')``
+    and ``cpu_tensor.copy_(meta_tensor)`` give CPU tensors of the right shape (zeros: meta has no
+    values). Meta refuses such copies outright, which would hide what a GPU shows next: the copy
+    lives on the CPU, so it meets the model's tensors on another device, or leaves forward's output
+    there."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        source = args[0] if args else None
+        if isinstance(source, torch.Tensor) and source.device.type == "meta":
+            if func is torch.Tensor.cpu:
+                return torch.zeros(source.shape, dtype=source.dtype)
+            if func is torch.Tensor.to:
+                try:
+                    device, dtype, _, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
+                except Exception:  # noqa: BLE001 - torch raises the learner's own error below
+                    device = dtype = None
+                if device is not None and device.type == "cpu":
+                    return torch.zeros(source.shape, dtype=dtype or source.dtype)
+        if (func is torch.Tensor.copy_ and isinstance(source, torch.Tensor)
+                and source.device.type == "cpu" and len(args) > 1
+                and isinstance(args[1], torch.Tensor) and args[1].device.type == "meta"):
+            return source  # the copy's values are unknown on meta; its device is what matters
+        return func(*args, **kwargs)
+
+
+def _on_meta(call):
+    """Run ``call`` on meta tensors. Meta tensors have shapes but no values, so code that reads a
+    value (.item(), indexing with a tensor) fails there and would work on a GPU: that is not judged
+    (None). A copy to the CPU (.cpu(), .to('cpu')) is made as a GPU would make it (see
+    _CopiesToTheCpu). A tensor left on the CPU while the inputs are elsewhere is a real bug."""
+    try:
+        with _CopiesToTheCpu():
+            result = call()
+        return value_facts(result)
+    except LearnerRaised as raised:
+        if any(clue in str(raised.error) for clue in _DEVICE_MISMATCH):
+            raise
+        return None
+
+
+def _device_run(model, x, run, on):
+    """Move the model and a batch to ``meta`` (where a GPU would be) and record the output."""
+    run(model.to, "meta", on=on)
+    return _on_meta(lambda: run(model, x.to("meta"), on=on))
+
+
+def _module_batches(model, run, case, *, batch: int, seed: int):
+    """The opening both module probes share: record what kind of module came back, its hidden
+    layers and devices, and make the batches it is called on (setting up a lazy layer on the
+    first). None when the case is already decided: not a module, or parameters not on the CPU.
+    """
+    if not isinstance(model, nn.Module):
+        return None
+    case["hidden_layers"] = _hidden_layers(model)
+    case["devices"] = _parameter_devices(model)
+    if case["devices"] not in ([], ["cpu"]):
+        return None
+    width, on = case["width"], case["on"]
+    # the last batch has the first one's shape and new values: a cache cannot pass
+    shapes = [(batch, width), (1, width), (2, 3, width), (batch, width)]
+    xs = [_input(shape, seed=seed + i) for i, shape in enumerate(shapes)]
+    if _is_lazy(model):  # a lazy layer learns its input size from a first batch
+        run(model, xs[0].clone(), on=f"{on} called on a first batch of shape ({batch}, {width})")
+    return xs
+
+
+def _not_a_loss(case, got, on, how_to_reduce: str) -> str | None:
+    """What both loss exercises say when the result cannot be a loss to call backward() on."""
+    if case.get("logits_tracked"):
+        return Mistake("tracks-callers-logits", (
+            f"Your function switched on requires_grad of the caller's logits (on {on}): "
+            "they come from the model, which decides what is tracked; from then on every "
+            "operation on them is recorded. Leave the inputs as they are."
+        ))
+    if got["kind"] == "NoneType":
+        return Mistake("returned-none", f"Your function returned None (on {on}); end it with `return`.")
+    if got["kind"] != "tensor":
+        return Mistake("not-a-tensor", (
+            f"Your function returned {got['kind']} ({got['repr']}, on {on}); return the loss "
+            "as a 0-d tensor, so loss.backward() works."
+        ))
+    if got["shape"] != []:
+        return Mistake("not-reduced", (
+            f"Your loss has shape {shape_text(got['shape'])} (on {on}); expected one number, "
+            f"shape (): {how_to_reduce}."
+        ))
+    return None
+
+
+def _loss_on_meta_problem(meta) -> str | None:
+    """A loss computed from logits and targets on ``meta`` must be a 0-d tensor there too."""
+    if meta is not None and (meta["kind"] != "tensor" or meta["device"] != "meta" or meta["shape"] != []):
+        return Mistake("loss-off-device", (
+            f"On logits and targets on meta (a stand-in for a GPU), your function returned "
+            f"{a_or_an(meta['kind'])}{' on ' + meta['device'] if 'device' in meta else ''}; "
+            "expected a 0-d tensor on the logits' device."
+        ))
+    return None

@@ -1,0 +1,238 @@
+"""Chapter 03, M5 — ``cross_entropy_from_logits``: cross-entropy from raw logits, built from log_softmax."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from course_utils.exercises.torch_calls import TorchCallRecorder
+import torch.nn.functional as F
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.models.common import (
+    CHAPTER,
+    _DEVICE_NOTE,
+    _loss_on_meta_problem,
+    _not_a_loss,
+    _on_meta,
+)
+
+
+# ============================================================================================
+# M5 — cross-entropy from raw logits, built from log_softmax
+# ============================================================================================
+def cross_entropy_from_logits(logits, targets):
+    log_probs = torch.log_softmax(logits, dim=1)
+    return F.nll_loss(log_probs, targets)
+
+
+
+
+_FORBIDDEN_SHORTCUTS = {"cross_entropy", "cross_entropy_loss"}
+_GRADIENT_CASE = "6 examples, 4 classes, logits with requires_grad=True"
+_META_CASE = "logits and targets on meta (a stand-in for a GPU)"
+
+
+def _ce_cases():
+    generator = torch.Generator().manual_seed(3)
+
+    def batch(n, c, scale=1.0, dtype=torch.float32):
+        logits = torch.randn(n, c, generator=generator, dtype=dtype) * scale
+        return logits, torch.randint(0, c, (n,), generator=generator)
+
+    by_class = torch.randn(5, 7, generator=generator, dtype=torch.float64)  # (C, N) in memory
+    transposed_targets = torch.randint(0, 5, (7,), generator=generator)
+    return [
+        ("6 examples, 4 classes", *batch(6, 4)),
+        ("8 examples, 10 classes", *batch(8, 10, scale=3)),
+        # confident logits: exp() overflows
+        ("5 examples with very large logits (up to about ±1000)", *batch(5, 3, scale=400)),
+        ("a batch of one example, 3 classes", *batch(1, 3)),
+        ("7 examples, 5 classes, float64 logits stored transposed (non-contiguous)",
+         by_class.t(), transposed_targets),
+    ]
+
+
+def _ce_record(on, logits, targets, got, called, logits_changed, targets_changed):
+    probs = logits.softmax(dim=1)
+    n = len(targets)
+    picked_logits = logits[torch.arange(n), targets]
+    return {
+        "on": on,
+        "dtype": str(logits.dtype),
+        "got": value_facts(got),
+        "called": sorted(called),
+        "logits_changed": logits_changed,
+        "targets_changed": targets_changed,
+        "expected": value_facts(F.cross_entropy(logits, targets)),
+        "softmax_first": value_facts(F.cross_entropy(probs, targets)),
+        "nll_on_logits": value_facts(-picked_logits.mean()),
+        "summed": value_facts(F.cross_entropy(logits, targets, reduction="sum")),
+        "no_minus": value_facts(-F.cross_entropy(logits, targets)),
+        "wrong_dim": value_facts(F.nll_loss(torch.log_softmax(logits, dim=0), targets)),
+    }
+
+
+def _probe_cross_entropy(answer, run):
+    cases = []
+    for on, logits, targets in _ce_cases():
+        given, given_targets = logits.clone(), targets.clone()
+        if not logits.is_contiguous():
+            given = logits.t().clone().t()
+        recorder = TorchCallRecorder()
+        with recorder:
+            got = run(answer, given, given_targets, on=on)
+        cases.append(_ce_record(on, logits, targets, got, recorder.names,
+                                not torch.equal(given, logits), not torch.equal(given_targets, targets)))
+        cases[-1]["logits_tracked"] = bool(given.requires_grad)  # the caller's logits did not
+    if any(c["logits_changed"] or c["targets_changed"] or c["logits_tracked"]
+           or c["got"]["kind"] != "tensor" for c in cases):
+        return {"cases": cases, "meta": None}  # judged from these; the next steps would only raise
+    # Differentiable: the loss is what loss.backward() starts from.
+    _, logits, targets = _ce_cases()[0]
+    leaf = logits.clone().requires_grad_(True)
+    recorder = TorchCallRecorder()
+    with recorder:
+        got = run(answer, leaf, targets.clone(), on=_GRADIENT_CASE)
+    case = _ce_record(_GRADIENT_CASE, logits, targets, got, recorder.names, False, False)
+    case["grad"] = None
+    if isinstance(got, torch.Tensor) and got.requires_grad and got.numel() == 1:
+        run(got.backward, on=f"backward() from your loss ({_GRADIENT_CASE})")
+        case["grad"] = value_facts(leaf.grad)
+    probs = logits.softmax(dim=1)
+    case["expected_grad"] = ((probs - F.one_hot(targets, logits.shape[1])) / len(targets)).numpy()
+    cases.append(case)
+    if not (case["got"]["kind"] == "tensor" and case["got"]["requires_grad"]):
+        return {"cases": cases, "meta": None}
+    meta = _on_meta(lambda: run(answer, logits.to("meta"), targets.to("meta"), on=_META_CASE))
+    return {"cases": cases, "meta": meta}
+
+
+_CE_MISTAKES = [
+    ("softmax_first", "You applied softmax, then cross-entropy: cross-entropy applies "
+     "log_softmax itself, so the probabilities get squashed twice and the loss can "
+     "never get near 0. Give it the raw logits."),
+    ("nll_on_logits", "F.nll_loss on raw logits just picks -logit of the target class: "
+     "it expects log-probabilities. Take torch.log_softmax(logits, dim=1) first."),
+    ("summed", "Your loss is the sum over the batch, not the mean: it grows with the "
+     "batch size, and so would your effective learning rate. Average (nll_loss's default)."),
+    ("no_minus", "Your loss has the wrong sign: it is the mean log-probability of the "
+     "targets, which training would push down. Cross-entropy is its negative."),
+    ("wrong_dim", "Your log_softmax normalises over dim=0, the examples: the classes of logits "
+     "of shape (N, C) are dim=1."),
+]
+
+
+def _judge_cross_entropy(record):
+    for case in record["cases"]:
+        on, got, expected = case["on"], case["got"], case["expected"]
+        shortcut = _FORBIDDEN_SHORTCUTS & set(case["called"])
+        if shortcut:
+            return Mistake("called-cross-entropy", (
+                "Your function calls F.cross_entropy (or nn.CrossEntropyLoss), which this "
+                "exercise asks you to build yourself: log_softmax over the classes, then "
+                "F.nll_loss (or pick each target's log-probability and average)."
+            ))
+        if case["logits_changed"]:
+            return Mistake("changed-logits-in-place", (
+                f"Your function changed its input logits in place (on {on}): the caller's "
+                "tensors are not yours to change. Compute new tensors (logits - m, not logits -= m)."
+            ))
+        if case["targets_changed"]:
+            return Mistake("changed-targets-in-place", (
+                f"Your function changed its input targets in place (on {on}): the caller's "
+                "tensors are not yours to change. Make new tensors from them (targets[:, None] or "
+                "targets.unsqueeze(1), not a method ending in _ such as unsqueeze_)."
+            ))
+        problem = _not_a_loss(case, got, on, "average over the batch (F.nll_loss does it by default)")
+        if problem:
+            return problem
+        # a float64 loss from float32 logits (log_softmax(..., dtype=torch.float64)) is only
+        # more precise; a float32 loss from float64 logits loses digits
+        wider = case["dtype"] == "torch.float32" and got["dtype"] == "torch.float64"
+        if got["dtype"] != case["dtype"] and not wider:
+            return Mistake("lost-logits-dtype",
+                           f"Your loss has dtype {got['dtype']}; expected {case['dtype']}, the logits' dtype (on {on}).")
+        if "values" not in got:
+            return Mistake("loss-off-device",
+                           f"Your loss is on {got['device']} for logits on the CPU (on {on}); keep it where the logits are.")
+        value = float(np.asarray(got["values"]))
+        if not np.isfinite(value):
+            return Mistake("unstable-log", (
+                f"Your loss is {value} (on {on}): exp() of large logits overflows (or a "
+                "probability underflows to 0, whose log is -inf), as in "
+                "torch.log(torch.softmax(...)) or a log of a sum of exp(). torch.log_softmax "
+                "computes the log-probabilities without forming the probabilities, so it stays finite."
+            ))
+        if same_values(value, expected["values"], rtol=1e-4, atol=1e-5):
+            if "expected_grad" in case:
+                if not got["requires_grad"]:
+                    return Mistake("cut-from-graph", (
+                        f"Your loss does not require grad (on {on}): it is cut off from the "
+                        "logits, so loss.backward() cannot train the model. Compute it with torch "
+                        "operations on logits (no .item(), torch.tensor(...), detach() or .numpy())."
+                    ))
+                grad = case["grad"]
+                problem = tensor_problem(
+                    grad, {"kind": "tensor", "shape": list(case["expected_grad"].shape),
+                           "dtype": case["dtype"], "device": "cpu", "values": case["expected_grad"]},
+                    what="the gradient logits.grad", on=on, rtol=1e-4, atol=1e-6,
+                ) if grad is not None else "backward() from your loss left logits.grad None."
+                if problem:
+                    return Mistake("wrong-gradient" if grad is not None else "cut-from-graph",
+                                   problem + " Expected (softmax(logits) - one_hot(targets)) / N.")
+            continue
+        for key, message in _CE_MISTAKES:
+            if same_values(value, case[key]["values"], rtol=1e-4, atol=1e-5):
+                return Mistake(key.replace("_", "-"),
+                               f"{message} (on {on}: got {value:.4f}, expected {float(expected['values']):.4f})")
+        return Mistake("wrong-loss-value",
+                       f"Your loss is {value:.4f}; expected {float(expected['values']):.4f} (on {on}).")
+    return _loss_on_meta_problem(record["meta"])
+
+
+cross_entropy_from_logits = Exercise(
+    "cross_entropy_from_logits",
+    chapter=CHAPTER,
+    title="Cross-entropy from raw logits",
+    expects=Function("cross_entropy_from_logits", ("logits", "targets"),
+                     returns="a 0-d tensor: the mean loss"),
+    probe=_probe_cross_entropy,
+    judge=_judge_cross_entropy,
+    reference=cross_entropy_from_logits,
+    passed_message=(
+        "Correct, and stable for very large logits: this is exactly what F.cross_entropy "
+        "computes, which is why it wants logits, not probabilities."
+    ),
+    hints=[
+        "Cross-entropy is the average over the batch of -log p(target), with p the softmax of "
+        "the logits over the classes (dim=1).",
+        "Never take torch.log of a softmax: for large logits it gives -inf. torch.log_softmax "
+        "computes the log-probabilities directly.",
+        "log_probs = torch.log_softmax(logits, dim=1); return F.nll_loss(log_probs, targets)",
+    ],
+    error_notes=[
+        (
+            "expected scalar type Long",
+            "targets are class indices (int64): pass them as they are, not as floats.",
+            "float-targets",
+        ),
+        (
+            "Dimension out of range",
+            "logits have shape (N, C): the classes are dim=1.",
+            "classes-on-wrong-dim",
+        ),
+        _DEVICE_NOTE,
+        (
+            "a leaf Variable that requires grad",
+            "an in-place change of logits (-=, sub_): compute a new tensor, logits - m.",
+            "in-place-change-of-logits",
+        ),
+        (
+            "view size is not compatible with input tensor's size and stride",
+            ".view() needs contiguous memory, and logits may be a transposed tensor: use "
+            ".reshape().",
+            "view-of-non-contiguous",
+        ),
+    ],
+)

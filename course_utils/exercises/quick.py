@@ -1,0 +1,251 @@
+"""The quick path: an exercise on a function of tensors, from its reference and what its task allows.
+
+Writing a probe and a judge by hand is what makes the course's checks good, and what makes an
+instructor's own exercise expensive. For the common case, a function that takes tensors and
+returns one, most of what a check must try is the same for every task (the design notes'
+list): each dtype the task allows, a non-contiguous input, an empty and a batch-of-one input,
+a second call with the same inputs, inputs left as they were, no global setting changed. So
+the instructor gives the reference, the texts and ``Inputs`` (the shapes, dtypes and edge
+cases the task allows), and ``tensor_function`` derives the probe and the judge, with the
+course's generic messages (shape, dtype, device, values, changed input). Named mistakes
+(``Slip``) come later, where a generic message is not enough: a slip is a function that
+computes what the mistaken answer gives, and its message is shown when an answer gives that.
+
+The public cases an exam checks (``course_utils.exercises.public``) and the known answers
+(``tests/test_known_answers.py``) come from the same declaration, so one module holds it all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.facts import shape_text, tensor_problem, value_facts
+from course_utils.exercises.public import PublicCase, PublicCases
+
+PRACTICE_SEED, PUBLIC_SEED = 0, 1000  # the hidden (practice) inputs and the public ones differ
+
+# Relative and absolute tolerance per dtype: a right answer written another way rounds otherwise.
+_TOLERANCE = {torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 1e-2), torch.float32: (1e-5, 1e-6),
+              torch.float64: (1e-7, 1e-9)}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The inputs a task allows: what the check tries, and the public cases an exam shows.
+
+    ``shapes``: one entry per case, a shape (one argument) or a tuple of shapes (one per
+    argument). ``dtypes``: every dtype the task allows; the first is the one the first shapes
+    use. ``batch_dim``: a dimension every argument has and the task allows to be any size,
+    also 0 and 1 (None: the task fixes it). ``edge_cases``: named inputs (``{"a constant
+    column": lambda: (torch.ones(4, 3),)}``). Values are drawn uniformly from [low, high),
+    rounded for integer dtypes.
+    """
+
+    shapes: Sequence
+    dtypes: Sequence[torch.dtype] = (torch.float32, torch.float64)
+    batch_dim: int | None = 0
+    edge_cases: Mapping[str, Callable[[], tuple]] = field(default_factory=dict)
+    low: float = -3.0
+    high: float = 3.0
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A named mistake: ``wrong(*arguments)`` gives what the mistaken answer returns."""
+
+    id: str
+    wrong: Callable
+    message: str
+
+
+@dataclass(frozen=True)
+class _Case:
+    on: str
+    make: Callable[[], tuple]  # the arguments, made afresh on every call
+
+
+def _shapes_of(entry, count: int) -> list[tuple]:
+    if count == 1:
+        return [tuple(entry)]
+    if len(entry) != count or not all(isinstance(shape, (tuple, list)) for shape in entry):
+        raise ValueError(f"with {count} arguments, each shape entry is a tuple of {count} shapes, not {entry!r}")
+    return [tuple(shape) for shape in entry]
+
+
+def _draw(shape, dtype, generator, low, high) -> torch.Tensor:
+    values = torch.rand(shape, generator=generator, dtype=torch.float64) * (high - low) + low
+    return (values.round() if not dtype.is_floating_point else values).to(dtype)
+
+
+def _not_contiguous(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values in memory laid out otherwise: transposed storage for a matrix (no
+    ``view(-1)`` works on it), every other element of a wider tensor for a vector."""
+    if tensor.dim() >= 2 and tensor.shape[-1] > 1 and tensor.shape[-2] > 1:
+        return tensor.mT.contiguous().mT
+    if tensor.dim() == 0 or tensor.shape[-1] < 2:
+        return tensor
+    wide = torch.zeros(*tensor.shape[:-1], 2 * tensor.shape[-1], dtype=tensor.dtype)
+    wide[..., ::2] = tensor
+    return wide[..., ::2]
+
+
+def _describe_arguments(names, shapes, dtype) -> str:
+    return ", ".join(f"{name} of shape {shape_text(shape)}" for name, shape in zip(names, shapes)) + \
+        f", {str(dtype).replace('torch.', '')}"
+
+
+def cases(inputs: Inputs, names: Sequence[str], seed: int, *, every_variant: bool = True) -> list[_Case]:
+    """The cases a check tries, simplest first: each shape, each dtype, a non-contiguous input,
+    a batch of one and an empty batch, then the edge cases. ``every_variant=False`` (the public
+    cases): each shape and each dtype, and the edge cases."""
+    found: list[_Case] = []
+
+    def add(on, shapes, dtype, change=lambda t: t):
+        index = len(found)
+
+        def make():
+            generator = torch.Generator().manual_seed(seed + index)
+            return tuple(change(_draw(shape, dtype, generator, inputs.low, inputs.high)) for shape in shapes)
+
+        found.append(_Case(on, make))
+
+    first_dtype, *other_dtypes = inputs.dtypes
+    all_shapes = [_shapes_of(entry, len(names)) for entry in inputs.shapes]
+    for shapes in all_shapes:
+        add(_describe_arguments(names, shapes, first_dtype), shapes, first_dtype)
+    for dtype in other_dtypes:
+        add(_describe_arguments(names, all_shapes[0], dtype), all_shapes[0], dtype)
+    if every_variant:
+        shapes = all_shapes[0]
+        if any(len(shape) and shape[-1] > 1 for shape in shapes):
+            add(_describe_arguments(names, shapes, first_dtype) + ", not contiguous", shapes, first_dtype,
+                _not_contiguous)
+        if inputs.batch_dim is not None:
+            for size, what in ((1, "a batch of one"), (0, "an empty batch")):
+                resized = [tuple(size if d == inputs.batch_dim else n for d, n in enumerate(shape)) for shape in shapes]
+                add(_describe_arguments(names, resized, first_dtype) + f" ({what})", resized, first_dtype)
+    for name, make in inputs.edge_cases.items():
+        found.append(_Case(name, make))
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# The derived probe and judge
+# --------------------------------------------------------------------------------------------
+def _settings() -> dict:
+    """The global settings an answer must leave alone, as plain data."""
+    return {"the global random state (torch.manual_seed or a draw)": torch.random.get_rng_state().numpy().copy(),
+            "the default dtype (torch.set_default_dtype)": str(torch.get_default_dtype()),
+            "gradient mode (torch.set_grad_enabled)": torch.is_grad_enabled(),
+            "deterministic algorithms (torch.use_deterministic_algorithms)":
+                torch.are_deterministic_algorithms_enabled()}
+
+
+def _changed_settings(before: dict, after: dict) -> list[str]:
+    return [name for name in before if not np.array_equal(np.asarray(before[name]), np.asarray(after[name]))]
+
+
+def _probe_for(reference: Callable, names: Sequence[str], inputs: Inputs, slips: Sequence[Slip]):
+    def probe(answer, run):
+        record = []
+        for case in cases(inputs, names, PRACTICE_SEED):
+            given, kept = case.make(), case.make()
+            before = _settings()
+            got = value_facts(run(answer, *given, on=case.on))
+            changed_settings = _changed_settings(before, _settings())
+            changed = [name for name, a, b in zip(names, given, kept)
+                       if not (a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b))]
+            again = got if changed else value_facts(run(answer, *given, on=case.on + ", second call"))
+            expected = value_facts(reference(*case.make()))
+            record.append({"on": case.on, "got": got, "again": again, "expected": expected,
+                           "changed": changed, "settings": changed_settings,
+                           "slips": {slip.id: value_facts(slip.wrong(*case.make())) for slip in slips}})
+        return record
+
+    return probe
+
+
+def _tolerance(facts: dict) -> dict:
+    dtype = getattr(torch, facts.get("dtype", "torch.float32").replace("torch.", ""), torch.float32)
+    rtol, atol = _TOLERANCE.get(dtype, (0.0, 0.0))
+    return {"rtol": rtol, "atol": atol}
+
+
+def _judge_for(slips: Sequence[Slip]):
+    def judge(record):
+        for case in record:
+            on, got, expected = case["on"], case["got"], case["expected"]
+            if case["changed"]:
+                name = case["changed"][0]
+                return (f"Your function changed its input {name} in place (on {on}); the task asks "
+                        f"for a new tensor and {name} left as it was. Use out-of-place operations "
+                        f"(x - m, not x.sub_(m)) or work on a clone.")
+            if case["settings"]:
+                return Mistake("changed-global-state", (
+                    f"Your function changed {case['settings'][0]} (on {on}); a function of tensors must "
+                    "leave the process's settings as it found them. Use a torch.Generator or a local "
+                    "context (torch.no_grad()) instead."))
+            tolerance = _tolerance(expected)
+            problem = tensor_problem(got, expected, on=on, **tolerance)
+            if problem:
+                for slip in slips:
+                    facts = case["slips"][slip.id]
+                    if tensor_problem(got, facts, **tolerance) is None \
+                            and tensor_problem(expected, facts, **tolerance) is not None:
+                        return Mistake(slip.id, f"{slip.message} (on {on})")
+                return problem
+            problem = tensor_problem(case["again"], expected, what="the second result", on=on, **tolerance)
+            if problem:
+                return Mistake("wrong-on-second-call", (
+                    "Your function was right on its first call, not on a second call with the same "
+                    f"inputs: {problem} Keep no state between calls."))
+        return None
+
+    return judge
+
+
+# --------------------------------------------------------------------------------------------
+# The exercise
+# --------------------------------------------------------------------------------------------
+def tensor_function(
+    name: str,
+    *,
+    chapter: str,
+    title: str,
+    reference: Callable,
+    params: Sequence[str],
+    returns: str,
+    inputs: Inputs,
+    hints: Sequence[str],
+    passed_message: str = "Correct.",
+    slips: Sequence[Slip] = (),
+    known: Sequence[tuple[tuple, Any]] = (),
+    error_notes: Sequence = (),
+) -> Exercise:
+    """An ``Exercise`` for ``name(*params)`` whose probe and judge are derived from ``inputs``.
+
+    ``known``: pairs ``(arguments, expected)`` written out by hand, which the reference must
+    give (``tests/test_known_answers.py`` runs them, and fails while there is none).
+    """
+    exercise = Exercise(
+        name,
+        chapter=chapter,
+        title=title,
+        expects=Function(name, tuple(params), returns=returns),
+        probe=_probe_for(reference, tuple(params), inputs, tuple(slips)),
+        judge=_judge_for(tuple(slips)),
+        hints=hints,
+        reference=reference,
+        passed_message=passed_message,
+        error_notes=error_notes,
+    )
+    exercise.public = PublicCases(
+        [PublicCase(case.on, case.make) for case in cases(inputs, tuple(params), PUBLIC_SEED, every_variant=False)])
+    exercise.known_answers = tuple(known)
+    exercise.inputs = inputs
+    return exercise

@@ -1,0 +1,380 @@
+"""Chapter 07, S3: map old key prefixes onto renamed layers (the exercise ``remap_keys``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text, _arrays
+
+
+# ============================================================================================
+# S3 — map old key prefixes onto renamed layers
+# ============================================================================================
+def remap_keys(state_dict, renames):
+    remapped = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        remapped[key] = value
+    return remapped
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 4)
+
+
+class _OldNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(6, 4)
+        self.block = _Block()
+        self.out = nn.Linear(4, 3)
+
+
+class _NewNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(6, 4)
+        self.block = _Block()  # its inner layers keep their names
+        self.head = nn.Linear(4, 3)
+
+
+class _LegacyNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(6, 6), nn.Linear(6, 4))
+        self.norm = nn.BatchNorm1d(4)
+        self.hidden = nn.Linear(4, 4)
+        self.hidden2 = nn.Linear(4, 3)
+
+
+class _ModernNet(nn.Module):
+    """_LegacyNet with layers.0 taken out as stem, norm renamed bn, hidden renamed encoder."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(6, 6)
+        self.layers = nn.Sequential(nn.Identity(), nn.Linear(6, 4))
+        self.bn = nn.BatchNorm1d(4)
+        self.encoder = nn.Linear(4, 4)
+        self.hidden2 = nn.Linear(4, 3)
+
+
+class _Wrapped(nn.Module):
+    """What nn.DataParallel looks like to state_dict(): the model under the name module."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+
+def _remap_cases():
+    torch.manual_seed(21)
+    return [
+        ("a model whose top-level hidden and out became encoder and head (its block keeps "
+         "block.hidden and block.out)", _OldNet(), _NewNet, {"hidden.": "encoder.", "out.": "head."}),
+        ("a Sequential that gained a Dropout at position 2", nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)),
+         lambda: nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Dropout(0.1), nn.Linear(5, 2)), {"2.": "3."}),
+        # Chained renames: "0." becomes "1.", the old "1." becomes "2."; each key is renamed once.
+        ("a Sequential that gained a Dropout at the front", nn.Sequential(nn.Linear(4, 5), nn.Linear(5, 2)),
+         lambda: nn.Sequential(nn.Dropout(0.1), nn.Linear(4, 5), nn.Linear(5, 2)), {"0.": "1.", "1.": "2."}),
+        # Swapped renames: two layers of the same shape trade places.
+        ("a Sequential whose two Linear(4, 4) layers swapped places",
+         nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)),
+         lambda: nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), {"0.": "1.", "1.": "0."}),
+        # A prefix of two levels; a remainder that starts with letters of the prefix
+        # (norm.running_mean); a layer whose name merely begins like a renamed one (hidden2).
+        ("a model whose layers.0 became stem, norm became bn and hidden became encoder (hidden2 "
+         "and layers.1 keep their names)", _LegacyNet(), _ModernNet,
+         {"layers.0.": "stem.", "norm.": "bn.", "hidden.": "encoder."}),
+        # Nested Sequentials: the old prefix "0." appears again inside the keys (0.0.weight).
+        ("a Sequential of (a Sequential of two Linear layers, a Linear) that gained a Dropout at "
+         "the front", nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), nn.Linear(4, 2)),
+         lambda: nn.Sequential(nn.Dropout(0.1), nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)), nn.Linear(4, 2)),
+         {"0.": "1.", "1.": "2."}),
+        # An empty new prefix: the "module." that nn.DataParallel (or "_orig_mod." that
+        # torch.compile) puts in front of every key, cut off.
+        ("weights saved from a model wrapped in nn.DataParallel (every key starts with module.), "
+         "loaded into the bare model", _Wrapped(nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))),
+         lambda: nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)), {"module.": ""}),
+        # Nothing renamed: still a new dict, with the same tensors.
+        ("a model whose layers kept their names", _OldNet(), _OldNet, {}),
+    ]
+
+
+def _chained_key(key, renames):
+    """The key after every matching rename in turn: a renamed key renamed again."""
+    for old, new in renames.items():
+        if key.startswith(old):
+            key = new + key[len(old):]
+    return key
+
+
+def _expected_key(key, renames):
+    for old, new in renames.items():
+        if key.startswith(old):
+            return new + key[len(old):]
+    return key
+
+
+def _probe_remap_keys(answer, run):
+    cases = []
+    for on, old_model, make_new, renames in _remap_cases():
+        given = old_model.state_dict()
+        keys_before = list(given)
+        tensors = dict(given)
+        values = _arrays(given)
+        renames_given = dict(renames)
+        got = run(answer, given, renames_given, on=f"{on}, renames={renames}")
+        case = {
+            "on": on,
+            "renames": dict(renames),
+            "renames_changed": renames_given != renames,
+            "keys_before": keys_before,
+            "keys_after_call": list(given),
+            "expected_keys": [_expected_key(k, renames) for k in keys_before],
+            "kind": _kind(got),
+            "same_object": got is given,
+        }
+        if not isinstance(got, dict):
+            cases.append(case)
+            return cases
+        case["keys"] = [str(k) for k in got]
+        originals = {_expected_key(k, renames): t for k, t in tensors.items()}
+        case["copied"] = sorted(
+            str(k) for k, v in got.items()
+            if str(k) in originals and isinstance(v, torch.Tensor) and v.device.type != "meta"
+            and (v.data_ptr() != originals[str(k)].data_ptr() or v.shape != originals[str(k)].shape)
+        )
+        expected_values = {_expected_key(k, renames): v for k, v in values.items()}
+        case["wrong_values"] = sorted(
+            str(k) for k, v in got.items()
+            if str(k) in expected_values and not (
+                isinstance(v, torch.Tensor) and v.device.type != "meta"
+                and np.array_equal(torch.Tensor.detach(v).cpu().numpy(), expected_values[str(k)])
+            )
+        )
+        new_model = make_new()
+        try:
+            new_model.load_state_dict(got, strict=True)
+            case["strict_error"] = None
+        except Exception as error:
+            case["strict_error"] = _error_text(error, 500)
+        cases.append(case)
+    return cases
+
+
+def _few(keys, limit=3) -> str:
+    shown = ", ".join(repr(k) for k in keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def _judge_remap_keys(cases):
+    earlier = set()  # the keys every earlier call should have returned
+    for case in cases:
+        on, renames = case["on"], case["renames"]
+        if "keys" not in case:
+            return Mistake("not-a-dict", f"remap_keys returned {case['kind']} (on {on}); return a new dict of renamed keys and the same tensors.")
+        if case["keys_after_call"] != case["keys_before"]:
+            gone = [k for k in case["keys_before"] if k not in case["keys_after_call"]]
+            new = [k for k in case["keys_after_call"] if k not in case["keys_before"]]
+            if gone or new:
+                what = (f"{_few(gone)} {'is' if len(gone) == 1 else 'are'} gone from it"
+                        + (f", and it has {_few(new)} instead" if new else ""))
+            else:
+                what = "its keys are the same but in another order"
+            return Mistake("renamed-in-place", (
+                f"remap_keys changed the dict it was given (on {on}): {what}. Build and return "
+                "a new dict; whoever called you may still need the original, for instance to "
+                "load it into the old model."
+            ))
+        if case["renames_changed"]:
+            return Mistake("changed-renames", (
+                f"remap_keys changed the renames dict it was given (on {on}, renames={renames}): "
+                "read it, do not empty or edit it; the caller may use it again for the next "
+                "checkpoint."
+            ))
+        if case["same_object"]:
+            return Mistake("returned-input-dict", (
+                f"remap_keys returned the very dict it was given (on {on}, renames={renames}), "
+                "not a new one: a later change to either changes both. Return a new dict, even "
+                "when no key is renamed (dict(state_dict) or a comprehension)."
+            ))
+        keys, expected = case["keys"], case["expected_keys"]
+        if keys == expected or set(keys) == set(expected):
+            if case["wrong_values"]:
+                return Mistake("mismatched-tensors", (
+                    f"The keys are right but {case['wrong_values'][0]} holds another tensor (on "
+                    f"{on}): each tensor stays with its own key, only the key's prefix changes."
+                ))
+            if case["strict_error"]:
+                return Mistake("refused-by-strict-load", f"load_state_dict(strict=True) refused your dict (on {on}): {case['strict_error']}")
+            if case["copied"]:
+                return Mistake("cloned-tensors", (
+                    f"The keys and values are right, but {case['copied'][0]} holds a copy of the "
+                    f"given tensor, not the tensor itself (on {on}): the task asks for the same "
+                    "tensors. Put each given value in the new dict as it is, without .clone(); "
+                    "for a large model, copies double the memory for nothing."
+                ))
+            earlier |= set(expected)
+            continue
+        chained = [_chained_key(k, renames) for k in case["keys_before"]]
+        if set(keys) == set(chained) and set(chained) != set(expected):
+            twice = next(
+                (k, _expected_key(k, renames), c) for k, c, want in zip(case["keys_before"], chained, expected)
+                if c != want
+            )
+            return Mistake("renamed-twice", (
+                f"{twice[0]} became {twice[2]} (on {on}, renames={renames}): you renamed it to "
+                f"{twice[1]}, then renamed that again because {twice[1]} starts with another old "
+                "prefix. Each key gets at most one rename, the one its ORIGINAL name starts with: "
+                "stop at the first match (break), and test the original key, not the renamed one."
+            ))
+        aligned = _aligned(case)
+        stripped = _same_slip(case, _lstripped)
+        if stripped:
+            before, after, want = stripped
+            return Mistake("lstrip-prefix", (
+                f"{before} became {after}, not {want} (on {on}, renames={renames}): "
+                "str.lstrip(old) removes every leading character that occurs anywhere in old, "
+                "not the prefix old. Cut the prefix off by its length: new + key[len(old):] (or "
+                "key.removeprefix(old))."
+            ))
+        wrong_inside = [
+            (before, after) for before, after, want in zip(case["keys_before"], aligned, expected)
+            if after is not None and after != want and before == want
+        ]
+        if wrong_inside and not any(old in wrong_inside[0][0] for old in renames):
+            before, after = wrong_inside[0]
+            return Mistake("unescaped-pattern", (
+                f"{before} became {after} (on {on}, renames={renames}), though it does not "
+                "contain any old prefix: your test matches more than the exact prefix (in a "
+                "regular expression, '.' matches any character, so 'hidden.' matches "
+                "'hidden2'). Test key.startswith(old), or escape it with re.escape(old)."
+            ))
+        if wrong_inside:
+            before, after = wrong_inside[0]
+            return Mistake("replaced-anywhere", (
+                f"{before} became {after} (on {on}, renames={renames}): you replaced the old name "
+                "wherever it appears in the key, but only keys that START with it belong to the "
+                "renamed layer; the nested layer kept its name. Test key.startswith(old) and "
+                "replace only that prefix: new + key[len(old):]. (str.replace(old, new, 1) also "
+                "changes the first match, which may be inside the key.)"
+            ))
+        again = _same_slip(case, _replaced_everywhere)
+        if again:
+            before, after, want = again
+            return Mistake("replaced-every-occurrence", (
+                f"{before} became {after}, not {want} (on {on}, renames={renames}): your rename "
+                "also replaced the old prefix where it appears again further inside the key. "
+                "Replace only the prefix at the start: new + key[len(old):] (str.replace(old, new) "
+                "changes every occurrence)."
+            ))
+        kept = [(before, want) for before, after, want in zip(case["keys_before"], aligned, expected)
+                if after is not None and after == before and want != before]
+        if kept:
+            before, want = kept[0]
+            old = next(o for o in renames if before.startswith(o))
+            if renames[old] == "":
+                return Mistake("skipped-empty-prefix", (
+                    f"{before} kept its name (on {on}, renames={renames}), though it starts with "
+                    f"the old prefix {old!r} and should become {want}: the new prefix here is the "
+                    "empty string, and cutting the old prefix off is a rename too. An empty "
+                    "string counts as False in a test such as `if new:` or `if "
+                    "renames.get(...)`; test key.startswith(old) alone, then new + key[len(old):]."
+                ))
+            return Mistake("first-level-only", (
+                f"{before} kept its name (on {on}, renames={renames}), though it starts with the "
+                f"old prefix {old!r} and should become {want}. A prefix can be longer than the "
+                "first part of the name (several levels, such as 'layers.0.'): test "
+                "key.startswith(old) for every old prefix."
+            ))
+        missing = [k for k in expected if k not in keys]
+        unchanged = [k for k in missing if k in case["keys_before"]]
+        if unchanged and len(keys) < len(expected):
+            return Mistake("dropped-unmatched-keys", (
+                f"Keys that match no rename are gone, e.g. {unchanged[0]} (on {on}): copy them over "
+                "unchanged, or load_state_dict(strict=True) reports them missing."
+            ))
+        extra = [k for k in keys if k not in expected]
+        from_before = [k for k in extra if k in earlier and k not in case["keys_before"]]
+        if extra and len(from_before) == len(extra):
+            return Mistake("dict-kept-between-calls", (
+                f"Your dict holds keys of an earlier call too, e.g. {from_before[0]} (on {on}, "
+                f"renames={renames}): they belong to another model's state_dict. Start each call "
+                "with a new, empty dict, made inside the function; a dict kept between calls "
+                "collects every call's keys."
+            ))
+        return Mistake("wrong-keys", (
+            f"Your keys differ from the new model's (on {on}, renames={renames}): missing "
+            f"{missing[:3]}, unexpected {extra[:3]}. load_state_dict(strict=True) says: "
+            f"{case['strict_error']}"
+        ))
+    return None
+
+
+def _same_slip(case, slip):
+    """(key, what ``slip`` makes of it, the right key) for the first key ``slip`` gets wrong,
+    when the learner's keys are exactly what ``slip`` makes of every key; else None."""
+    renames, expected = case["renames"], case["expected_keys"]
+    slipped = [slip(key, renames) for key in case["keys_before"]]
+    if set(case["keys"]) != set(slipped) or set(slipped) == set(expected):
+        return None
+    return next((key, after, want) for key, after, want in zip(case["keys_before"], slipped, expected)
+                if after != want)
+
+
+def _lstripped(key, renames):
+    """The key after the first matching rename done with str.lstrip instead of a cut."""
+    for old, new in renames.items():
+        if key.startswith(old):
+            return new + key.lstrip(old)
+    return key
+
+
+def _replaced_everywhere(key, renames):
+    """The key after the first matching rename done with str.replace (every occurrence)."""
+    for old, new in renames.items():
+        if key.startswith(old):
+            return key.replace(old, new)
+    return key
+
+
+def _aligned(case):
+    """The learner's keys, paired with the input keys by position (dicts keep their order)."""
+    keys = case["keys"]
+    if len(keys) != len(case["keys_before"]):
+        return [None] * len(case["keys_before"])
+    return keys
+
+
+remap_keys = Exercise(
+    "remap_keys",
+    chapter=CHAPTER,
+    title="Load old weights into renamed layers",
+    expects=Function("remap_keys", ("state_dict", "renames"), returns="a new dict of str keys to the same tensors"),
+    probe=_probe_remap_keys,
+    judge=_judge_remap_keys,
+    reference=remap_keys,
+    passed_message=(
+        "Correct: only keys that start with an old prefix are renamed, the rest are copied as "
+        "they are, and load_state_dict(strict=True) accepts the result with no missing or "
+        "unexpected key."
+    ),
+    hints=[
+        "Build a new dict. For each key, find the rename whose old prefix the key starts with; "
+        "keep the key as it is when none does.",
+        "A nested layer can have the same name as a top-level one (block.hidden vs hidden): "
+        "replacing the old name anywhere in the key renames the wrong layer. Use "
+        "key.startswith(old).",
+        "new_key = new + key[len(old):] when key.startswith(old); remapped[new_key] = value",
+    ],
+)

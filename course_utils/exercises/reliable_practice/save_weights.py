@@ -1,0 +1,282 @@
+"""Chapter 07, S1: save the state_dict, so that torch.load(weights_only=True) can read it (the
+exercise ``save_weights``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text
+
+
+def _unpickler_complaint(message: str) -> str:
+    """The sentence of a weights-only error that names what was refused, else its first line."""
+    found = re.search(r"(Unsupported global: GLOBAL \S+ was not an allowed global by default\.)", message)
+    return found.group(1) if found else message.splitlines()[0]
+
+
+# ============================================================================================
+# S1 — save the state_dict, so that torch.load(weights_only=True) can read it
+# ============================================================================================
+def save_weights(model, path):
+    torch.save(model.state_dict(), path)
+
+
+def _weights_model() -> nn.Module:
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    with torch.no_grad():  # one batch in training mode: the running statistics move off their defaults
+        model(torch.randn(16, 6, generator=torch.Generator().manual_seed(50)))
+    return model
+
+
+_WEIGHTS_ON = "a Sequential(Linear, BatchNorm1d, ReLU, Linear) and a path in an empty temporary folder"
+
+
+def _readable(tensor: torch.Tensor):
+    """The numbers of a tensor as a NumPy array, or None when it has none (meta)."""
+    tensor = torch.Tensor.detach(tensor)
+    if tensor.device.type == "meta":
+        return None
+    tensor = tensor.cpu()
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    return tensor.numpy().copy()
+
+
+def _state_changes(before: dict, model: nn.Module) -> list[str]:
+    """What changed in the model's state_dict since ``before`` (a dict of name → tensor copy)."""
+    after = model.state_dict()
+    changes = []
+    for name, old in before.items():
+        new = after.get(name)
+        if new is None:
+            changes.append(f"{name} (gone)")
+        elif new.device != old.device:
+            changes.append(f"{name} (now on {new.device})")
+        elif new.dtype != old.dtype:
+            changes.append(f"{name} (now {str(new.dtype).removeprefix('torch.')})")
+        elif new.shape != old.shape or not torch.equal(new, old):
+            changes.append(name)
+    return changes
+
+
+def _file_record(path: str, expected: dict) -> dict:
+    """What torch.load(weights_only=True) and a fresh model's load_state_dict make of the file."""
+    record = {}
+    try:
+        with warnings.catch_warnings():  # torch's own remarks on a file the learner wrote
+            warnings.simplefilter("ignore")
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # what weights_only=True says about the file is the lesson
+        record["load_error"] = _unpickler_complaint(_error_text(error, 2000))
+        found = re.search(r"GLOBAL (\S+)", str(error))
+        record["global"] = found.group(1) if found else ""
+        return record
+    record["kind"] = _kind(loaded)
+    if isinstance(loaded, (list, tuple)):
+        record["length"] = len(loaded)
+        return record
+    if not isinstance(loaded, dict):
+        return record
+    record["keys"] = [str(k) for k in loaded]
+    record["not_tensors"] = [str(k) for k, v in loaded.items() if not isinstance(v, torch.Tensor)]
+    tensors = {str(k): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+    record["differ"] = sorted(
+        k for k, v in tensors.items()
+        if k in expected and (v.dtype != expected[k].dtype or not np.array_equal(_readable(v), _readable(expected[k])))
+    )
+    # Stored in another dtype, yet every value survived (a wider dtype): the values are not the
+    # problem, the dtype is.
+    record["exact_values"] = all(
+        (r := _readable(tensors[k])) is not None and r.shape == _readable(expected[k]).shape
+        and np.array_equal(r.astype(np.float64), _readable(expected[k]).astype(np.float64))
+        for k in record["differ"]
+    )
+    record["dtypes"] = {k: str(v.dtype).removeprefix("torch.") for k, v in tensors.items()}
+    fresh = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    try:
+        fresh.load_state_dict(loaded, strict=True)
+        record["strict_error"] = None
+    except Exception as error:
+        record["strict_error"] = _error_text(error)
+    return record
+
+
+def _probe_save_weights(answer, run):
+    model = _weights_model()
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    parameters = [name for name, _ in model.named_parameters()]
+    modes = [m.training for m in model.modules()]
+    record = {"expected_keys": list(state), "parameters": parameters}
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "weights.pt")
+        run(answer, model, path, on=_WEIGHTS_ON)
+        record["files"] = sorted(os.listdir(folder))
+        record["changed"] = _state_changes(state, model)
+        record["mode_changed"] = [m.training for m in model.modules()] != modes
+        if not os.path.isfile(path) or record["changed"]:
+            return record
+        record.update(_file_record(path, state))
+        if "strict_error" not in record or record["strict_error"] or record["differ"]:
+            return record
+        # A second save to the same path, after the model trained on and was put in eval mode
+        # (saved after an evaluation): the file must follow, and the mode must stay.
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.25)
+            model[1].running_mean.add_(0.5)
+        model.eval()
+        modes = [m.training for m in model.modules()]
+        state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+        run(answer, model, path, on=f"a second call, {_SECOND_SAVE}")
+        second = _file_record(path, state) if os.path.isfile(path) else {"load_error": "the file is gone"}
+        record["second"] = {
+            "differ": second.get("differ"),
+            "problem": second.get("load_error") or second.get("strict_error"),
+            "changed": _state_changes(state, model),
+            "mode_changed": [m.training for m in model.modules()] != modes,
+        }
+    return record
+
+
+_SECOND_SAVE = ("after the model trained on and was put in eval mode, with the same path (the file "
+                "exists already)")
+
+
+def _judge_save_weights(record):
+    if record["changed"]:
+        return Mistake("changed-the-model", (
+            f"Your function changed the model ({', '.join(record['changed'][:4])}); saving must "
+            "only read it. Save model.state_dict() as it is; convert or move copies, if ever, "
+            "not the model."
+        ))
+    if record["mode_changed"]:
+        return Mistake("changed-mode", (
+            "Your function changed the model's mode (train/eval) and did not put it back: the "
+            "caller's training goes on with dropout and BatchNorm in the wrong mode. Saving "
+            "needs no mode; leave model.training as it was."
+        ))
+    if "weights.pt" not in record["files"]:
+        others = f" It wrote {', '.join(record['files'])} instead." if record["files"] else ""
+        return Mistake("wrong-path", f"No file was written at the path you were given.{others} Save to exactly that path.")
+    if "load_error" in record:
+        found = record["global"]
+        if found.startswith("torch.nn.modules."):
+            return Mistake("saved-whole-model", (
+                "You saved the whole model object (torch.save(model, path)): the file holds a "
+                f"pickled {found}, and torch.load(path, weights_only=True) refuses to rebuild "
+                "classes, because unpickling a class can run any code. It says: "
+                f"\"{record['load_error']}\" Save model.state_dict(): names and tensors only."
+            ))
+        return Mistake("unloadable-format", (
+            "torch.load(path, weights_only=True) cannot read your file. Save only tensors in a "
+            "dict (model.state_dict()) with torch.save, not other Python objects or another "
+            f"file format. It says: \"{record['load_error']}\""
+        ))
+    kind = record.get("kind")
+    if "length" in record:
+        return Mistake("saved-parameter-list", (
+            f"Your file holds {record['kind']} of {record['length']} tensors without their names "
+            "(list(model.parameters())?). load_state_dict matches tensors to layers by name, so it "
+            "cannot use them; and the BatchNorm running statistics are not parameters at all. "
+            "Save model.state_dict()."
+        ))
+    if "keys" not in record:
+        return Mistake("not-a-state-dict", f"Your file holds {kind}; expected the model's state_dict (a dict of named tensors).")
+    keys, expected = record["keys"], record["expected_keys"]
+    missing = [k for k in expected if k not in keys]
+    if missing and set(keys) == set(record["parameters"]):
+        return Mistake("parameters-only", (
+            f"Your file has the parameters but not the buffers: {', '.join(missing[:3])} are "
+            "missing. named_parameters() skips buffers such as BatchNorm's running mean and "
+            "variance, which the model needs in eval mode. model.state_dict() holds both."
+        ))
+    if missing and set(keys) <= set(expected):
+        quiet = all(k.endswith("num_batches_tracked") for k in missing)
+        return Mistake("missing-entries", (
+            f"Your file lacks {', '.join(missing[:3])} of the model's state_dict"
+            + (" (load_state_dict(strict=True) does not even notice: BatchNorm fills in a "
+               "missing num_batches_tracked, as for files older than it)" if quiet else "")
+            + ". Save every entry of model.state_dict() as it is, buffers and integer tensors "
+            "included."
+        ))
+    if record["not_tensors"]:
+        return Mistake("not-tensors", (
+            f"Your file's dict holds something other than tensors under "
+            f"{', '.join(record['not_tensors'][:3])} (keys {keys[:4]}). Save the state_dict itself: "
+            "torch.save(model.state_dict(), path)."
+        ))
+    if record["differ"] and record["exact_values"]:
+        first = record["differ"][0]
+        return Mistake("converted-dtype", (
+            f"Your file stores {first} as {record['dtypes'].get(first, '?')}, not in the model's "
+            "own dtype. The values survived, but the task asks for the weights as they are: a "
+            "wider dtype makes the file larger and hands whoever loads it tensors of another "
+            "dtype than the model's. Save model.state_dict() without converting it."
+        ))
+    if record["differ"]:
+        first = record["differ"][0]
+        dtype = record["dtypes"].get(first, "?")
+        return Mistake("converted-dtype", (
+            f"The tensors in your file differ from the model's, e.g. {first} (stored as {dtype}): "
+            "save them as they are, in their own dtype; a fresh model loads the values exactly "
+            "only if they were saved exactly."
+        ))
+    if record["strict_error"]:
+        return Mistake("keys-not-loadable", (
+            "A fresh model of the same architecture cannot load your file with "
+            f"load_state_dict(strict=True): {record['strict_error']}"
+        ))
+    second = record["second"]
+    if second["changed"]:
+        return Mistake("changed-the-model", (
+            f"The first save was right, but on a second call, {_SECOND_SAVE}, your function "
+            f"changed the model ({', '.join(second['changed'][:4])}); saving must only read it."
+        ))
+    if second["mode_changed"]:
+        return Mistake("changed-mode", (
+            f"The first save was right, but on a second call, {_SECOND_SAVE}, your function "
+            "switched the model back to train mode: the evaluation that follows would use "
+            "dropout and batch statistics. Saving needs no mode; leave model.training as it was "
+            "(no model.train() or model.eval() in a save function)."
+        ))
+    if second["problem"] or second["differ"]:
+        what = (f"its {', '.join(second['differ'][:3])} still hold the first call's values"
+                if second["differ"] else second["problem"])
+        return Mistake("stale-file", (
+            f"The first save was right, but on a second call, {_SECOND_SAVE}, the file does "
+            "not hold the "
+            f"model's new weights: {what}. Each call must write the weights the model has now, "
+            "replacing the file."
+        ))
+    return None
+
+
+save_weights = Exercise(
+    "save_weights",
+    chapter=CHAPTER,
+    title="Save the weights, not the object",
+    expects=Function("save_weights", ("model", "path"), returns="nothing (None): it writes the file at path"),
+    probe=_probe_save_weights,
+    judge=_judge_save_weights,
+    reference=save_weights,
+    passed_message=(
+        "Correct: the file holds names and tensors only, so torch.load(path, weights_only=True) "
+        "reads it without running any code, and any model with the same layer names can load it."
+    ),
+    hints=[
+        "The check loads your file with torch.load(path, weights_only=True), then into a fresh "
+        "model of the same architecture with load_state_dict(strict=True).",
+        "weights_only=True accepts tensors, dicts, lists and plain numbers, never a class such as "
+        "nn.Sequential: save a dict of named tensors.",
+        "torch.save(model.state_dict(), path)",
+    ],
+)

@@ -1,0 +1,324 @@
+"""Chapter 05, P5: accumulation_step, gradient accumulation that matches one big batch."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.facts import same_values, values_problem
+from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat
+
+
+# ============================================================================================
+# P5 — gradient accumulation that matches one big batch
+# ============================================================================================
+def accumulation_step(model, optimizer, loss_fn, batches):
+    optimizer.zero_grad()  # once, before the first micro-batch
+    k = len(batches)
+    for x, y in batches:
+        loss = loss_fn(model(x), y) / k  # each micro-batch is 1/k of the big batch's mean
+        loss.backward()  # adds into .grad; this micro-batch's graph is freed here
+    optimizer.step()  # once, after all k micro-batches
+
+
+accumulation_step_reference = accumulation_step  # the name becomes the Exercise below
+_STALE = 0.5  # what .grad holds before the call: a previous step's gradient, left there
+
+
+def _accumulation_case(seed, k, micro, sizes, loss_name):
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    n_in, n_hidden, n_out = sizes
+    model = nn.Sequential(nn.Linear(n_in, n_hidden), nn.Tanh(), nn.Linear(n_hidden, n_out))
+    xs = [torch.randn(micro, n_in, generator=generator) for _ in range(k)]
+    if loss_name == "cross_entropy":
+        ys = [torch.randint(0, n_out, (micro,), generator=generator) for _ in range(k)]
+        loss_fn = F.cross_entropy
+    else:
+        # Targets on a larger scale: a gradient whose norm is well above 1 (about 2.4), so that
+        # clipping it to norm 1 changes the step.
+        ys = [5 * torch.randn(micro, n_out, generator=generator) for _ in range(k)]
+        loss_fn = F.mse_loss
+    return model, list(zip(xs, ys)), loss_fn
+
+
+def _grads_of(model, loss_fn, batches, divide=True):
+    """The gradient accumulated over ``batches`` by a fresh copy, as one flat array."""
+    model = copy.deepcopy(model)
+    model.zero_grad(set_to_none=True)
+    for x, y in batches:
+        loss = loss_fn(model(x), y)
+        (loss / len(batches) if divide else loss).backward()
+    return _flat(p.grad for p in model.parameters())
+
+
+_ACCUMULATION_CASES = [
+    # (seed, k, micro-batch size, layer sizes, loss, momentum: the optimizer's state, calls)
+    (0, 4, 5, (6, 10, 4), "cross_entropy", 0.9, 2),
+    (1, 3, 4, (3, 5, 2), "mse_loss", 0.0, 1),
+]
+
+
+def _gradient_state(model):
+    grads = [p.grad for p in model.parameters()]
+    if all(g is None for g in grads):
+        return "none"
+    flat = _flat((torch.zeros_like(p) if g is None else g) for p, g in zip(model.parameters(), grads))
+    return "zero" if not flat.any() else flat
+
+
+def _batches_problem(given, kept):
+    if len(given) != len(kept):
+        return f"the list had {len(kept)} micro-batches before the call and {len(given)} after"
+    for index, ((x, y), (x0, y0)) in enumerate(zip(given, kept)):
+        for name, a, b in (("x", x, x0), ("y", y, y0)):
+            if not (isinstance(a, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                    and bool(torch.equal(a, b))):
+                return f"{name} of micro-batch {index} changed"
+    return None
+
+
+def _probe_accumulation_step(answer, run):
+    cases = []
+    for seed, k, micro, sizes, loss_name, momentum, calls in _ACCUMULATION_CASES:
+        model, batches, loss_fn = _accumulation_case(seed, k, micro, sizes, loss_name)
+        reference_model = copy.deepcopy(model)
+        reference_optimizer = torch.optim.SGD(reference_model.parameters(), lr=_LR, momentum=momentum)
+        for p in model.parameters():
+            p.grad = torch.full_like(p, _STALE)
+        optimizer = torch.optim.SGD(model.parameters(), lr=_LR, momentum=momentum)
+        steps, backwards, eval_forwards = [], [], []
+        # Each hook is bound to this case's lists: a model or optimizer of an earlier case, kept
+        # by the learner's code, must not count as the one given now.
+        optimizer.register_step_post_hook(lambda *args, steps=steps: steps.append(1))
+        model[0].register_forward_hook(  # the model arrives in train mode: a step trains in it
+            lambda module, inputs, output, seen=eval_forwards: None if module.training else seen.append(1)
+        )
+        next(model.parameters()).register_hook(lambda grad, backwards=backwards: backwards.append(1))
+        for call in range(calls):
+            if call:  # the next step, on new micro-batches, with the same model and optimizer
+                _, batches, _ = _accumulation_case(seed + 10, k, micro, sizes, loss_name)
+            setting = (
+                f"{k} micro-batches of {micro} examples, loss {loss_name}, "
+                + (f"SGD with momentum={momentum}" if momentum else "plain SGD")
+            )
+            on = setting if calls == 1 else f"{setting}, call {call + 1} of {calls} in a row"
+            big_x = torch.cat([x for x, _ in batches])
+            big_y = torch.cat([y for _, y in batches])
+            big = copy.deepcopy(reference_model)
+            loss_fn(big(big_x), big_y).backward()
+            case = {
+                "on": on,
+                "k": k,
+                "micro": micro,
+                "call": call,
+                "big_batch": _flat(p.grad for p in big.parameters()),
+                "summed": _grads_of(reference_model, loss_fn, batches, divide=False),
+                "last_only": _grads_of(reference_model, loss_fn, batches[-1:], divide=False) / k,
+                "last_only_undivided": _grads_of(reference_model, loss_fn, batches[-1:], divide=False),
+            }
+            steps.clear()
+            backwards.clear()
+            eval_forwards.clear()
+            before = _flat(model.parameters())
+            learner_batches = [(x.clone(), y.clone()) for x, y in batches]
+            given = list(learner_batches)
+            run(answer, model, optimizer, loss_fn, given, on=on)
+            case["steps"] = len(steps)
+            case["backwards"] = len(backwards)
+            case["eval_forwards"] = len(eval_forwards)
+            case["training_after"] = all(m.training for m in model.modules())
+            case["update"] = (before - _flat(model.parameters())) / _LR
+            case["lr_after"] = [float(group["lr"]) for group in optimizer.param_groups]
+            case["grads_after"] = _gradient_state(model)
+            case["batches_changed"] = _batches_problem(given, [(x, y) for x, y in batches])
+            accumulation_step_reference(reference_model, reference_optimizer, loss_fn, batches)
+            case["expected"] = _flat(reference_model.parameters())
+            case["parameters"] = _flat(model.parameters())
+            cases.append(case)
+            if _judge_accumulation_step(cases) is not None:
+                return cases
+    return cases
+
+
+_TOL = {"rtol": 1e-4, "atol": 1e-6}
+
+
+def _judge_accumulation_step(cases):
+    for index, case in enumerate(cases):
+        on, k, update, big = case["on"], case["k"], case["update"], case["big_batch"]
+        if case["batches_changed"]:
+            return Mistake("changes-the-batches", (
+                f"Your function changed the list of micro-batches it was given (on {on}): "
+                f"{case['batches_changed']}. The caller may use them again; loop over them "
+                "with `for x, y in batches:` and leave them as they are."
+            ))
+        if case["steps"] == 0 and not same_values(update, np.zeros_like(update)):
+            return Mistake("ignores-given-optimizer", (
+                f"The weights moved, but not through the optimizer you were given (on {on}): "
+                "call optimizer.step() on the `optimizer` argument rather than making a new one."
+            ))
+        if case["steps"] == 0:
+            # After calls whose steps ran: an optimizer other than the one given now (kept from
+            # an earlier call) took this one.
+            stepped_before = any(c["steps"] for c in cases[:index])
+            return Mistake("ignores-given-optimizer" if stepped_before else "no-optimizer-step", (
+                f"optimizer.step() of the optimizer you were given never ran (on {on}), so the "
+                "weights did not move. Call it on the `optimizer` argument, once, after the loop "
+                "over the micro-batches."
+            ))
+        if case["steps"] > 1:
+            return Mistake("step-per-micro-batch", (
+                f"optimizer.step() ran {case['steps']} times for {k} micro-batches (on {on}): "
+                "stepping every micro-batch is ordinary small-batch training, not accumulation. "
+                f"Step once, after all {k} backward() calls."
+            ))
+        if case.get("eval_forwards"):
+            return Mistake("accumulates-in-eval-mode", (
+                f"The micro-batches' forward passes ran with the model in eval mode (on {on}), "
+                "although it was given in train mode: an accumulation step trains in the mode "
+                "it is given (with dropout and batch norm, eval mode gives other gradients). "
+                "Leave the mode alone (no model.eval())."
+            ))
+        if not case.get("training_after", True):
+            return Mistake("leaves-eval-mode", (
+                f"Your function gave the model back in eval mode (on {on}), although it was "
+                "given in train mode: every later step would then train without dropout and "
+                "without batch norm learning. Leave the mode as it was given."
+            ))
+        if any(lr != _LR for lr in case["lr_after"]):
+            return Mistake("changes-learning-rate", (
+                f"After your function ran (on {on}), the optimizer's learning rate was "
+                f"{case['lr_after'][0]:g} instead of {_LR:g}: your function changed it, so every "
+                "later step uses that rate too. Leave the optimizer's settings alone; to scale "
+                "the gradient, divide each micro-batch's loss by len(batches)."
+            ))
+        if case["call"] == 0 and same_values(update, big, **_TOL):
+            if case["backwards"] == 1 and k > 1:
+                return Mistake("one-backward-for-all", (
+                    f"The gradients are right, but backward() ran once for {k} micro-batches "
+                    f"(on {on}): one backward() for all of them (on the sum of their losses, or "
+                    f"on one big batch) keeps all {k} graphs in memory until then, which is the "
+                    "memory accumulation is meant to save. Call backward() on each micro-batch's "
+                    "loss inside the loop."
+                ))
+            if case["backwards"] != k:
+                return Mistake("wrong-backward-count", (
+                    f"The gradients are right, but backward() ran {case['backwards']} times for "
+                    f"{k} micro-batches (on {on}): call it once per micro-batch, on that "
+                    "micro-batch's loss."
+                ))
+            grads = case["grads_after"]
+            if not isinstance(grads, str) and same_values(grads, big * k, **_TOL):
+                return Mistake("rescales-the-step-not-the-loss", (
+                    f"The step is right, but .grad holds {k} times the big batch's gradient after "
+                    f"your function (on {on}): the losses were not divided by {k}, and the "
+                    "step was scaled some other way. Divide each micro-batch's loss by "
+                    "len(batches), so that the gradient itself is the big batch's."
+                ))
+            continue
+        if case["call"] > 0:
+            if case["backwards"] != k:
+                return Mistake("wrong-backward-count", (
+                    f"backward() ran {case['backwards']} times for {k} micro-batches (on {on}): "
+                    "call it once per micro-batch, on that micro-batch's loss, inside the loop."
+                ))
+            if same_values(case["parameters"], case["expected"], **_TOL):
+                continue
+            return Mistake("wrong-later-step", (
+                f"The first call was right, but on {on} the parameters are not what a second "
+                "accumulation step gives with this optimizer (its momentum carries the first "
+                "step's gradient over). Each call must start from zero gradients, add the k "
+                "micro-batches' gradients (each loss divided by k), and step the optimizer it "
+                "was given once."
+            ))
+        named = [  # (what the step gives, the mistake, its message)
+            (big + _STALE, "no-zero-grad",
+             "Gradients left over from before the call were added in: .grad "
+             "already held an old gradient. Call optimizer.zero_grad() once, before the first "
+             "micro-batch."),
+            (case["summed"], "no-division-by-k",
+             f"Your update is {k} times too large ({k} micro-batches): each "
+             "loss is a mean over its micro-batch, so summing k of them gives k times the big "
+             f"batch's gradient. Divide each micro-batch's loss by {k} (len(batches)) before "
+             "backward()."),
+            (case["summed"] + _STALE, "no-division-no-zero-grad",
+             f"Two mistakes: the update is {k} times too large (divide "
+             "each loss by len(batches)) and old gradients were added in (zero_grad() first)."),
+            (case["last_only"], "zero-grad-in-loop",
+             "Only the last micro-batch's gradient reached the step: "
+             "zero_grad() inside the loop wipes what the earlier micro-batches accumulated. "
+             "Zero once, before the loop."),
+            (case["last_only_undivided"], "zero-grad-in-loop-no-division",
+             "Only the last micro-batch's gradient reached the "
+             "step (zero_grad() inside the loop), and it was not divided by the number of "
+             "micro-batches. Zero once before the loop; divide each loss by len(batches)."),
+            (big / k, "divides-twice",
+             f"Your update is {k} times too small: divide each micro-batch's loss by "
+             f"the number of micro-batches ({k}) once, not twice."),
+        ]
+        for expected, mistake, message in named:
+            if same_values(update, expected, **_TOL):
+                return Mistake(mistake, f"{message} (on {on})")
+        length, big_length = float(np.linalg.norm(update)), float(np.linalg.norm(big))
+        if length > 0 and big_length > 0 and same_values(update * (big_length / length), big, **_TOL):
+            ratio = length / big_length
+            micro = case.get("micro")
+            if micro and abs(ratio - k / micro) < 1e-3 * ratio:
+                return Mistake("divides-by-micro-batch-size", (
+                    f"Your step is {ratio:.3g} times the big batch's gradient (on {on}): you "
+                    f"divided each loss by the micro-batch size ({micro}) instead of the number "
+                    f"of micro-batches ({k}). loss_fn already averages over a micro-batch; "
+                    "divide by len(batches). It should equal the gradient of one big batch."
+                ))
+            return Mistake("rescaled-gradient", (
+                f"Your step goes the way of the big batch's gradient, but is {ratio:.3g} times "
+                f"its length (on {on}; the big batch's gradient has norm {big_length:.3g}): "
+                "the accumulated gradient was rescaled, by a division by another number than "
+                f"len(batches) ({k}), by gradient clipping (clip_grad_norm_) or by an extra "
+                "factor. It should equal the gradient of one big batch: divide each loss by "
+                "len(batches), and nothing more."
+            ))
+        return values_problem(
+            update, big, what="the step's gradient (weight change / lr)", on=on, rtol=1e-4, atol=1e-6
+        ) + " It should equal the gradient of one big batch made of all the micro-batches."
+    return None
+
+
+accumulation_step = Exercise(
+    "accumulation_step",
+    chapter=CHAPTER,
+    title="Gradient accumulation",
+    expects=Function(
+        "accumulation_step", ("model", "optimizer", "loss_fn", "batches"),
+        returns="nothing: it changes the model's parameters through optimizer.step()",
+    ),
+    probe=_probe_accumulation_step,
+    judge=_judge_accumulation_step,
+    reference=accumulation_step,
+    passed_message=(
+        "Correct: one step whose gradient equals the big batch's, while only one micro-batch's "
+        "activations were in memory at a time."
+    ),
+    hints=[
+        "Three parts: clear the old gradients, run forward and backward on each micro-batch "
+        "(backward adds into .grad), then step once.",
+        "loss_fn returns a mean over its micro-batch; the big batch's loss is the mean of k such "
+        "means, so divide each loss by k = len(batches) before backward().",
+        "optimizer.zero_grad(); for x, y in batches: (loss_fn(model(x), y) / len(batches))"
+        ".backward(); then optimizer.step().",
+    ],
+    error_notes=[
+        ("Trying to backward through the graph a second time",
+         "backward() on a loss whose graph was already used: call it once per micro-batch, on "
+         "that micro-batch's loss.",
+         "second-backward"),
+        ("too many values to unpack", "batches is a list of (x, y) pairs: `for x, y in batches:`.",
+         "batches-not-unpacked-as-pairs"),
+    ],
+)

@@ -1,0 +1,397 @@
+"""Chapter 05, P7: split_step_time, is the loader the bottleneck?"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.speed_and_memory.common import CHAPTER, _kind, _number
+
+
+# ============================================================================================
+# P7 — is the loader the bottleneck?
+# ============================================================================================
+def split_step_time(loader, step_fn):
+    data_seconds = compute_seconds = 0.0
+    start = time.perf_counter()  # the clock runs before the first batch: it is often the slowest
+    for batch in loader:
+        fetched = time.perf_counter()
+        data_seconds += fetched - start  # waiting for the loader
+        step_fn(batch)
+        start = time.perf_counter()
+        compute_seconds += start - fetched  # the step itself
+    return data_seconds, compute_seconds
+
+
+class _UnsizedLoader:
+    """Batches that take known times to arrive, each wait measured by the loader itself. No
+    len(), like a DataLoader over an IterableDataset or a generator."""
+
+    def __init__(self, delays, start_delay=0.0):
+        self.delays = delays
+        self.start_delay = start_delay  # spent in iter(loader) itself, before any batch
+        self.waited = 0.0
+        self.fetched = 0
+        self.first = 0.0
+        self.started = 0.0
+        self.last = 0.0  # the last batch's wait alone
+
+    def __iter__(self):
+        if self.start_delay:  # like a DataLoader with workers: iter() starts them
+            start = time.perf_counter()
+            time.sleep(self.start_delay)
+            self.started = time.perf_counter() - start
+            self.waited += self.started
+            self.first += self.started
+        return self._batches()
+
+    def _batches(self):
+        for index, delay in enumerate(self.delays):
+            start = time.perf_counter()
+            time.sleep(delay)
+            waited = time.perf_counter() - start
+            self.waited += waited
+            self.last = waited
+            if index == 0:
+                self.first += waited
+            self.fetched += 1
+            yield torch.full((2, 3), float(index))
+
+
+class _FakeLoader(_UnsizedLoader):
+    """The same, with a len() like a DataLoader over a map-style dataset."""
+
+    def __len__(self):
+        return len(self.delays)
+
+
+class _FakeStep:
+    def __init__(self, seconds, loader=None):
+        self.seconds = seconds
+        self.loader = loader
+        self.spent = 0.0
+        self.last = 0.0  # the last step's time alone
+        self.calls = 0
+        self.seen = []
+        self.fetched_before = []  # how many batches the loader had given at each call
+
+    def __call__(self, batch):
+        start = time.perf_counter()
+        self.fetched_before.append(self.loader.fetched if self.loader is not None else None)
+        self.seen.append(
+            float(batch[0, 0]) if isinstance(batch, torch.Tensor) and batch.shape == (2, 3) else None
+        )
+        time.sleep(self.seconds)
+        self.last = time.perf_counter() - start
+        self.spent += self.last
+        self.calls += 1
+
+
+# (input, loader class, delay of each batch, seconds per step, seconds iter(loader) takes). The
+# sleeps only need to tell the two kinds of time apart: the judge checks inclusions that hold on
+# any machine (the loader's own waits lie inside your data time, the steps inside your compute
+# time, both inside the call).
+_STARTS_WORKERS = "a loader that starts its workers in iter(loader)"
+_TIMING_CASES = [
+    ("a slow loader (8 ms a batch, 20 ms for the first) and a 1 ms step",
+     _FakeLoader, [0.02] + [0.008] * 4, 0.001, 0.0),
+    ("a loader with no len(), like a DataLoader over an IterableDataset (1 ms a batch, 20 ms for "
+     "the first), and an 8 ms step", _UnsizedLoader, [0.02] + [0.001] * 4, 0.008, 0.0),
+    (f"{_STARTS_WORKERS}, as a DataLoader with num_workers > 0 does (20 ms), then 3 ms a batch, "
+     "and a 3 ms step", _FakeLoader, [0.003] * 3, 0.003, 0.02),
+    ("an empty loader (no batches at all)", _FakeLoader, [], 0.001, 0.0),
+]
+
+
+def _code_names(fn) -> list:
+    """The global and attribute names the learner's code reads (time, perf_counter, ...)."""
+    code = getattr(fn, "__code__", None)
+    names, todo = set(), [code] if code is not None else []
+    while todo:
+        code = todo.pop()
+        names.update(code.co_names)
+        todo.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return sorted(names)
+
+
+def _probe_split_step_time(answer, run):
+    cases = []
+    for on, make, delays, step_s, start_s in _TIMING_CASES:
+        loader = make(delays, start_s)
+        step = _FakeStep(step_s, loader)
+        start = time.perf_counter()
+        got = run(answer, loader, step, on=on)
+        wall = time.perf_counter() - start
+        case = {
+            "on": on,
+            "batches": len(delays),
+            "fetched": loader.fetched,
+            "steps": step.calls,
+            "in_order": step.seen == [float(i) for i in range(step.calls)],
+            "data": loader.waited,
+            "compute": step.spent,
+            "first": loader.first,
+            "started": loader.started,
+            "last_wait": loader.last,
+            "last_step": step.last,
+            "interleaved": step.fetched_before == list(range(1, step.calls + 1)),
+            "wall": wall,
+            "got_kind": _kind(got),
+        }
+        if isinstance(got, (np.ndarray, torch.Tensor)) and tuple(got.shape) == (2,):
+            got = list(got)  # two numbers all the same: `data, compute = ...` unpacks them
+        if isinstance(got, (tuple, list)) and len(got) == 2:
+            case["got"] = [_number(got[0]), _number(got[1])]
+        cases.append(case)
+        record = {"cases": cases, "names": _code_names(answer)}
+        if _judge_split_step_time(record) is not None:  # stop at the first input that shows
+            break  # a mistake, so that an error on a later one does not hide it
+    return record
+
+
+def _tol(seconds):
+    """Room for clocks read a few instructions apart (and for time.time's resolution)."""
+    return 0.001 + 0.01 * seconds
+
+
+def _judge_split_step_time(record):
+    cases = record["cases"]
+    for case in cases:
+        on, n = case["on"], case["batches"]
+        if "got" not in case:
+            return Mistake("returns-not-a-pair", (
+                f"split_step_time returned {case['got_kind']} (on {on}); return two numbers of "
+                "seconds: `return data_seconds, compute_seconds`."
+            ))
+        if None in case["got"]:
+            return Mistake("returns-not-numbers", (
+                f"split_step_time returned a {case['got_kind']} of two items, but not two finite "
+                f"numbers (on {on}); return two numbers of seconds: "
+                "`return data_seconds, compute_seconds`."
+            ))
+        if case["fetched"] > n:
+            return Mistake("iterates-twice", (
+                f"The loader was iterated more than once ({case['fetched']} batches drawn from a "
+                f"loader of {n}) (on {on}): loop over it once, timing as you go."
+            ))
+        if case["fetched"] < n:
+            return Mistake("misses-batches", (
+                f"Only {case['fetched']} of the loader's {n} batches were drawn (on {on}): time "
+                "the whole loop, every batch."
+            ))
+        if case["steps"] != case["fetched"]:
+            return Mistake("wrong-step-count", (
+                f"step_fn ran {case['steps']} times for {case['fetched']} batches (on {on}): call "
+                "it once per batch, inside the loop."
+            ))
+        if not case["in_order"]:
+            return Mistake("steps-on-something-else", (
+                f"step_fn was not given the loader's batches, one by one in order (on {on}): "
+                "call step_fn(batch) with the batch the loop just received."
+            ))
+        if not case.get("interleaved", True):
+            return Mistake("fetches-all-first", (
+                f"Your function drew batches from the loader before stepping on the ones it "
+                f"already had (on {on}): with a real loader that keeps them all in memory, and "
+                "it is not the loop you are timing. Call step_fn(batch) on each batch as it "
+                "arrives, inside `for batch in loader:`."
+            ))
+    previous = None
+    for case in cases:
+        on, n = case["on"], case["batches"]
+        data, compute, first, wall = case["data"], case["compute"], case["first"], case["wall"]
+        got_data, got_compute = case["got"]
+        shown = (
+            f" (on {on}: the loader spent {1000 * data:.1f} ms producing batches, the steps took "
+            f"{1000 * compute:.1f} ms and the whole call {1000 * wall:.1f} ms; you returned "
+            f"{1000 * got_data:.1f} ms and {1000 * got_compute:.1f} ms)"
+        )
+
+        def covers(got, truth):
+            return got >= truth - _tol(truth)
+
+        def fits(total):
+            return total <= wall + _tol(wall)
+
+        if min(got_data, got_compute) < -_tol(0):
+            return Mistake("negative-time", (
+                "A time cannot be negative: subtract the earlier reading from the later one." + shown
+            ))
+        if covers(got_data, data) and covers(got_compute, compute) and fits(got_data + got_compute):
+            previous = case
+            continue
+        if (
+            previous is not None
+            and covers(got_data, data + previous["got"][0])
+            and covers(got_compute, compute + previous["got"][1])
+        ):
+            return Mistake("totals-carried-over", (
+                "Your totals carried over from the previous call: they include its times too. "
+                "Start both at 0.0 inside the function, on every call (not in a global)." + shown
+            ))
+        longer = [name for name, got in (("data", got_data), ("compute", got_compute)) if not fits(got)]
+        scaled = [  # both numbers in another unit: what seconds times 1000 (or 1e6, 1e9) gives
+            (factor, unit) for factor, unit in ((1e3, "milliseconds"), (1e6, "microseconds"),
+                                                (1e9, "nanoseconds"))
+            if wall > 0 and covers(got_data, factor * data) and covers(got_compute, factor * compute)
+            and got_data + got_compute <= factor * (wall + _tol(wall))
+        ]
+        if longer and scaled:
+            return Mistake("not-seconds", (
+                f"Your numbers are {scaled[0][1]}, not seconds: they are about {scaled[0][0]:g} "
+                "times the times measured. Return seconds, as differences of time.perf_counter() "
+                "readings are (no * 1000; divide time.perf_counter_ns() differences by 1e9)."
+                + shown
+            ))
+        if longer:
+            return Mistake("time-from-outside-the-call", (
+                f"Your {longer[0]} time is longer than the whole call took, so it holds time "
+                "carried over from outside this call: totals kept from an earlier call (in a "
+                "global), a clock read before the call, or a clock reading added as it is "
+                "instead of the difference of two readings. Start both totals at 0.0 inside the "
+                "function and add only differences of time.perf_counter() readings taken "
+                "during the call." + shown
+            ))
+        if covers(got_compute, data) and covers(got_data, compute) and fits(got_data + got_compute):
+            return Mistake("swapped", (
+                "The two numbers are swapped: return (data_seconds, compute_seconds)." + shown
+            ))
+        averages = (
+            n > 0 and covers(got_data * n, data) and covers(got_compute * n, compute)
+            and fits((got_data + got_compute) * n)
+        )
+        last_only = (
+            n > 1 and "last_wait" in case
+            and abs(got_data - case["last_wait"]) <= _tol(case["last_wait"])
+            and abs(got_compute - case["last_step"]) <= _tol(case["last_step"])
+        )
+        if averages and last_only:  # a busy machine can make the last wait close to the mean:
+            # the reading that fits far better (an average is the totals / n, to within the
+            # clock reads; the last batch's times are its wait and step) names the slip
+            off_average = abs(got_data * n - data) / n + abs(got_compute * n - compute) / n
+            off_last = abs(got_data - case["last_wait"]) + abs(got_compute - case["last_step"])
+            averages, last_only = off_average < 2 * off_last, off_last < 2 * off_average
+        if averages and last_only:  # on this machine's timings the two cannot be told apart
+            return Mistake("one-batch-times", (
+                "You returned the times of one batch (an average, or the last batch's alone); "
+                "return the totals over the whole loop, adding each wait and each step into "
+                "them (data_seconds += ...)." + shown
+            ))
+        if averages:
+            return Mistake("averages-per-batch", (
+                "You returned averages per batch; return the totals over the whole loop." + shown
+            ))
+        if last_only:
+            return Mistake("last-batch-only", (
+                "You returned the last batch's times only: each batch replaced the totals "
+                "instead of adding to them. Add each wait and each step into the totals "
+                "(data_seconds += ...)." + shown
+            ))
+        near_zero = got_data < 0.2 * data and got_compute < 0.2 * compute
+        if n > 0 and "process_time" in record["names"] and (near_zero or not covers(got_data, data)):
+            # A CPU clock misses the sleeps; on a busy machine the process's other threads
+            # still add CPU time, so its readings need not be near zero.
+            return Mistake("cpu-clock", (
+                ("Both times are near zero, yet the loop slept for most of its time: " if near_zero
+                 else "Your times leave out the waiting: ")
+                + "time.process_time() counts CPU time, not waiting. Use time.perf_counter()."
+                + shown
+            ))
+        if n > 0 and near_zero:
+            return Mistake("no-wall-clock", (
+                "Both times are near zero, yet the loop slept for most of its time: read a wall "
+                "clock, time.perf_counter(), before and after each wait and each step." + shown
+            ))
+        # The data clock ran through the steps, so the data time spans the whole call. (On a
+        # busy machine the loader's own total can exceed the learner's by more than the clock
+        # tolerance; the data time against the whole call is the steadier sign.)
+        data_spans_the_call = got_compute > 0 and abs(got_data - wall) <= 0.5 * got_compute
+        if not fits(got_data + got_compute) and (covers(got_data, data + compute) or data_spans_the_call):
+            return Mistake("data-clock-spans-step", (
+                "Your data time includes the steps: the clock for the next batch must restart "
+                "after step_fn returns, not at the previous fetch." + shown
+            ))
+        if n > 1 and covers(got_compute, compute + data - first) and not covers(got_data, data):
+            return Mistake("compute-clock-spans-wait", (
+                "Your compute time includes waiting for the next batch: stop the step's clock "
+                "as soon as step_fn returns." + shown
+            ))
+        if (
+            case.get("started", 0) > 0 and covers(got_data, data - case["started"])
+            and not covers(got_data, data)
+        ):
+            return Mistake("iter-outside-the-clock", (
+                "The wait in iter(loader) is missing: a DataLoader with workers starts them "
+                "when it is asked for an iterator, before the first batch. Start the clock "
+                "before the `for` statement (or before iter(loader)), so that this wait counts "
+                "as data time." + shown
+            ))
+        if n > 0 and covers(got_data, data - first) and not covers(got_data, data):
+            return Mistake("first-wait-missed", (
+                "The first batch's wait is missing: start the clock before the loop. The first "
+                "batch is often the slowest one (a DataLoader starts its workers then)." + shown
+            ))
+        if not covers(got_data, data):
+            return Mistake("data-time-short", (
+                "Your data time is shorter than the time the loader itself spent producing "
+                "batches: each wait runs from just before the `for` asks for a batch to just "
+                "after it arrives." + shown
+            ))
+        if not covers(got_compute, compute):
+            return Mistake("compute-time-short", (
+                "Your compute time is shorter than the time spent inside step_fn: read the "
+                "clock just before step_fn(batch) and just after it returns." + shown
+            ))
+        return Mistake("counted-twice", (
+            "Your two times add up to more than the whole call took: some moments were counted "
+            "twice. Each moment of the loop is either waiting for a batch or inside step_fn."
+            + shown
+        ))
+    return None
+
+
+split_step_time = Exercise(
+    "split_step_time",
+    chapter=CHAPTER,
+    title="Waiting for data, or computing?",
+    expects=Function(
+        "split_step_time", ("loader", "step_fn"),
+        returns="two numbers of seconds: (data_seconds, compute_seconds)",
+    ),
+    probe=_probe_split_step_time,
+    judge=_judge_split_step_time,
+    reference=split_step_time,
+    passed_message=(
+        "Correct: every moment of the loop is either waiting for the next batch or inside "
+        "step_fn, and you counted each in its place."
+    ),
+    hints=[
+        "Read the clock (time.perf_counter()) at three moments: before asking for a batch, when "
+        "it arrives, and when step_fn returns.",
+        "Arrival minus asking is data time; return minus arrival is compute time. The `for` "
+        "statement itself asks for the batch, so read the clock before the loop and again at "
+        "the end of each step.",
+        "start = time.perf_counter(); for batch in loader: got = time.perf_counter(); "
+        "data += got - start; step_fn(batch); start = time.perf_counter(); compute += start - got.",
+    ],
+    error_notes=[
+        ("not iterable", "loader is something to loop over with `for batch in loader:`.",
+         "loader-not-looped-over"),
+        ("has no len()", "a loader may have no length (a DataLoader over an IterableDataset, a "
+         "generator): loop over it and count the batches as they come instead of len(loader).",
+         "len-of-loader"),
+        ("division by zero", "an empty loader has no batches: dividing by their number fails. "
+         "Return the totals, which are then 0.0 and 0.0.",
+         "average-of-empty-loader"),
+        ("where it is not associated with a value", "a variable first set inside the loop: with "
+         "an empty loader the loop body never runs. Set the totals (and the clock) before the "
+         "loop.",
+         "total-set-in-loop"),
+        ("referenced before assignment", "a variable first set inside the loop: with an empty "
+         "loader the loop body never runs. Set the totals (and the clock) before the loop.",
+         "total-set-in-loop-python-3-10"),
+    ],
+)

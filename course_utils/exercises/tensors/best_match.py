@@ -1,0 +1,294 @@
+"""T10 — best_match: batched matrix products and argmax along a dimension."""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
+from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.tensors.common import (
+    CHAPTER,
+    _calls_in,
+    _dtype_name,
+    _generator,
+    _input_changed,
+    _left_as_it_was,
+    _loops_in,
+)
+from course_utils.exercises.torch_calls import TorchCallCounter
+
+
+# ============================================================================================
+# T10 — batched matrix products and argmax along a dimension
+# ============================================================================================
+def best_match(q, k):
+    return (q @ k.mT).argmax(dim=-1)
+
+
+# (B, n, m, d, dtype, k shared by every batch (m, d), q and k given as transposed views).
+# n == m == d in one case, so that q @ k (no transpose) and an argmax over the queries keep the
+# right shape; B == m in another, so that swapping k's first two dimensions does too.
+_MATCH_SHAPES = [
+    (2, 3, 4, 5, torch.float32, False, False),
+    (3, 4, 4, 4, torch.float32, False, False),
+    (1, 2, 3, 4, torch.float64, False, False),
+    (2, 1, 3, 2, torch.float32, False, False),
+    (2, 3, 1, 2, torch.float32, False, False),
+    (3, 2, 3, 4, torch.float64, False, False),
+    (2, 3, 4, 5, torch.float32, True, False),
+    (2, 3, 4, 5, torch.float32, False, True),
+    (3, 2, 5, 3, torch.float64, True, True),
+    (1, 3, 4, 2, torch.float32, True, False),
+    (0, 2, 3, 4, torch.float32, False, False),
+]
+_MATCH_LOOP_B, _MATCH_LOOP_CALLS = 40, 30
+
+
+def _match_input(shape, dtype, transposed, generator):
+    if transposed:  # the transpose of a contiguous tensor: not contiguous
+        *batch, rows, columns = shape
+        return (torch.randn(*batch, columns, rows, generator=generator)).to(dtype).mT
+    return torch.randn(*shape, generator=generator).to(dtype)
+
+
+def _match_text(b, n, m, d, dtype, shared, transposed):
+    k_shape = (m, d) if shared else (b, m, d)
+    text = (f"q of shape {shape_text([b, n, d])}, k of shape {shape_text(list(k_shape))}, "
+            f"{_dtype_name(dtype)}")
+    if shared:
+        text += ", the same keys for every batch"
+    if transposed:
+        text += ", q and k transposed views (not contiguous)"
+    return text
+
+
+def _probe_best_match(answer, run):
+    generator = _generator(12)
+    record = {"loops": _loops_in(answer), "calls": _calls_in(answer)}
+    q = torch.randn(_MATCH_LOOP_B, 2, 3, generator=generator)
+    k = torch.randn(_MATCH_LOOP_B, 4, 3, generator=generator)
+    counter = TorchCallCounter()
+    with counter:
+        run(answer, q, k, on=f"q of shape ({_MATCH_LOOP_B}, 2, 3), k of shape ({_MATCH_LOOP_B}, 4, 3)")
+    record["torch_calls"] = counter.count
+    record["cases"] = cases = []
+    if record["loops"] or counter.count >= _MATCH_LOOP_CALLS:
+        return record
+    for b, n, m, d, dtype, shared, transposed in _MATCH_SHAPES:
+        q = _match_input((b, n, d), dtype, transposed, generator)
+        k = _match_input((m, d) if shared else (b, m, d), dtype, transposed, generator)
+        on = _match_text(b, n, m, d, dtype, shared, transposed)
+        scores = q.double() @ k.double().mT
+        case = {
+            "on": on, "b": b, "n": n, "m": m, "d": d, "shared": shared,
+            "expected": value_facts(scores.argmax(dim=-1)),
+            "smallest": value_facts(scores.argmin(dim=-1))["values"],
+            "over_queries": value_facts(scores.argmax(dim=-2))["values"] if b else None,
+            "untransposed": (value_facts((q.double() @ k.double()).argmax(dim=-1))["values"]
+                             if d == m and b else None),
+            "q_before": value_facts(q), "k_before": value_facts(k),
+        }
+        kept_q, kept_k = q.clone(), k.clone()
+        try:
+            got = run(answer, q, k, on=on)
+        except LearnerRaised:
+            try:
+                shown = bool(cases) and _judge_best_match(record) is not None
+            except Exception:  # a judge that cannot decide on a part of the record
+                shown = False
+            if shown:
+                break
+            raise
+        case["got"] = value_facts(got)
+        case["q_after"], case["k_after"] = value_facts(q), value_facts(k)
+        left = _left_as_it_was(q, kept_q) and _left_as_it_was(k, kept_k)
+        case["again"] = value_facts(run(answer, q, k, on=on + ", second call")) if left else case["got"]
+        cases.append(case)
+    _near_tie_case(answer, run, record, cases)
+    return record
+
+
+_NEAR_TIE_ON = ("one query and two keys whose dot products with it differ only in the last bit "
+                "of float32 (0.1 and the next float32 above it)")
+
+
+def _near_tie_case(answer, run, record, cases):
+    """Two dot products one float32 step apart: exp() of their difference rounds to 1, so a
+    softmax makes them equal and argmax then picks the first, the smaller one."""
+    if _judge_best_match(record) is not None:
+        return
+    low = torch.tensor(0.1, dtype=torch.float32)
+    high = torch.nextafter(low, torch.tensor(1.0))
+    q, k = torch.ones(1, 1, 1), torch.stack([low, high]).reshape(1, 2, 1)
+    scores = q.double() @ k.double().mT
+    case = {
+        "on": _NEAR_TIE_ON, "b": 1, "n": 1, "m": 2, "d": 1, "shared": False, "near_tie": True,
+        "expected": value_facts(scores.argmax(dim=-1)),
+        "smallest": value_facts(scores.argmin(dim=-1))["values"],
+        "over_queries": None, "untransposed": None,
+        "q_before": value_facts(q), "k_before": value_facts(k),
+    }
+    got = run(answer, q, k, on=_NEAR_TIE_ON)
+    case["got"], case["again"] = value_facts(got), value_facts(got)
+    case["q_after"], case["k_after"] = value_facts(q), value_facts(k)
+    cases.append(case)
+
+
+def _judge_best_match(record):
+    if record["loops"]:
+        return Mistake("python-loop", (
+            f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
+            "One matrix product handles every batch: (q @ k.mT).argmax(dim=-1)."
+        ))
+    if record["torch_calls"] >= _MATCH_LOOP_CALLS:
+        return Mistake("python-loop", (
+            f"The task asks for no Python loop; for a batch of {_MATCH_LOOP_B} your function "
+            f"made {record['torch_calls']} torch calls, one or more per batch. One matrix "
+            "product handles every batch: (q @ k.mT).argmax(dim=-1)."
+        ))
+    calls = record["calls"]
+    for case in record["cases"]:
+        on, got, expected = case["on"], case["got"], case["expected"]
+        b, n, m = case["b"], case["n"], case["m"]
+        for name in ("q", "k"):
+            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            if changed:
+                return changed
+        kind = got["kind"]
+        if "return_types" in kind:
+            return Mistake("returned-values-and-indices", (
+                f"Your function returned {kind.split('.')[-1]}(values, indices) ({on}): a pair. "
+                "Return only the indices: .argmax(dim=-1), or .max(dim=-1).indices."
+            ))
+        if kind == "tensor":
+            shape, values = got["shape"], got.get("values")
+            if shape == [] and expected["shape"] != []:
+                return Mistake("argmax-without-dim", (
+                    f"Your result is a single number ({on}): argmax() without a dim gives one "
+                    "index into all the scores, flattened. Give it the keys' dimension: "
+                    "argmax(dim=-1)."
+                ))
+            if shape == expected["shape"] and values is not None and got["dtype"] != "torch.int64" and (
+                    got["dtype"].startswith("torch.float")):
+                return Mistake("returned-scores", (
+                    f"Your result has dtype {got['dtype']} ({on}): these are the largest scores "
+                    "themselves, not their indices. argmax(dim=-1) gives the index of each."
+                ))
+            if shape == [b, m] and n != m and b:
+                return Mistake("argmax-over-queries", (
+                    f"Your result has shape {shape_text(shape)}; expected {shape_text(expected['shape'])} "
+                    f"({on}): one index per key instead of one per query. The scores are "
+                    "(B, n, m), the keys last: argmax(dim=-1)."
+                ))
+            if shape == expected["shape"] and values is not None and not same_values(
+                    values, expected["values"], rtol=0, atol=0):
+                if case["over_queries"] is not None and same_values(values, case["over_queries"], rtol=0, atol=0):
+                    return Mistake("argmax-over-queries", (
+                        f"Your argmax runs over the queries ({on}): for each key it gives the "
+                        "best query. The scores are (B, n, m), the keys last: argmax(dim=-1)."
+                    ))
+                if case["untransposed"] is not None and same_values(values, case["untransposed"], rtol=0, atol=0):
+                    return Mistake("k-not-transposed", (
+                        f"Your product multiplies q by k without transposing it ({on}): with "
+                        "n = m = d the shapes happen to fit, but each query meets k's columns, "
+                        "not its keys. Transpose k's last two dimensions: q @ k.mT."
+                    ))
+                if case.get("near_tie"):
+                    return Mistake("near-tie-rounded", (
+                        f"Your index is the first key, with the smaller dot product ({on}): "
+                        "something between the dot products and argmax (a softmax, a lower "
+                        "precision, a rounding) made the two equal, and argmax takes the first of "
+                        "equals. argmax the dot products themselves: (q @ k.mT).argmax(dim=-1)."
+                    ))
+                if same_values(values, case["smallest"], rtol=0, atol=0):
+                    return Mistake("argmin-not-argmax", (
+                        f"Your result picks the key with the smallest dot product ({on}); the "
+                        "task asks for the largest: argmax."
+                    ))
+            if b == 1 and shape == [n] and expected["shape"] == [1, n]:
+                note = " squeeze() drops it; name the dimension." if "squeeze()" in calls else ""
+                return Mistake("squeezed-batch", (
+                    f"Your result has shape {shape_text(shape)}; expected (1, {n}) ({on}): the "
+                    f"batch dimension of a batch of one is gone.{note}"
+                ))
+        problem = tensor_problem(got, expected, on=on, rtol=0, atol=0)
+        if problem:
+            return problem
+        problem = tensor_problem(case["again"], expected, what="the second result", on=on, rtol=0, atol=0)
+        if problem:
+            return Mistake("wrong-on-second-call", (
+                f"Your function was right on its first call, not on a second call with the same q and k: {problem}"
+            ))
+    return None
+
+
+best_match = Exercise(
+    "best_match",
+    chapter=CHAPTER,
+    title="The best key for every query",
+    expects=Function("best_match", ("q", "k"),
+                     returns="an int64 tensor of shape (B, n): the index of each query's best key"),
+    probe=_probe_best_match,
+    judge=_judge_best_match,
+    reference=best_match,
+    passed_message="Correct: one batched product, one argmax over the keys.",
+    hints=[
+        "Every query against every key of its batch: (B, n, d) @ (B, d, m) gives the (B, n, m) scores.",
+        "k.mT (or k.transpose(-2, -1)) swaps only the last two dimensions, for (B, m, d) and (m, d) alike.",
+        "The keys are the last dimension of the scores: argmax(dim=-1).",
+    ],
+    error_notes=[
+        (
+            "Expected size for first two dimensions of batch2 tensor",
+            "q @ k multiplies each (n, d) matrix of queries by an (m, d) matrix of keys: the "
+            "inner sizes, d and m, do not fit. Transpose the keys' last two dimensions: q @ k.mT.",
+            "batched-keys-not-transposed",
+        ),
+        (
+            "shapes cannot be multiplied",
+            "q @ k multiplies (n, d) queries by (m, d) keys: the inner sizes, d and m, do not "
+            "fit. Transpose the keys' last two dimensions: q @ k.mT.",
+            "keys-not-transposed",
+        ),
+        (
+            "must be a 3D tensor",
+            "torch.bmm takes two 3-D tensors only, and k may be (m, d), the same keys for every "
+            "batch. @ (torch.matmul) broadcasts the batch dimensions: q @ k.mT.",
+            "bmm-of-2-d-keys",
+        ),
+        (
+            "Dimension out of range",
+            "k may have two dimensions, (m, d), so dimension 2 does not exist. Count from the "
+            "end, which works for both: k.transpose(-2, -1), or k.mT.",
+            "transpose-of-missing-dimension",
+        ),
+        (
+            "does not match the number of dimensions",
+            "k may have two dimensions, (m, d), the same keys for every batch, and an einsum "
+            "equation names a fixed number of them. q @ k.mT broadcasts the batch dimensions "
+            "(so does an ellipsis: \"...nd,...md->...nm\").",
+            "einsum-of-fixed-dimensions",
+        ),
+        (
+            "must match the size of tensor",
+            "the batch dimensions of a product broadcast like an element-wise operation, and "
+            "these do not fit. Often a transpose moved k's batch dimension (k.T reverses all the "
+            "dimensions of a 3-D k; transpose(0, 1) swaps batch and keys). k.mT swaps only the "
+            "last two.",
+            "batch-dimension-moved",
+        ),
+        (
+            "stack expects a non-empty TensorList",
+            "with an empty batch (B = 0) a loop over the batch gives torch.stack an empty list. "
+            "One product handles every B: (q @ k.mT).argmax(dim=-1).",
+            "loop-over-empty-batch",
+        ),
+        (
+            "view size is not compatible",
+            "q and k may be non-contiguous views, which view() cannot reshape; @ needs no "
+            "reshaping: (q @ k.mT).argmax(dim=-1).",
+            "view-of-non-contiguous",
+        ),
+    ],
+)

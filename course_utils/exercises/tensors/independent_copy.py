@@ -1,0 +1,206 @@
+"""T3 — independent_copy: shared memory with NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.tensors.common import CHAPTER, _calls_in
+
+
+# ============================================================================================
+# T3 — shared memory with NumPy
+# ============================================================================================
+def independent_copy(array):
+    return torch.tensor(array)
+
+
+def _array_cases():
+    """(description, array): several dtypes, a transposed and a strided (non-contiguous)
+    layout, an empty array and a 0-d one."""
+    rng = np.random.default_rng(3)
+    yield "shape (4,), float64", rng.random(4) * 10
+    yield "shape (2, 3), float32", (rng.random((2, 3)) * 10).astype(np.float32)
+    yield "shape (3,), int64", rng.integers(0, 10, 3).astype(np.int64)
+    yield "shape (3, 2), float32, transposed (non-contiguous)", (rng.random((2, 3)) * 10).astype(np.float32).T
+    yield "shape (2, 2), int32, every other column (non-contiguous)", rng.integers(0, 10, (2, 4)).astype(np.int32)[:, ::2]
+    yield "shape (5,), uint8", rng.integers(0, 10, 5).astype(np.uint8)
+    yield "shape (2, 2), float16", (rng.random((2, 2)) * 10).astype(np.float16)
+    yield "shape (3,), bool", np.array([True, False, True])
+    yield "shape (0,), float64 (empty)", np.zeros(0)
+    yield "shape (), float64 (0-d)", np.array(2.5)
+
+
+def _probe_independent_copy(answer, run):
+    # The probe records numbers only; whether memory is shared is decided by the judge, so a
+    # patched np.array_equal in the learner's session cannot decide it.
+    cases = []
+    for description, array in _array_cases():
+        original = array.copy()
+        on = f"a NumPy array of {description}"
+        got = run(answer, array, on=on)
+        case = {
+            "on": on,
+            "got": value_facts(got),
+            "expected": value_facts(torch.from_numpy(original.copy())),
+            "array_after": array.copy(),
+            "array_writeable": bool(array.flags.writeable),
+        }
+        comparable = (
+            isinstance(got, torch.Tensor) and tuple(got.shape) == array.shape and array.size > 0
+            and got.device.type == "cpu" and got.dtype is not torch.bool and array.dtype != np.bool_
+            and got.layout is torch.strided
+        )
+        if comparable and array.flags.writeable:
+            # (An inference tensor can only be changed in place inside inference mode.)
+            with torch.no_grad(), torch.inference_mode(got.is_inference()):
+                array += 1  # does the tensor see a change of the array?
+                case["array_changed_to"] = array.copy()
+                case["tensor_after_array_change"] = value_facts(got)["values"]
+                array[...] = original
+                got.add_(100)  # does the array see a change of the tensor?
+                case["array_after_tensor_change"] = array.copy()
+                got.sub_(100)
+                array[...] = original
+            # Called again on the same array after it changed: a new copy of the new values,
+            # and the first result left as it was.
+            first = value_facts(got)
+            array += 1
+            again = run(answer, array, on=on + ", second call after the array changed")
+            case["again"] = value_facts(again)
+            case["again_expected"] = value_facts(torch.from_numpy(array.copy()))
+            case["first_after_again"] = value_facts(got)
+            case["first_before_again"] = first
+            array[...] = original
+        cases.append(case)
+    return {"cases": cases, "calls": _calls_in(answer)}
+
+
+def _shares_memory(case) -> bool:
+    if "array_changed_to" not in case:
+        return False
+    followed_array = same_values(case["tensor_after_array_change"], case["array_changed_to"], rtol=0, atol=0)
+    followed_tensor = not same_values(case["array_after_tensor_change"], case["expected"]["values"], rtol=0, atol=0)
+    return followed_array or followed_tensor
+
+
+def _judge_independent_copy(record):
+    cases, calls = record["cases"], record["calls"]
+    for case in cases:  # the point of the exercise first: no sharing, in any case
+        if not case["array_writeable"]:
+            return Mistake("made-array-read-only", (
+                f"Your function made the caller's array read-only ({case['on']}): its "
+                "writeable flag is off afterwards. Leave the array as it was; copy it instead."
+            ))
+        if not same_values(case["array_after"], case["expected"]["values"], rtol=0, atol=0):
+            return Mistake("changed-array", (
+                f"Your function changed the numbers in the caller's array ({case['on']})."
+            ))
+        if _shares_memory(case):
+            names = {call.rstrip("()") for call in calls}
+            mistake, notes = "shares-memory", ""
+            if names & {"float", "double", "half", "long", "int", "to", "type"}:
+                notes += (
+                    " A conversion to the dtype the array already has (.float() of a float32 "
+                    "array) returns the same tensor, still sharing."
+                )
+            if "Tensor" in names:
+                mistake = "legacy-tensor-constructor"
+                notes += (
+                    " torch.Tensor(array) (capital T) shares a float32 array's memory and "
+                    "converts every other dtype to float32."
+                )
+            return Mistake(mistake, (
+                f"Your tensor shares memory with the array ({case['on']}): changing one changed "
+                "the other. torch.from_numpy and torch.as_tensor share; torch.tensor(array) "
+                f"copies (so does torch.from_numpy(array).clone()).{notes}"
+            ))
+    for case in cases:
+        got, on = case["got"], case["on"]
+        if got["kind"] == "tensor" and got["shape"] == case["expected"]["shape"]:
+            if got["dtype"] != case["expected"]["dtype"]:
+                mistake, cause = "changed-dtype", ""
+                if "Tensor" in calls:
+                    mistake = "legacy-tensor-constructor"
+                    cause = " torch.Tensor(array) always makes float32; torch.tensor(array) keeps the array's dtype."
+                elif "tolist()" in calls:
+                    mistake, cause = "through-python-list", (
+                        " .tolist() turns the numbers into Python floats and ints, and "
+                        "torch.tensor gives those its own defaults (float32, int64)."
+                    )
+                return Mistake(mistake, (
+                    f"Your tensor has dtype {got['dtype']}, the array {case['expected']['dtype']} "
+                    f"({on}); a copy should keep the dtype.{cause}"
+                ))
+        problem = tensor_problem(got, case["expected"], what="your tensor", on=on)
+        if problem:
+            return problem
+        if "again" in case:
+            if not same_values(case["first_after_again"]["values"], case["first_before_again"]["values"], rtol=0, atol=0):
+                return Mistake("reused-buffer", (
+                    f"Calling your function a second time changed the tensor it returned the "
+                    f"first time ({on}): both calls return the same memory. Return a new tensor "
+                    "on every call, e.g. torch.tensor(array)."
+                ))
+            problem = tensor_problem(case["again"], case["again_expected"], what="the second result", on=on)
+            if problem:
+                stale = case["again"]["kind"] == "tensor" and same_values(
+                    case["again"].get("values", []), case["expected"]["values"]
+                )
+                if stale:
+                    return Mistake("cached-result", (
+                        f"Called a second time on the same array after the array changed, your "
+                        f"function returned the old values ({on}): it gave back a result kept "
+                        "from an earlier call. Copy the array as it is now, on every call."
+                    ))
+                return Mistake("wrong-on-second-call", (
+                    f"Your function was right on its first call, not on a second one: {problem}"
+                ))
+    return None
+
+
+independent_copy = Exercise(
+    "independent_copy",
+    chapter=CHAPTER,
+    title="A tensor that does not share the array's memory",
+    expects=Function("independent_copy", ("array",),
+                     returns="a tensor with the array's values and dtype, in its own memory"),
+    probe=_probe_independent_copy,
+    judge=_judge_independent_copy,
+    reference=independent_copy,
+    passed_message="Correct: same values and dtype, and changing one no longer changes the other.",
+    hints=[
+        "Of torch.from_numpy, torch.as_tensor and torch.tensor, only one copies the data.",
+        "torch.tensor(array) copies and keeps the dtype; torch.from_numpy(array).clone() too.",
+    ],
+    error_notes=[
+        (
+            "stack expects a non-empty TensorList",
+            "an empty array has no rows, so the list given to torch.stack was empty. "
+            "torch.tensor(array) copies an array of any shape, empty ones too, in one call.",
+            "stack-of-empty-array",
+        ),
+        (
+            "iteration over a 0-d array",
+            "a 0-d array (a single number) has no rows to go through. torch.tensor(array) "
+            "copies an array of any shape in one call.",
+            "loop-over-0-d-array",
+        ),
+        (
+            "expected np.ndarray (got numpy.",
+            "torch.from_numpy takes an array, and arithmetic on a 0-d array (array + 0, "
+            "array * 1, ...) gives a NumPy scalar, not an array. Copy without arithmetic: "
+            "torch.from_numpy(array.copy()), or torch.tensor(array).",
+            "from-numpy-of-scalar",
+        ),
+        (
+            "output with shape [] doesn't match the broadcast shape [1]",
+            "the tensor you copy into is 0-d (shape ()) but what you copy from has one "
+            "dimension: np.ascontiguousarray (and np.atleast_1d) turn a 0-d array into shape "
+            "(1,). torch.tensor(array) copies an array of any shape, 0-d too.",
+            "0-d-made-1-d",
+        ),
+    ],
+)

@@ -1,0 +1,201 @@
+"""T7 — residuals: per-sample errors without the (N, N) bug."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.tensors.common import (
+    CHAPTER,
+    _calls_in,
+    _dtype_name,
+    _generator,
+    _input_changed,
+    _left_as_it_was,
+)
+
+
+def residuals(pred, target):
+    return pred.squeeze(1) - target
+
+
+# (N, dtype, pred non-contiguous)
+_RESIDUAL_CASES = [
+    (4, torch.float32, False),
+    (1, torch.float32, False),
+    (7, torch.float64, False),
+    (3, torch.float32, True),
+    (0, torch.float32, False),
+    (5, torch.float64, False),
+]
+
+
+class _EveryPairWatch(torch.overrides.TorchFunctionMode):
+    """Whether a torch call inside it made the (N, N) tensor of every pred minus every target
+    (``pairs``; or its negative, or either transposed), even when the answer keeps only a part
+    of it."""
+
+    def __init__(self, pairs):
+        super().__init__()
+        self.pairs = pairs
+        self.built = 0  # the number of elements of the one it made, 0 if none
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for value in result if isinstance(result, (tuple, list)) else (result,):
+            if (not self.built and isinstance(value, torch.Tensor) and value.shape == self.pairs.shape
+                    and value.device == self.pairs.device and value.layout == torch.strided
+                    and (value.is_floating_point() or value.is_complex())):
+                data = value.detach().to(self.pairs.dtype)  # (in float64 too, say)
+                if any(torch.allclose(data, form, rtol=1e-3, atol=1e-6) for form in
+                       (self.pairs, -self.pairs, self.pairs.T, -self.pairs.T)):
+                    self.built = value.numel()
+        return result
+
+
+def _probe_residuals(answer, run):
+    generator = _generator(8)
+    cases = []
+    for n, dtype, strided in _RESIDUAL_CASES:
+        if strided:
+            pred = (torch.rand(n, 3, generator=generator)).to(dtype)[:, 1:2]
+        else:
+            pred = torch.rand(n, 1, generator=generator).to(dtype)
+        target = torch.rand(n, generator=generator).to(dtype)
+        on = f"pred of shape ({n}, 1), target of shape ({n},), {_dtype_name(dtype)}"
+        if strided:
+            on += ", pred a column of a wider tensor (not contiguous)"
+        given_pred, given_target = (pred if strided else pred.clone()), target.clone()
+        expected = pred[:, 0] - target
+        pred = pred.clone()  # kept to compare with
+        record = {
+            "on": on,
+            "n": n,
+            "expected": value_facts(expected),
+            "every_pair": value_facts(pred - target)["values"],
+            "pred_before": value_facts(pred),
+            "target_before": value_facts(target),
+        }
+        watch = _EveryPairWatch(pred - target)
+        with watch:
+            got = run(answer, given_pred, given_target, on=on)
+        record["got"] = value_facts(got)
+        record["every_pair_built"] = watch.built
+        record["pred_after"] = value_facts(given_pred)
+        record["target_after"] = value_facts(given_target)
+        left = _left_as_it_was(given_pred, pred) and _left_as_it_was(given_target, target)
+        record["again"] = (
+            value_facts(run(answer, given_pred, given_target, on=on + ", second call"))
+            if left else record["got"]
+        )
+        cases.append(record)
+    return {"cases": cases, "calls": _calls_in(answer)}
+
+
+def _judge_residuals(record):
+    cases, calls = record["cases"], record["calls"]
+    for case in cases:
+        got, on, n = case["got"], case["on"], case["n"]
+        for name in ("pred", "target"):
+            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            if changed:
+                if name == "pred" and case["pred_after"]["shape"] == [n]:
+                    return Mistake("squeezed-pred-in-place", changed + (
+                        " (pred.squeeze(1), without the underscore, returns a new tensor.)"
+                    ))
+                return changed
+        if got["kind"] == "tensor" and got["shape"] == [n, n] and n > 1 and same_values(
+            got.get("values", []), case["every_pair"]
+        ):
+            return Mistake("broadcast-every-pair", (
+                f"Your result has shape ({n}, {n}); expected ({n},) ({on}). The classic "
+                f"broadcasting bug: a ({n}, 1) tensor met a ({n},) tensor and broadcast to "
+                f"({n}, {n}), every prediction minus every target. Drop pred's last dimension "
+                "first: pred.squeeze(1), or pred[:, 0]."
+            ))
+        if got["kind"] == "tensor" and got["shape"] == [n, 1]:
+            return Mistake("column-result", (
+                f"Your result has shape ({n}, 1); expected ({n},) ({on}). One value per "
+                "sample, in one dimension."
+            ))
+        if got["kind"] == "tensor" and got["shape"] == [] and n == 1:
+            mistake, note = "lost-sample-dim", ""
+            if "squeeze()" in calls:
+                mistake = "squeeze-all"
+                note = (
+                    " squeeze() with no argument drops every size-1 dimension, the sample one too "
+                    "when N = 1: name the dimension, squeeze(1)."
+                )
+            return Mistake(mistake, (
+                f"Your result has shape (); expected (1,) ({on}): with one sample the sample "
+                f"dimension disappeared.{note}"
+            ))
+        expected = case["expected"]
+        if got["kind"] == "tensor" and got["shape"] == expected["shape"] and "values" in got:
+            values, right = np.asarray(got["values"], dtype=np.float64), np.asarray(expected["values"], dtype=np.float64)
+            if not same_values(values, right):
+                if same_values(values, -right):
+                    return Mistake("opposite-sign", (
+                        f"Your result has the opposite sign ({on}): it is target - pred; the "
+                        "task asks for pred - target."
+                    ))
+                if same_values(values, np.abs(right)):
+                    return Mistake("absolute-errors", (
+                        f"Your result holds the absolute errors |pred - target| ({on}); the "
+                        "task asks for pred - target, with its sign."
+                    ))
+                if same_values(values, right ** 2):
+                    return Mistake("squared-errors", (
+                        f"Your result holds the squared errors ({on}); the task asks for "
+                        "pred - target itself."
+                    ))
+        problem = tensor_problem(got, expected, on=on)
+        if problem:
+            if n > 1 and case["every_pair_built"]:
+                return Mistake("broadcast-every-pair", problem + (
+                    f" On the way your function built the ({n}, {n}) tensor of every pair: "
+                    f"pred ({n}, 1) minus target ({n},) broadcasts to every prediction minus "
+                    "every target. Make pred (N,) first: pred.squeeze(1) or pred[:, 0]."
+                ))
+            return problem
+        problem = tensor_problem(case["again"], expected, what="the second result", on=on)
+        if problem:
+            return Mistake("wrong-on-second-call", (
+                f"Your function was right on its first call, not on a second call with the same pred and target: {problem}"
+            ))
+    for case in cases:
+        n = case["n"]
+        if n > 1 and case["every_pair_built"]:
+            return Mistake("broadcast-every-pair", (
+                f"Your numbers are right, but on the way your function built the ({n}, {n}) "
+                f"tensor of every prediction minus every target ({case['on']}) and kept only a "
+                "part of it (its diagonal, say). For a batch of 100,000 samples that is 10^10 "
+                "numbers. Make pred (N,) first, pred.squeeze(1) or pred[:, 0], and subtract once."
+            ))
+    return None
+
+
+residuals = Exercise(
+    "residuals",
+    chapter=CHAPTER,
+    title="Per-sample errors without the (N, N) bug",
+    expects=Function("residuals", ("pred", "target"), returns="an (N,) tensor: pred - target per sample"),
+    probe=_probe_residuals,
+    judge=_judge_residuals,
+    reference=residuals,
+    passed_message="Correct: one error per sample, shape (N,).",
+    hints=[
+        "Print both shapes: pred is (N, 1), target is (N,). What does broadcasting make of them?",
+        "Make both (N,) before subtracting: pred.squeeze(1) or pred[:, 0] (or pred.view(-1)).",
+    ],
+    error_notes=[
+        (
+            "stack expects a non-empty TensorList",
+            "an empty batch (N = 0) gives a loop over the samples nothing to collect, and "
+            "torch.stack refuses an empty list. pred.squeeze(1) - target handles every N, 0 too.",
+            "loop-over-empty-batch",
+        ),
+    ],
+)

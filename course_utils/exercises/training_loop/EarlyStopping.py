@@ -1,0 +1,326 @@
+"""Chapter 04, L5: EarlyStopping, a class that says when to stop training."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.training_loop.common import CHAPTER
+
+
+# ============================================================================================
+# L5 — early stopping
+# ============================================================================================
+class EarlyStopping:
+    def __init__(self, patience):
+        self.patience = patience
+        self.best_loss = math.inf
+        self.best_epoch = None
+        self.epoch = 0
+        self.bad_epochs = 0          # epochs since the best one
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:   # strictly lower: an equal loss is no progress
+            self.best_loss = val_loss
+            self.best_epoch = self.epoch
+            self.bad_epochs = 0
+        else:
+            self.bad_epochs += 1
+        return self.bad_epochs >= self.patience
+
+
+_EarlyStopping = EarlyStopping
+
+_ALL_INF = "losses that are all inf (a run that diverged from the start)"
+_REACHES_ZERO = "a loss that reaches exactly 0.0"
+_TINY_STEPS = "a loss that improves by tiny steps"
+
+# (name, patience, validation losses): each separates the right rule from one classic mistake.
+_STOPPING_CASES = (
+    ("a loss that rises every epoch", 3, [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7]),
+    ("a loss that recovers before patience runs out", 3, [1.0, 0.8, 0.85, 0.7, 0.6, 0.65, 0.66, 0.67, 0.5, 0.4]),
+    ("a loss that drifts down but never beats its best", 2, [1.0, 0.5, 0.9, 0.8, 0.7, 0.6, 0.55, 0.52]),
+    ("a loss that stays flat", 2, [0.7, 0.7, 0.7, 0.7, 0.7, 0.7]),
+    ("patience=1", 1, [0.9, 0.6, 0.61, 0.3]),
+    # A best of exactly 0.0 is falsy: `if not self.best_loss` would take it for "no best yet".
+    (_REACHES_ZERO, 2, [0.5, 0.0, 0.1, 0.2, 0.3]),
+    # Strictly lower is an improvement however small: no margin (min_delta), no rounding. Steps
+    # of 1e-10 catch a margin of 1e-8 and rounding to up to 9 decimals alike.
+    (_TINY_STEPS, 2, [0.5, 0.4999999999, 0.4999999998, 0.4999999998, 0.4999999998, 0.4999999998]),
+    # A diverged run: no loss ever beats math.inf, so the count's starting value decides.
+    (_ALL_INF, 2, [math.inf] * 5),
+)
+
+
+def _run_stopper(make, patience, losses, run, on):
+    stopper = run(make, patience, on=f"EarlyStopping({patience})")
+    missing_after_init = [n for n in ("best_loss", "best_epoch") if not hasattr(stopper, n)]
+    answers, stop = [], None
+    for loss in losses:
+        if stop is not None and loss < min(losses[: len(answers)]):
+            break  # after a stop, only the calls that bring no improvement either
+        answer = run(stopper.step, loss, on=f"{on}, after losses {losses[: len(answers) + 1]}")
+        if type(answer) is np.bool_:  # a comparison of NumPy numbers: True/False all the same
+            answer = bool(answer)
+        answers.append(answer)
+        if stop is None and answer is True:
+            stop = len(answers)
+    kinds = [type(a).__name__ for a in answers]
+    # What step() said on the later calls, none of which improved on the best either.
+    after_stop = [bool(a) if type(a) is bool else repr(a) for a in answers[stop:]] if stop else []
+    best_epoch = getattr(stopper, "best_epoch", "missing")
+    best_loss = getattr(stopper, "best_loss", "missing")
+    return {
+        "missing_after_init": missing_after_init,
+        "kinds": kinds,
+        "stop": stop,
+        "after_stop": after_stop,
+        "best_epoch": best_epoch if type(best_epoch) is int else repr(best_epoch),
+        "best_loss": float(best_loss) if isinstance(best_loss, (int, float)) and type(best_loss) is not bool else repr(best_loss),
+    }
+
+
+def _probe_early_stopping(answer, run):
+    # The first sequence twice, on two objects one after the other: state kept on the class or
+    # in a global (not on self) carries over from one EarlyStopping to the next.
+    on, patience, losses = _STOPPING_CASES[0]
+    shared = {  # containers on the class itself, which every object shares
+        name: copy.copy(value)
+        for name, value in (vars(answer).items() if isinstance(answer, type) else ())
+        if type(value) in (list, dict, set)
+    }
+    first = _run_stopper(answer, patience, losses, run, on)
+    changed = sorted(name for name, kept in shared.items() if getattr(answer, name, None) != kept)
+    again = _run_stopper(answer, patience, losses, run, f"{on}, on a second EarlyStopping")
+    again["class_attributes_changed"] = changed
+    cases = []
+    for on, patience, losses in _STOPPING_CASES:
+        cases.append(
+            {
+                "on": f"{on} (patience={patience}, losses {losses})",
+                "patience": patience,
+                "losses": list(losses),
+                "got": first if not cases else _run_stopper(answer, patience, losses, run, on),
+                "expected": _run_stopper(_EarlyStopping, patience, losses, run, on),
+            }
+        )
+        if _judge_early_stopping({"cases": cases, "again": again}) is not None:
+            break  # stop at the first slip shown, so that an error later does not hide it
+    return {"cases": cases, "again": again}
+
+
+def _first_rise(losses):
+    return next((i + 1 for i in range(1, len(losses)) if losses[i] > losses[i - 1]), None)
+
+
+def _judge_all_inf(on, got, expected, patience):
+    """A first loss of inf is no improvement on math.inf, or (with a best that starts empty)
+    the first best: both readings are correct, as long as the count starts at 0."""
+    stop, right, best_epoch = got["stop"], expected["stop"], got["best_epoch"]
+    no_best = best_epoch in ("None", 0)
+    if got["best_loss"] != expected["best_loss"]:
+        return Mistake("wrong-best-loss", (
+            f"After {on}, best_loss is {got['best_loss']}; expected {expected['best_loss']}, "
+            "the lowest loss seen so far."
+        ))
+    if (stop == right and no_best) or (right is not None and stop == right + 1 and best_epoch == 1):
+        return None
+    said = "never said stop" if stop is None else f"said stop after epoch {stop}"
+    if no_best and stop is not None and right is not None and stop < right:
+        return Mistake("count-not-from-zero", (
+            f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
+            "improved on the best, so each epoch adds 1 to the count of epochs without "
+            f"improvement, and it reaches patience={patience} after epoch {right}: your count "
+            "does not start at 0. Set it to 0 in __init__."
+        ))
+    if no_best and (stop is None or (right is not None and stop > right)):
+        return Mistake("count-not-from-zero", (
+            f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
+            f"improved on the best (best_epoch is still {best_epoch}), so each epoch adds 1 to "
+            f"the count of epochs without improvement and it reaches patience={patience} after "
+            f"epoch {right}: your count starts below 0. Set it to 0 in __init__."
+        ))
+    return Mistake("mixes-inf-readings", (
+        f"Your EarlyStopping {said} with best_epoch {best_epoch} on {on}. Either the first inf "
+        f"is no improvement on a best that starts at math.inf (stop after epoch {right}, "
+        f"best_epoch None), or it is the first best (best_epoch 1, stop after epoch "
+        f"{None if right is None else right + 1}); your answer mixes the two."
+    ))
+
+
+def _judge_early_stopping(record):
+    cases = record["cases"]
+    first, again = cases[0]["got"], record["again"]
+    if again.get("class_attributes_changed"):
+        name = again["class_attributes_changed"][0]
+        return Mistake("state-on-class", (
+            f"step() changed {name}, a class attribute: one container that every EarlyStopping "
+            "shares, so the state of one object carries over from one object to the next (a "
+            "second run of training would start with the first one's losses). Create it on "
+            f"self in __init__: self.{name} = ..."
+        ))
+    if (again["stop"], again["best_epoch"], again["best_loss"]) != (
+        first["stop"], first["best_epoch"], first["best_loss"]
+    ):
+        def said(got):
+            return "never said stop" if got["stop"] is None else f"said stop after epoch {got['stop']}"
+
+        return Mistake("state-on-class", (
+            f"A second EarlyStopping, given {cases[0]['on']} after a first one, {said(again)} "
+            f"with best_epoch {again['best_epoch']} and best_loss {again['best_loss']}; the first "
+            f"object given the same losses {said(first)} with best_epoch {first['best_epoch']}. Something "
+            "carries over from one object to the next: state kept on the class (a list or a "
+            "counter written as a class attribute) or in a global. Set every attribute on self "
+            "in __init__."
+        ))
+    for case in cases:
+        on, got, expected, losses = case["on"], case["got"], case["expected"], case["losses"]
+        if got["missing_after_init"]:
+            name = got["missing_after_init"][0]
+            start = "math.inf" if name == "best_loss" else "None, no best epoch yet"
+            return Mistake("attribute-set-only-in-step", (
+                f"A new EarlyStopping(patience={case['patience']}) has no attribute {name}: it "
+                "appears only once step() sets it, so code that reads it before (or without) an "
+                f"improvement crashes. Set it in __init__ ({name} = {start})."
+            ))
+        wrong_kinds = [k for k in got["kinds"] if k != "bool"]
+        if wrong_kinds:
+            return Mistake("returns-not-a-bool", (
+                f"step() returned {wrong_kinds[0]} (on {on}); return True to stop now and False "
+                "to go on, e.g. `return self.bad_epochs >= self.patience`."
+            ))
+        if on.startswith(_ALL_INF):
+            problem = _judge_all_inf(on, got, expected, case["patience"]) or _after_stop_problem(on, got)
+            if problem:
+                return problem
+            continue
+        stop, right = got["stop"], expected["stop"]
+        if (
+            on.startswith(_REACHES_ZERO) and type(got["best_epoch"]) is int
+            and got["best_epoch"] > expected["best_epoch"]
+            and isinstance(got["best_loss"], float) and got["best_loss"] > 0
+        ):
+            return Mistake("falsy-zero-best", (
+                f"On {on}, the best loss was 0.0 at epoch {expected['best_epoch']}, but your "
+                f"class then took {got['best_loss']} (epoch {got['best_epoch']}) as a new best: "
+                "0.0 counts as false, so a test like `if not self.best_loss` reads it as 'no best "
+                "yet'. Start best_loss at math.inf and compare with `<` (or test `is None`)."
+            ))
+        if stop != right:
+            said = "never said stop" if stop is None else f"said stop after epoch {stop}"
+            base = f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}."
+            if stop is not None and stop == _first_rise(losses) and stop != right:
+                return Mistake("ignores-patience", (
+                    base + " You stop at the first epoch that is worse than the one before: "
+                    "that ignores patience. Count the epochs without a new best and stop when "
+                    "that count reaches patience."
+                ))
+            if on.startswith("a loss that drifts") and (stop is None or stop > right):
+                return Mistake("compares-with-previous", (
+                    base + " From epoch 3 on, each epoch is better than the one before it, yet "
+                    "none beats the best (0.5 at epoch 2). Compare with the best loss so far, not with the "
+                    "previous epoch."
+                ))
+            if on.startswith(_TINY_STEPS) and stop is not None and right is not None and stop < right:
+                return Mistake("margin-or-rounding", (
+                    base + " 0.4999999999 is lower than 0.5, and 0.4999999998 lower than "
+                    "0.4999999999: each is a new best, however small the difference. Any loss "
+                    "strictly lower than the best counts: compare val_loss < self.best_loss, with "
+                    "no margin (min_delta) and no rounding."
+                ))
+            if on.startswith("a loss that stays flat") and (stop is None or stop > right):
+                return Mistake("equal-counts-as-better", (
+                    base + " A loss equal to the best is not an improvement: use `<`, not "
+                    "`<=`, or a flat validation loss never stops training."
+                ))
+            if on.startswith("a loss that recovers") and stop is not None and stop < right:
+                return Mistake("no-reset-on-new-best", (
+                    base + " A new best loss must reset the count of epochs without "
+                    "improvement to 0; you keep counting from before."
+                ))
+            if stop is not None and right is not None and stop == right + 1:
+                return Mistake("stops-one-late", (
+                    base + " You stop one epoch late: stop as soon as the number of epochs "
+                    "without improvement reaches patience (>=, not >)."
+                ))
+            if stop is not None and right is not None and stop == right - 1:
+                return Mistake("stops-one-early", (
+                    base + " You stop one epoch early: patience=N means you wait N epochs "
+                    "without improvement, and stop after the Nth (count >= patience)."
+                ))
+            return Mistake("wrong-stop-epoch", base)
+        if got["best_epoch"] != expected["best_epoch"]:
+            return Mistake("wrong-best-epoch", (
+                f"After {on}, best_epoch is {got['best_epoch']}; expected {expected['best_epoch']}. "
+                "Count the calls to step() from 1, and remember the number of the call that "
+                "gave the lowest loss."
+            ))
+        if not isinstance(got["best_loss"], float) or got["best_loss"] != expected["best_loss"]:
+            return Mistake("wrong-best-loss", (
+                f"After {on}, best_loss is {got['best_loss']}; expected {expected['best_loss']}, "
+                "the lowest loss seen so far."
+            ))
+        problem = _after_stop_problem(on, got)
+        if problem:
+            return problem
+    return None
+
+
+def _after_stop_problem(on, got):
+    """After saying stop, step() goes on saying stop while no loss improves on the best."""
+    after_stop = got.get("after_stop", [])
+    if all(answer is True for answer in after_stop):
+        return None
+    later = got["stop"] + 1 + next(i for i, a in enumerate(after_stop) if a is not True)
+    return Mistake("stop-not-kept", (
+        f"Your EarlyStopping said stop after epoch {got['stop']} on {on}, then go on (False) "
+        f"after epoch {later}, although no loss had improved on the best since. Training should "
+        "still stop: the number of epochs without improvement only grows, so step() keeps "
+        "returning True until a loss beats the best. Compare that number with `>=` patience, "
+        "and don't reset it when you say stop."
+    ))
+
+
+EarlyStopping = Exercise(
+    "EarlyStopping",
+    chapter=CHAPTER,
+    title="Early stopping",
+    expects=Function(
+        "EarlyStopping", ("patience",), returns="an object whose step(val_loss) returns True or False"
+    ),
+    probe=_probe_early_stopping,
+    judge=_judge_early_stopping,
+    reference=EarlyStopping,
+    passed_message=(
+        "Correct: you stop after `patience` epochs without a new best, compare with the best "
+        "so far, and remember which epoch that was."
+    ),
+    hints=[
+        "Keep three things: the best loss so far, the epoch it came from, and how many epochs "
+        "have passed since. Start the best at math.inf so the first (finite) loss is always a new best.",
+        "In step(): count the epoch; if val_loss < best_loss it is a new best (reset the count "
+        "to 0), otherwise add 1 to the count. Return whether the count has reached patience.",
+        "self.epoch += 1; if val_loss < self.best_loss: self.best_loss, self.best_epoch, "
+        "self.bad_epochs = val_loss, self.epoch, 0; else: self.bad_epochs += 1; "
+        "return self.bad_epochs >= self.patience",
+    ],
+    error_notes=[
+        (
+            "has no attribute",
+            "an attribute used in step() that __init__ never set. Set every attribute in "
+            "__init__ (best_loss = math.inf, best_epoch = None, the counters = 0).",
+            "attribute-not-set-in-init",
+        ),
+        (
+            "and 'NoneType'",
+            "a loss compared (<, >) with None: an attribute that starts as None cannot be "
+            "compared with a number. Start best_loss at math.inf, or test `is None` before "
+            "comparing.",
+            "loss-compared-with-none",
+        ),
+    ],
+)

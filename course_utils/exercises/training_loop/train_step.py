@@ -1,0 +1,456 @@
+"""Chapter 04, L1: train_step, one training step (the six steps, in order)."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+from course_utils.exercises.core import Exercise, Function, Mistake, PassNote
+from course_utils.exercises.facts import same_values
+from course_utils.exercises.training_loop.common import CHAPTER, _returned, _returned_problem
+
+
+def _flat_parameters(model) -> np.ndarray:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy().copy()
+
+
+def _gradient_state(model):
+    """'none' when no parameter holds a gradient, 'zero' when all are zero, else the values."""
+    grads = [p.grad for p in model.parameters()]
+    if all(g is None for g in grads):
+        return "none"
+    flat = torch.cat(
+        [
+            (torch.zeros_like(p) if g is None else g.detach()).reshape(-1)
+            for p, g in zip(model.parameters(), grads)
+        ]
+    )
+    if not bool(flat.any()):
+        return "zero"
+    return flat.numpy().copy()
+
+
+# ============================================================================================
+# L1 — the six steps, in order
+# ============================================================================================
+def train_step(model, optimizer, loss_fn, x, y):
+    prediction = model(x)             # forward
+    loss = loss_fn(prediction, y)     # loss
+    optimizer.zero_grad()             # clear the gradients of the previous step
+    loss.backward()                   # backward: fill .grad of every parameter
+    optimizer.step()                  # step: move the parameters
+    return loss.item()                # a float, not a tensor that holds the graph
+
+
+_train_step = train_step  # the name train_step becomes the Exercise below
+
+
+_LR = 0.5
+_ADAM_LR = 0.05
+
+
+def _step_model(dtype=torch.float32):
+    torch.manual_seed(4)  # the check restores the learner's random state afterwards
+    return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)).to(dtype)
+
+
+def _step_batches(dtype=torch.float32, seed=40):
+    generator = torch.Generator().manual_seed(seed)
+    x1, x2 = torch.randn(8, 4, generator=generator), torch.randn(8, 4, generator=generator)
+    y1 = torch.randint(0, 3, (8,), generator=generator)
+    y2 = torch.randint(0, 3, (8,), generator=generator)
+    return (x1.to(dtype), y1), (x2.to(dtype), y2)
+
+
+def _gradient_at(model, x, y) -> np.ndarray:
+    model = copy.deepcopy(model)
+    model.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(model(x), y).backward()
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy().copy()
+
+
+# (what the two calls are given, optimizer, model dtype, loss_fn)
+_STEP_PHASES = (
+    ("plain SGD (lr=0.5), a float32 model and nn.CrossEntropyLoss()", "sgd", torch.float32, None),
+    (
+        "Adam (lr=0.05), whose state carries over from step to step, a float64 model and "
+        "nn.CrossEntropyLoss(label_smoothing=0.2)",
+        "adam",
+        torch.float64,
+        0.2,
+    ),
+)
+
+
+def _given_training(setting) -> bool:
+    """The mode the model arrives in: train mode, except where the setting says eval mode.
+
+    Every setting gives train mode: calling model.train() at the top of a training step is a
+    common, sound habit, so the check does not fail it; model.eval() inside the step is caught."""
+    return "eval mode" not in setting
+_STEP_CALLS = (
+    "the first call, with no gradients stored yet",
+    "the second call, on the next batch with the same model and optimizer",
+)
+
+
+def _make_optimizer(kind, parameters):
+    if kind == "sgd":
+        return torch.optim.SGD(parameters, lr=_LR, momentum=0.0)
+    return torch.optim.Adam(parameters, lr=_ADAM_LR)
+
+
+def _probe_train_step(answer, run):
+    phases = []
+    for setting, kind, dtype, smoothing in _STEP_PHASES:
+        model = _step_model(dtype)
+        if kind == "sgd":  # larger weights: a gradient of norm well above 1 (about 1.8), so
+            with torch.no_grad():  # that clipping it to norm 1 changes the step
+                model[0].weight.mul_(5)
+                model[2].weight.mul_(5)
+        training = _given_training(setting)
+        model.train(training)
+        reference_model = copy.deepcopy(model)
+        optimizer = _make_optimizer(kind, model.parameters())
+        reference_optimizer = _make_optimizer(kind, reference_model.parameters())
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing or 0.0)
+        if smoothing:  # the same steps with a loss of the learner's own instead of loss_fn
+            own_loss_model = copy.deepcopy(model)
+            own_loss_optimizer = _make_optimizer(kind, own_loss_model.parameters())
+        counts = {"forwards": 0, "eval_forwards": 0, "train_forwards": 0, "backwards": 0, "steps": 0}
+
+        def count(name, counts=counts):
+            counts[name] += 1
+
+        # Every hook is bound to this phase's counts: a model or optimizer of an earlier phase,
+        # kept by the learner's code, must not count as the one given now.
+        def count_forward(module, inputs, output, count=count, training=training):
+            count("forwards")
+            if module.training != training:  # a step trains in the mode it is given
+                count("eval_forwards" if training else "train_forwards")
+
+        # On the first layer: model.forward(x) skips the hooks of model itself, not of its layers.
+        model[0].register_forward_hook(count_forward)
+        next(model.parameters()).register_hook(lambda grad, count=count: count("backwards"))
+        optimizer.register_step_post_hook(lambda *args, count=count: count("steps"))
+
+        calls = []
+        for index, (on, (x, y)) in enumerate(zip(_STEP_CALLS, _step_batches(dtype))):
+            on = f"{on}; {setting}"
+            before = copy.deepcopy(reference_model)
+            for name in counts:
+                counts[name] = 0
+            given_x, given_y = x.clone(), y.clone()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                returned = run(answer, model, optimizer, loss_fn, given_x, given_y, on=on)
+            scalar_warning = _shown_unless_scalar_warning(caught)
+            got = {
+                "on": on,
+                "returned": _returned(returned),
+                "parameters": _flat_parameters(model),
+                "gradients": _gradient_state(model),
+                "grad_enabled_after": torch.is_grad_enabled(),
+                "given_training": training,
+                "dtype": str(dtype).replace("torch.", ""),
+                "dtypes_after": sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()}),
+                "lr": float(optimizer.defaults["lr"]),
+                "lr_after": [float(group["lr"]) for group in optimizer.param_groups],
+                "training_after": all(m.training for m in model.modules()),
+                "any_training_after": any(m.training for m in model.modules()),
+                "inputs_changed": [
+                    name for name, given, kept in (("x", given_x, x), ("y", given_y, y))
+                    if not (given.shape == kept.shape and given.dtype == kept.dtype
+                            and given.requires_grad == kept.requires_grad
+                            and bool(torch.equal(given, kept)))
+                ],
+                "scalar_warning": scalar_warning,
+                **counts,
+            }
+            torch.set_grad_enabled(True)
+            got["expected_loss"] = _train_step(reference_model, reference_optimizer, loss_fn, x, y)
+            got["expected"] = _flat_parameters(reference_model)
+            got["before"] = _flat_parameters(before)
+            if kind == "sgd":
+                got["gradient"] = _gradient_at(before, x, y)
+            else:
+                if index == 1:  # what a new Adam, made inside the call, would have done
+                    fresh = copy.deepcopy(before)
+                    _train_step(fresh, _make_optimizer(kind, fresh.parameters()), loss_fn, x, y)
+                    got["fresh_optimizer"] = _flat_parameters(fresh)
+                _train_step(own_loss_model, own_loss_optimizer, nn.functional.cross_entropy, x, y)
+                got["own_loss"] = _flat_parameters(own_loss_model)
+            calls.append(got)
+            record = {"lr": _LR, "phases": phases + [{"kind": kind, "calls": calls}]}
+            if _problem(_judge_train_step(record)):  # what is wrong shows already: stop
+                return record  # here, so that an error on a later input does not hide it
+        phases.append({"kind": kind, "calls": calls})
+    return {"lr": _LR, "phases": phases}
+
+
+def _judge_step_call(call, *, kind, lr, index, first_gradient):
+    on, before = call["on"], call["before"]
+    params, gradients = call["parameters"], call["gradients"]
+    if call["forwards"] == 0:
+        return Mistake("ignores-given-model", (
+            f"Your function never ran the model it was given (on {on}). Use its arguments "
+            "(model, optimizer, loss_fn, x, y), not variables of the notebook with the same "
+            "purpose."
+        ))
+    if call["inputs_changed"]:
+        name = call["inputs_changed"][0]
+        return Mistake("changes-input-in-place", (
+            f"Your function changed its input {name} in place (on {on}). The caller still uses "
+            f"the batch (to log, to plot, for another model): leave {name} as it was given."
+        ))
+    if not call["grad_enabled_after"]:
+        return Mistake("leaves-grad-disabled", (
+            f"Your function left autograd switched off (on {on}): after it returned, "
+            "torch.is_grad_enabled() was False, so the next training step cannot compute "
+            "gradients. Use `with torch.no_grad():` blocks, which switch it back on, rather "
+            "than torch.set_grad_enabled(False)."
+        ))
+    if call.get("eval_forwards"):
+        return Mistake("trains-in-eval-mode", (
+            f"The forward pass ran with the model in eval mode (on {on}), although it was given "
+            "in train mode: a training step trains in the mode it is given. In eval mode dropout "
+            "is off and batch norm stops learning its statistics; leave the mode alone in "
+            "train_step (no model.eval())."
+        ))
+    if call.get("dtypes_after", [call.get("dtype")]) != [call.get("dtype")]:
+        return Mistake("converts-model-dtype", (
+            f"Your function changed the model's dtype (on {on}): it was given as {call['dtype']} "
+            f"and its parameters are {', '.join(call['dtypes_after'])} after the call (.float(), "
+            ".double() and .to(dtype) convert a module in place, for the caller too). Train the "
+            "model as it is given, on the x it is given: they have the same dtype."
+        ))
+    if any(value != call.get("lr") for value in call.get("lr_after", [])):
+        return Mistake("changes-learning-rate", (
+            f"After your function ran (on {on}), the optimizer's learning rate was "
+            f"{call['lr_after'][0]:g} instead of {call['lr']:g}: your function changed it, so "
+            "every later step uses that rate too. Leave the optimizer's settings alone in "
+            "train_step (a learning-rate schedule is the caller's business)."
+        ))
+    if call.get("train_forwards"):
+        return Mistake("forces-train-mode", (
+            f"The forward pass ran with the model in train mode (on {on}), although it was given "
+            "in eval mode: you switched it with model.train(). A training step trains in the "
+            "mode it is given (a caller may have switched dropout off on purpose); leave the "
+            "mode alone in train_step."
+        ))
+    if call.get("given_training") is False and call.get("any_training_after"):
+        return Mistake("forces-train-mode", (
+            f"Your function gave the model back in train mode (on {on}), although it was given "
+            "in eval mode. Leave the mode as it was given: no model.train() in train_step."
+        ))
+    if call.get("given_training", True) and not call.get("training_after", True):
+        return Mistake("leaves-eval-mode", (
+            f"Your function gave the model back in eval mode (on {on}), although it was given in "
+            "train mode: every later training step would then run without dropout and without "
+            "batch norm learning. Leave the mode as it was given."
+        ))
+    unchanged = same_values(params, before, rtol=0, atol=0)
+    if call["backwards"] == 0:
+        return Mistake("no-backward", (
+            f"backward() never ran (on {on}), so no gradient reached .grad"
+            + (" and the parameters did not change" if unchanged else "")
+            + ". Call loss.backward() once, after the loss and before optimizer.step()."
+        ))
+    if call["steps"] == 0:
+        if unchanged:
+            # With Adam (the second phase), the SGD phase's steps ran: an optimizer other than
+            # the one given now (kept from an earlier call) took them.
+            mistake = "no-optimizer-step" if kind == "sgd" else "ignores-given-optimizer"
+            return Mistake(mistake, (
+                f"The parameters did not change (on {on}): optimizer.step() of the optimizer you "
+                "were given never ran. Call optimizer.step() after backward(): it is the step "
+                "that actually moves the parameters."
+            ))
+        return Mistake("ignores-given-optimizer", (
+            f"The parameters moved (on {on}), but the optimizer you were given never took a "
+            "step: you updated them another way (by hand, or with an optimizer of your own). "
+            "Call optimizer.step() on the `optimizer` argument: it may be Adam or have "
+            "momentum, and only it keeps that state from step to step."
+        ))
+    if unchanged:
+        if isinstance(gradients, str):
+            return Mistake("zero-grad-between-backward-and-step", (
+                f"The parameters did not change (on {on}), and afterwards no gradient was "
+                "left in .grad. You cleared the gradients between backward() and step(): "
+                "step() then finds nothing to apply. Clear them before backward() (or after "
+                "step()), never between the two."
+            ))
+        return Mistake("step-before-backward", (
+            f"The parameters did not change (on {on}), although optimizer.step() ran and "
+            "backward() filled .grad: step() ran before backward(), when there was no new "
+            "gradient to apply yet. The order is zero_grad(), backward(), step()."
+        ))
+    if call["steps"] > 1:
+        return Mistake("several-steps", (
+            f"optimizer.step() ran {call['steps']} times in one call (on {on}); one training "
+            "step is one optimizer.step()."
+        ))
+    if kind == "sgd":
+        gradient = call["gradient"]
+        if index == 1 and same_values(params, before - lr * (gradient + first_gradient)):
+            return Mistake("no-zero-grad", (
+                f"On {on}, your update used the sum of both batches' gradients: gradients "
+                "accumulate. backward() adds to .grad, so without optimizer.zero_grad() every "
+                "step also applies all the earlier gradients again. Clear them once per batch, "
+                "before backward()."
+            ))
+        if call["backwards"] > 1 and same_values(params, before - call["backwards"] * lr * gradient):
+            return Mistake("several-backwards", (
+                f"backward() ran {call['backwards']} times in one call (on {on}), and the "
+                f"update was {call['backwards']} SGD steps' worth: each backward() adds its "
+                "gradient to .grad. Call backward() once per step, on one forward pass's loss."
+            ))
+        if same_values(params, before + lr * gradient):
+            return Mistake("ascends-gradient", (
+                f"Your update went up the gradient (on {on}); optimizer.step() goes down it."
+            ))
+        update = (before - params) / lr
+        length, norm = float(np.linalg.norm(update)), float(np.linalg.norm(gradient))
+        if (
+            index == 0 and length > 0 and norm > 0 and abs(length - norm) > 1e-3 * norm
+            and float(update @ gradient) / (length * norm) > 0.9999  # the same direction
+        ):
+            return Mistake("rescales-gradient", (
+                f"Your step goes the way of this batch's gradient, but is {length / norm:.3g} "
+                f"times its length (on {on}; the gradient has norm {norm:.3g}): something "
+                "rescaled it, such as gradient clipping (clip_grad_norm_) or a factor on the "
+                "loss. One training step applies the gradient as it is: forward, loss, "
+                "zero_grad(), backward(), step()."
+            ))
+    elif not same_values(params, call["expected"]):
+        if "own_loss" in call and same_values(params, call["own_loss"]):
+            return Mistake("ignores-loss-fn", (
+                f"Your step followed plain cross entropy, not the loss_fn you were given (on "
+                f"{on}): this loss_fn uses label smoothing. Compute the loss with "
+                "loss_fn(prediction, y)."
+            ))
+        if "fresh_optimizer" in call and same_values(params, call["fresh_optimizer"]):
+            return Mistake("new-optimizer-each-call", (
+                f"On {on}, your step is what a brand-new Adam takes: its running averages of "
+                "the earlier gradients were lost. Use the optimizer you were given, every "
+                "call; don't create one inside train_step."
+            ))
+    if call["backwards"] > 1:
+        return Mistake("several-backwards", (
+            f"backward() ran {call['backwards']} times in one call (on {on}); call it once per "
+            "step, on the loss of this call's forward pass."
+        ))
+    if not same_values(params, call["expected"]):
+        return Mistake("wrong-update", (
+            f"After your function ran (on {on}), the parameters are not what one optimizer step "
+            "on this batch gives. Do forward, loss (with loss_fn), zero_grad(), backward(), "
+            "step(), once each."
+        ))
+    problem = _returned_problem(call["returned"], call["expected_loss"], name="train_step", on=on)
+    if problem is None and call["forwards"] > 1:
+        return Mistake("several-forwards", (
+            f"The model ran {call['forwards']} forward passes in one call (on {on}); one training "
+            "step is one forward pass. Compute the loss once, call backward() on it and return "
+            "its .item(): another pass costs time, and with dropout its loss is not the one you "
+            "trained on."
+        ))
+    return problem
+
+
+def _judge_train_step(record):
+    lr = record["lr"]
+    for phase in record["phases"]:
+        first_gradient = phase["calls"][0].get("gradient")
+        for index, call in enumerate(phase["calls"]):
+            problem = _judge_step_call(
+                call, kind=phase["kind"], lr=lr, index=index, first_gradient=first_gradient
+            )
+            if problem:
+                return problem
+    if any(call.get("scalar_warning") for phase in record["phases"] for call in phase["calls"]):
+        return PassNote(
+            "torch warned \"Converting a tensor with requires_grad=True to a scalar may lead to "
+            "unexpected behavior\": float(loss) on a loss that is part of the graph. loss.item() "
+            "gives the same number without the warning."
+        )
+    return None
+
+
+_SCALAR_WARNING = "Converting a tensor with requires_grad=True to a scalar"
+
+
+def _shown_unless_scalar_warning(caught) -> bool:
+    """Show the learner every warning their step raised, except float(loss)'s, which the
+    verdict explains instead; say whether that one was among them."""
+    found = False
+    for warning in caught:
+        if _SCALAR_WARNING in str(warning.message):
+            found = True
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return found
+
+
+def _problem(judged) -> bool:
+    """A judge's answer that means failed: a message, not None and not a note on a pass."""
+    return judged is not None and not isinstance(judged, PassNote)
+
+
+train_step = Exercise(
+    "train_step",
+    chapter=CHAPTER,
+    title="One training step",
+    expects=Function(
+        "train_step", ("model", "optimizer", "loss_fn", "x", "y"), returns="the loss as a Python float"
+    ),
+    probe=_probe_train_step,
+    judge=_judge_train_step,
+    reference=train_step,
+    passed_message=(
+        "Correct: one forward, one loss, cleared gradients, one backward, one step, and the "
+        "loss returned as a float. Two calls in a row give exactly two optimizer steps, with "
+        "plain SGD as with Adam."
+    ),
+    hints=[
+        "The steps are: forward (model(x)), loss (loss_fn(prediction, y)), clear the old "
+        "gradients, backward, step. The batch (x, y) is given to you.",
+        "The optimizer clears the gradients of the parameters it was given: "
+        "optimizer.zero_grad(). Do it before loss.backward(), or after optimizer.step(), but "
+        "never between backward() and step().",
+        "Return the loss as a Python float, read after the step: the tensor's .item() "
+        "(float(loss) works too, but warns on a tensor that requires grad). Check the order "
+        "against chapter 04's six steps before you look at the solution.",
+    ],
+    error_notes=[
+        (
+            "backward through the graph a second time",
+            "loss.backward() called twice on one forward pass. Call it once per step.",
+            "second-backward",
+        ),
+        (
+            "not implemented for 'Long'",
+            "the loss received the integer class labels where it expects the model's output. "
+            "A loss function takes (prediction, target), in that order: "
+            "loss_fn(model(x), y).",
+            "loss-arguments-swapped",
+        ),
+        (
+            "does not require grad and does not have a grad_fn",
+            "the forward pass ran inside torch.no_grad(), or the loss was detached (.item(), "
+            ".detach()) before backward(). Keep the loss tensor for backward(); call .item() "
+            "only on the value you return.",
+            "loss-not-recorded",
+        ),
+        (
+            "must have the same dtype",
+            "the model and the batch you were given have the same dtype (float64 in this "
+            "check), so the mismatch comes from a conversion in your code (.float(), dtype=...) "
+            "or from a tensor or model of the notebook used instead of the arguments.",
+            "dtype-converted",
+        ),
+    ],
+)

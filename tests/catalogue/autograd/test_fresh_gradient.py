@@ -1,0 +1,251 @@
+"""Chapter 02, A2 — the catalogue of ``fresh_gradient``: right answers, wrong ones and what their message says."""
+
+import pytest
+import torch
+
+from course_utils.exercises import autograd as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+# -- fresh_gradient (A2) -----------------------------------------------------------------------
+def zero_if_present_then_copy(w, x):
+    if w.grad is not None:
+        w.grad.zero_()
+    (w * x).sum().backward()
+    return w.grad.clone()
+
+
+def through_an_optimizer(w, x):
+    optimizer = torch.optim.SGD([w], lr=0.1)
+    optimizer.zero_grad()
+    torch.sum(w * x).backward()
+    return w.grad
+
+
+def fresh_zeros_first(w, x):
+    w.grad = torch.zeros_like(w)
+    loss = torch.dot((w * x).flatten(), torch.ones(w.numel(), dtype=w.dtype))
+    loss.backward()
+    return w.grad
+
+
+def cleared_before_and_after(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    gradient = w.grad
+    w.grad = None
+    return gradient
+
+
+def never_cleared(w, x):
+    (w * x).sum().backward()
+    return w.grad
+
+
+def cleared_after(w, x):
+    (w * x).sum().backward()
+    gradient = w.grad.clone()
+    w.grad = None
+    return gradient
+
+
+def zero_when_none(w, x):
+    w.grad.zero_()
+    (w * x).sum().backward()
+    return w.grad
+
+
+def returns_the_live_grad(w, x):
+    if w.grad is not None:
+        w.grad.zero_()
+    (w * x).sum().backward()
+    return w.grad
+
+
+def returns_the_loss(w, x):
+    w.grad = None
+    loss = (w * x).sum()
+    loss.backward()
+    return loss
+
+
+def backward_twice(w, x):
+    w.grad = None
+    loss = (w * x).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    return w.grad
+
+
+def closed_form(w, x):
+    return x  # "d/dw of sum(w * x) is x"
+
+
+def with_autograd_grad(w, x):
+    (gradient,) = torch.autograd.grad((w * x).sum(), w)
+    return gradient
+
+
+def cast_to_float32(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    return w.grad.float()
+
+
+def second_backward_on_old_graph(w, x):
+    w.grad = None
+    loss = (w * x).sum()
+    loss.backward()
+    loss.backward()
+    return w.grad
+
+
+# -- round 2: answers outside testers wrote ----------------------------------------------------
+def subtracts_the_old_gradient(w, x):
+    old = w.grad.clone() if w.grad is not None else torch.zeros_like(w)
+    (w * x).sum().backward()
+    return w.grad - old
+
+
+def backward_with_inputs(w, x):
+    with torch.enable_grad():
+        w.grad = None
+        torch.mul(w, x).sum().backward(inputs=[w])
+    return w.grad
+
+
+def backward_then_x(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    return x  # "the gradient is x anyway"
+
+
+def tracks_x_too(w, x):
+    w.grad = None
+    x.requires_grad_(True)  # "both take part in the loss"
+    (w * x).sum().backward()
+    return w.grad
+
+
+_cleared_once = []
+
+
+def clears_on_the_first_call_only(w, x):
+    if not _cleared_once:
+        w.grad = None
+        _cleared_once.append(True)
+    (w * x).sum().backward()
+    return w.grad
+
+
+def mean_instead_of_sum(w, x):
+    w.grad = None
+    (w * x).mean().backward()
+    return w.grad
+
+
+# -- round 3 (tester X) ----------------------------------------------------------------------
+def einsum_loss(w, x):
+    w.grad = None
+    torch.einsum("...,...->", w, x).backward()
+    return w.grad
+
+
+def backward_with_a_gradient_argument(w, x):
+    w.grad = None
+    product = w * x
+    product.backward(torch.ones_like(product))
+    return w.grad
+
+
+def zeros_like_then_backward(w, x):
+    w.grad = torch.zeros_like(w)
+    (w * x).sum().backward()
+    return w.grad
+
+
+def leaves_grad_mode_off(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    torch.set_grad_enabled(False)
+    return w.grad
+
+
+def doubles_x_afterwards(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    with torch.no_grad():
+        x.mul_(2)
+    return w.grad
+
+
+def on_a_fresh_copy_of_w(w, x):
+    copy = w.detach().clone().requires_grad_()
+    (copy * x).sum().backward()
+    return copy.grad
+
+
+def float32_zeros_as_grad(w, x):
+    w.grad = torch.zeros(w.shape)
+    (w * x).sum().backward()
+    return w.grad
+
+
+def as_numpy(w, x):
+    w.grad = None
+    (w * x).sum().backward()
+    return w.grad.numpy()
+
+
+CATALOGUE = Catalogue({
+    ex.fresh_gradient: [
+        right("zero if present, return a copy", zero_if_present_then_copy),
+        right("an optimizer's zero_grad()", through_an_optimizer),
+        right("a fresh zero tensor, then backward of a dot product", fresh_zeros_first),
+        right("cleared before and after", cleared_before_and_after),
+        wrong("never cleared", never_cleared, "sum of both calls' gradients", "gradients accumulate",
+              "w.grad = None", kind=STATEFUL),
+        wrong("cleared after instead of before", cleared_after, "the old one plus the new one",
+              "w.grad = None", kind=STATEFUL),
+        wrong("zero_() while w.grad is None", zero_when_none,
+              "'NoneType' object has no attribute 'zero_'", "w.grad is None until the first backward()",
+              outcome=Outcome.RAISED),
+        wrong("returns the live w.grad", returns_the_live_grad, "returned on the first call changed",
+              "w.grad.clone()", kind=STATEFUL),
+        wrong("returns the loss", returns_the_loss, "shape ()"),
+        wrong("backward twice", backward_twice, "twice the right one"),
+        wrong("the closed form x", closed_form, "returned x itself", "no backward()", kind=EDGE),
+        wrong("torch.autograd.grad instead of backward()", with_autograd_grad,
+              "no backward() stored a gradient in w.grad"),
+        wrong("casts the gradient to float32", cast_to_float32, "dtype torch.float32; expected torch.float64",
+              kind=EDGE),
+        wrong("backward twice without retain_graph", second_backward_on_old_graph,
+              "Trying to backward through the graph a second time", "Likely cause: a second backward()",
+              outcome=Outcome.RAISED),
+        right("the old gradient subtracted", subtracts_the_old_gradient),
+        right("backward(inputs=[w]) under enable_grad", backward_with_inputs),
+        wrong("backward(), then x returned", backward_then_x, "returned x itself", "after backward()",
+              kind=EDGE),
+        wrong("switches on x.requires_grad", tracks_x_too, "requires_grad of the caller's x", kind=STATEFUL),
+        wrong("cleared on the first call only", clears_on_the_first_call_only, "sum of both calls' gradients",
+              kind=STATEFUL),
+        wrong("mean instead of sum", mean_instead_of_sum, "wrong values"),
+        right("an einsum to a scalar", einsum_loss),
+        right("backward() with a gradient argument", backward_with_a_gradient_argument),
+        right("w.grad = zeros_like(w), then backward", zeros_like_then_backward),
+        wrong("grad mode switched off and left off", leaves_grad_mode_off, "switched off for the whole session",
+              "set_grad_enabled(False)", kind=STATEFUL),
+        wrong("doubles the caller's x afterwards", doubles_x_afterwards, "changed its input x", kind=STATEFUL),
+        wrong("backward() on a fresh copy of w", on_a_fresh_copy_of_w, "no backward() stored a gradient in w.grad"),
+        wrong("a float32 zero gradient for a float64 w", float32_zeros_as_grad,
+              "attempting to assign a gradient with dtype", "Likely cause: w.grad set to a tensor of another dtype",
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong("a NumPy array returned", as_numpy, "numpy.ndarray", "expected a torch.Tensor"),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

@@ -1,0 +1,205 @@
+"""Chapter 02, A7 — the catalogue of ``input_gradient``: right answers, wrong ones and what their message says."""
+
+import pytest
+import torch
+
+from course_utils.exercises import autograd as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+# -- input_gradient (A7) -----------------------------------------------------------------------
+def with_torch_func(f, x):
+    return torch.func.grad(lambda t: f(t).sum())(x)
+
+
+def backward_with_inputs_on_a_copy(f, x):
+    leaf = x.detach().clone().requires_grad_()
+    f(leaf).sum().backward(inputs=[leaf])  # only the leaf named in inputs= receives a gradient
+    return leaf.grad
+
+
+def with_grad_outputs(f, x):
+    leaf = x.detach().requires_grad_()
+    out = f(leaf)
+    return torch.autograd.grad(out, leaf, grad_outputs=torch.ones_like(out))[0]
+
+
+def through_functional_vjp(f, x):
+    out = f(x.detach())
+    return torch.autograd.functional.vjp(f, x.detach(), v=torch.ones_like(out))[1]
+
+
+def under_enable_grad_on_a_clone(f, x):
+    with torch.enable_grad():
+        leaf = x.clone().detach().requires_grad_(True)
+        return torch.autograd.grad([f(leaf).sum()], [leaf])[0]
+
+
+def backward_on_a_copy(f, x):
+    leaf = x.detach().requires_grad_()
+    f(leaf).sum().backward()
+    return leaf.grad
+
+
+def mean_of_the_output(f, x):
+    leaf = x.detach().requires_grad_()
+    return torch.autograd.grad(f(leaf).mean(), leaf)[0]
+
+
+def backward_on_the_output_itself(f, x):
+    leaf = x.detach().requires_grad_()
+    f(leaf).backward()
+    return leaf.grad
+
+
+def grad_of_x_as_given(f, x):
+    return torch.autograd.grad(f(x).sum(), x)[0]
+
+
+def switches_on_the_callers_x(f, x):
+    x.requires_grad_(True)
+    return torch.autograd.grad(f(x).sum(), x)[0]
+
+
+def switches_the_callers_x_off_afterwards(f, x):
+    x.requires_grad_(True)
+    gradient = torch.autograd.grad(f(x).sum(), x)[0]
+    x.requires_grad_(False)  # "put it back"
+    return gradient
+
+
+def backward_then_zero_grad(f, x):
+    leaf = x.detach().requires_grad_()
+    f(leaf).sum().backward()
+    if isinstance(f, torch.nn.Module):
+        f.zero_grad()  # "clean up after myself"
+    return leaf.grad
+
+
+def in_float32(f, x):
+    leaf = x.detach().float().requires_grad_()
+    return torch.autograd.grad(f(leaf).sum(), leaf)[0]
+
+
+def input_through_numpy(f, x):
+    leaf = torch.tensor(x.detach().numpy(), requires_grad=True)
+    return torch.autograd.grad(f(leaf).sum(), leaf)[0]
+
+
+def input_gradient_freezing_f(f, x):
+    if isinstance(f, torch.nn.Module):
+        f.requires_grad_(False)  # "so that no .grad of f fills up"
+    leaf = x.detach().requires_grad_(True)
+    f(leaf).sum().backward()
+    return leaf.grad
+
+
+def input_gradient_in_eval_mode(f, x):
+    if isinstance(f, torch.nn.Module):
+        f.eval()  # "no dropout while measuring"
+    leaf = x.detach().requires_grad_(True)
+    return torch.autograd.grad(f(leaf).sum(), leaf)[0]
+
+
+def input_gradient_under_no_grad(f, x):
+    leaf = x.detach().requires_grad_(True)  # a leaf that requires grad, as the advice says
+    with torch.no_grad():
+        total = f(leaf).sum()
+    total.backward()
+    return leaf.grad
+
+
+def input_gradient_of_a_non_leaf(f, x):
+    leaf = x.detach().requires_grad_(True)
+    doubled = leaf * 1  # not a leaf: its .grad is not kept
+    f(doubled).sum().backward()
+    return doubled.grad
+
+
+_leaves = {}
+
+
+def leaf_kept_per_shape(f, x):
+    key = tuple(x.shape)
+    if key not in _leaves:  # "no need to make a new leaf every time"
+        _leaves[key] = torch.zeros(x.shape, dtype=x.dtype, device=x.device, requires_grad=True)
+    leaf = _leaves[key]
+    with torch.no_grad():
+        leaf.copy_(x)
+    f(leaf).sum().backward(inputs=[leaf])
+    return leaf.grad
+
+
+def grad_mode_left_off_after(f, x):
+    leaf = x.detach().requires_grad_()
+    gradient = torch.autograd.grad(f(leaf).sum(), leaf)[0]
+    torch.set_grad_enabled(False)  # "no graph needed for what comes next"
+    return gradient
+
+
+def ones_like_x(f, x):
+    return torch.ones_like(x)
+
+
+def the_output_itself(f, x):
+    return f(x.detach())
+
+
+def uses_x_itself_when_it_requires_grad(f, x):
+    if x.requires_grad:
+        x.grad = None
+        f(x).sum().backward(inputs=[x])
+        return x.grad
+    leaf = x.detach().requires_grad_()
+    return torch.autograd.grad(f(leaf).sum(), leaf)[0]
+
+
+CATALOGUE = Catalogue({
+    ex.input_gradient: [
+        wrong("freezes f's parameters", input_gradient_freezing_f, "changed requires_grad of f's parameters",
+              kind=EDGE),
+        wrong("leaves f in eval mode", input_gradient_in_eval_mode, "switched f between train and eval mode",
+              kind=EDGE),
+        right("torch.func.grad", with_torch_func),
+        wrong("a leaf, but computed under no_grad", input_gradient_under_no_grad,
+              "Likely cause: your function computes under torch.no_grad()", "outside that block",
+              outcome=Outcome.RAISED),
+        wrong("returns the .grad of a non-leaf", input_gradient_of_a_non_leaf,
+              "from a `return` that gives a value", "is not a leaf"),
+        right("backward(inputs=[leaf]) on a copy", backward_with_inputs_on_a_copy),
+        right("grad_outputs of ones", with_grad_outputs),
+        right("torch.autograd.functional.vjp", through_functional_vjp),
+        right("under enable_grad, lists of tensors", under_enable_grad_on_a_clone),
+        wrong("backward() on a detached copy", backward_on_a_copy, "left a gradient in the .grad of f's parameters",
+              "torch.autograd.grad"),
+        wrong("the mean of f(x)", mean_of_the_output, "divided by 8", "the mean of f(x)"),
+        wrong("backward() on the non-scalar output", backward_on_the_output_itself,
+              "grad can be implicitly created only for scalar outputs", "Likely cause: a gradient asked of f(x) itself",
+              outcome=Outcome.RAISED),
+        wrong("autograd.grad on x as given", grad_of_x_as_given, "does not require grad",
+              "Likely cause: a gradient asked with respect to an x that does not require grad", outcome=Outcome.RAISED),
+        wrong("requires_grad_() on the caller's x", switches_on_the_callers_x,
+              "switched on requires_grad of the caller's x", kind=STATEFUL),
+        wrong("the caller's x switched off afterwards", switches_the_callers_x_off_afterwards,
+              "switched off requires_grad of the caller's x", kind=EDGE),
+        wrong("backward(), then f.zero_grad()", backward_then_zero_grad, "cleared the .grad of f's parameters",
+              "layer.weight.grad", kind=EDGE),
+        wrong("a float32 copy of x", in_float32, "dtype torch.float32; expected torch.float64", kind=EDGE),
+        wrong("through NumPy", input_through_numpy, "meta device", "Likely cause: the check passes an x on the meta device",
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong("a leaf kept per shape", leaf_kept_per_shape, "second call", "twice the right gradient",
+              kind=STATEFUL),
+        wrong("grad mode switched off and left off", grad_mode_left_off_after, "switched off for the whole session",
+              kind=STATEFUL),
+        wrong("ones_like(x)", ones_like_x, "wrong values", "f(x).sum()"),
+        wrong("f(x) itself", the_output_itself, "shape (4, 2); expected (4, 3)"),
+        wrong("x itself used when it requires grad", uses_x_itself_when_it_requires_grad, "changed x.grad",
+              kind=EDGE),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

@@ -1,0 +1,253 @@
+"""Chapter 06's exercise clipped_step: right answers pass, classic mistakes fail with the message that names them."""
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.exercises import debugging as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+def clips_before_backward(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    loss.backward()
+    optimizer.step()
+    return total
+
+
+def clips_after_the_step(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+# -- clipped_step (D6) -----------------------------------------------------------------------
+def clip_returns_a_numpy_float(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total.numpy()[()]  # a NumPy float32, to log
+
+
+def clip_returns_float(model, optimizer, loss, max_norm):
+    loss.backward()
+    norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    return norm.item()
+
+
+def clip_by_hand(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+    scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(scale)
+    optimizer.step()
+    return total
+
+
+def clip_model_zero_grad(model, optimizer, loss, max_norm):
+    model.zero_grad(set_to_none=False)
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total
+
+
+def clip_trainable_list(model, optimizer, loss, max_norm):
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    total = torch.nn.utils.clip_grad_norm_(trainable, max_norm, norm_type=2.0)
+    optimizer.step()
+    return float(total)
+
+
+def clip_after_step(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+def clip_before_backward(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    loss.backward()
+    optimizer.step()
+    return total
+
+
+def clip_by_value(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_value_(model.parameters(), max_norm)
+    optimizer.step()
+    return max_norm
+
+
+def clip_returns_the_clipped_norm(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+
+
+def clip_zeroes_before_step(model, optimizer, loss, max_norm):
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.zero_grad()
+    optimizer.step()
+    return total
+
+
+def clip_returns_nothing(model, optimizer, loss, max_norm):
+    ex.clipped_step.reference(model, optimizer, loss, max_norm)
+
+
+def clip_no_zero_grad(model, optimizer, loss, max_norm):
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total
+
+
+def clip_new_optimizer(model, optimizer, loss, max_norm):
+    lr = optimizer.param_groups[0]["lr"]
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)  # "to be sure of the lr"
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total
+
+
+def clip_by_hand_every_parameter(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))
+    if total > max_norm:
+        for p in model.parameters():
+            p.grad *= max_norm / total
+    optimizer.step()
+    return total
+
+
+def clip_always_rescales(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+    for g in grads:
+        g *= max_norm / total  # "normalise the gradient to max_norm"
+    optimizer.step()
+    return total
+
+
+def clip_with_the_two_part_api(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+    nn.utils.clip_grads_with_norm_(model.parameters(), max_norm, total)
+    optimizer.step()
+    return total
+
+
+def clip_the_optimizers_parameters(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    total = nn.utils.clip_grad_norm_(params, max_norm, foreach=False)
+    optimizer.step()
+    return total
+
+
+def clip_the_l1_norm(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type=1)
+    optimizer.step()
+    return total
+
+
+def clip_each_parameter(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    norms = [nn.utils.clip_grad_norm_(p, max_norm) for p in model.parameters() if p.grad is not None]
+    optimizer.step()
+    return torch.linalg.vector_norm(torch.stack(norms))
+
+
+def clip_by_scaling_the_lr(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+    for group in optimizer.param_groups:  # "the same step, scaled"
+        group["lr"] *= min(1.0, max_norm / (float(total) + 1e-6))
+    optimizer.step()
+    return total
+
+
+def clip_returns_a_numpy_array(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total.numpy()  # a 0-d array
+
+
+def clip_grads_set_to_none_by_hand(model, optimizer, loss, max_norm):
+    for parameter in model.parameters():
+        parameter.grad = None
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm=max_norm)
+    optimizer.step()
+    return total
+
+
+CATALOGUE = Catalogue({
+    ex.clipped_step: [
+        wrong("clip before backward()", clips_before_backward, "clip_grad_norm_ ran before loss.backward()"),
+        wrong("clip after step()", clips_after_the_step, "clip_grad_norm_ ran after optimizer.step()"),
+        right("zero_grad after step, returns a float", clip_returns_float),
+        right("clipped by hand", clip_by_hand),
+        right("model.zero_grad", clip_model_zero_grad),
+        right("trainable parameters only, norm_type given", clip_trainable_list),
+        right("returns a NumPy float", clip_returns_a_numpy_float),
+        wrong("clips after step", clip_after_step, "unclipped gradient", "before optimizer.step()"),
+        wrong("clips before backward", clip_before_backward, "unclipped gradient", "after loss.backward()"),
+        wrong("clips by value", clip_by_value, "clip_grad_value_", "direction"),
+        wrong("returns the clipped norm", clip_returns_the_clipped_norm, "the norm after clipping"),
+        wrong("zero_grad between clip and step", clip_zeroes_before_step, "did not move"),
+        wrong("returns nothing", clip_returns_nothing, "returned None", "`return`"),
+        wrong("never zeroes the gradients", clip_no_zero_grad, "second call", "plus the first call's",
+              "optimizer.zero_grad() before loss.backward()", kind=STATEFUL),
+        wrong("makes a new optimizer", clip_new_optimizer, "remembered nothing of the first call",
+              "optimizer you are given", kind=STATEFUL),
+        wrong("by hand over every parameter, frozen ones too", clip_by_hand_every_parameter,
+              "'NoneType'", "frozen with requires_grad=False", outcome=Outcome.RAISED, kind=EDGE),
+        wrong("also scales small gradients up", clip_always_rescales, "scaled the gradient up",
+              "min(1, max_norm / total_norm)", kind=EDGE),
+        right("get_total_norm and clip_grads_with_norm_", clip_with_the_two_part_api),
+        right("the optimizer's parameters, foreach=False", clip_the_optimizers_parameters),
+        wrong("clips the L1 norm", clip_the_l1_norm, "L1 norm (norm_type=1)", "norm_type=2"),
+        wrong("clips each parameter on its own", clip_each_parameter, "on its own", "all of them together"),
+        wrong("scales the learning rate instead, for good", clip_by_scaling_the_lr, "After call 2",
+              kind=STATEFUL),
+        right("returns a 0-d NumPy array", clip_returns_a_numpy_array),
+        right("grads set to None by hand, keyword max_norm", clip_grads_set_to_none_by_hand),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

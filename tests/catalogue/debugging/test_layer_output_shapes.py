@@ -1,0 +1,136 @@
+"""Chapter 06's exercise layer_output_shapes: right answers pass, classic mistakes fail with the message that names them."""
+
+import pytest
+import torch
+
+from course_utils.exercises import debugging as ex
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+# -- layer_output_shapes (D12) --------------------------------------------------------------------
+
+
+def shapes_with_handles_in_an_exit_stack(model, x):
+    import contextlib
+
+    shapes = []
+    with contextlib.ExitStack() as stack:  # a RemovableHandle is a context manager too
+        for name, module in model.named_modules():
+            if len(list(module.children())) == 0:
+                handle = module.register_forward_hook(
+                    lambda m, args, out, name=name: shapes.append((name, out.shape)))
+                stack.enter_context(handle)
+        model(x)
+    return shapes
+
+
+def shapes_with_a_global_hook(model, x):
+    names = {module: name for name, module in model.named_modules()}
+    leaves = {module for module in names if not any(True for _ in module.children())}
+    found = []
+
+    def hook(module, args, output):
+        if module in leaves:
+            found.append((names[module], tuple(output.size())))
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return found
+
+
+def shapes_with_kwargs_hooks_and_a_class(model, x):
+    class Recorder:
+        def __init__(self):
+            self.rows = []
+
+        def __call__(self, name):
+            return lambda module, args, kwargs, output: self.rows.append((name, tuple(output.shape)))
+
+    recorder, handles = Recorder(), []
+    for name, module in model.named_modules():
+        if not list(module.children()):
+            handles.append(module.register_forward_hook(recorder(name), with_kwargs=True))
+    try:
+        model(x)
+    finally:
+        while handles:
+            handles.pop().remove()
+    return recorder.rows
+
+
+def shapes_then_every_hook_cleared(model, x):
+    shapes = []
+    for name, module in model.named_modules():
+        if not list(module.children()):
+            module.register_forward_hook(lambda m, args, out, name=name: shapes.append((name, tuple(out.shape))))
+    model(x)
+    for module in model.modules():
+        module._forward_hooks.clear()  # "no hook left": the caller's go too
+    return shapes
+
+
+def _hooked(record_input=False, remove=True, in_finally=True, containers=False, children_only=False,
+            as_dict=False, sort=False, swallow=False, run_twice=False, eval_first=False):
+    def answer(model, x):
+        shapes, handles = ({} if as_dict else []), []
+        modules = model.named_children() if children_only else model.named_modules()
+        for name, module in modules:
+            if containers or not list(module.children()):
+                def hook(m, inputs, output, name=name):
+                    shape = tuple((inputs[0] if record_input else output).shape)
+                    if as_dict:
+                        shapes[name] = shape
+                    else:
+                        shapes.append((name, shape))
+                handles.append(module.register_forward_hook(hook))
+        if eval_first:
+            model.eval()
+        try:
+            model(x)
+            if run_twice:
+                model(x)
+        except Exception:
+            if not swallow:
+                raise
+        finally:
+            if remove and in_finally:
+                for handle in handles:
+                    handle.remove()
+        if remove and not in_finally:
+            for handle in handles:
+                handle.remove()
+        result = list(shapes.items()) if as_dict else shapes
+        return sorted(result) if sort else result
+    return answer
+
+
+CATALOGUE = Catalogue({
+    ex.layer_output_shapes: [
+        right("handles as context managers in an ExitStack, torch.Size", shapes_with_handles_in_an_exit_stack),
+        right("one global module hook, filtered to the leaves", shapes_with_a_global_hook),
+        right("hooks with kwargs from a recorder object", shapes_with_kwargs_hooks_and_a_class),
+        wrong("hooks never removed", _hooked(remove=False), "hooks were still on", "handle.remove()",
+              kind=STATEFUL),
+        wrong("hooks removed only when the forward returns", _hooked(in_finally=False),
+              "your hooks stayed on", "finally:", kind=EDGE),
+        wrong("the error swallowed", _hooked(swallow=True), "returned normally although the model's forward raised",
+              kind=EDGE),
+        wrong("input shapes", _hooked(record_input=True), "the layers' *inputs*", "third argument"),
+        wrong("containers hooked too", _hooked(containers=True), "which are containers, not layers"),
+        wrong("named_children only", _hooked(children_only=True), "model.named_modules() reaches every module"),
+        wrong("a dict by name", _hooked(as_dict=True), "A layer called twice appears once"),
+        wrong("sorted by name", _hooked(sort=True), "in another order"),
+        wrong("the model run twice", _hooked(run_twice=True), "ran the model 2 times"),
+        wrong("model.eval() first", _hooked(eval_first=True), "changed the model's train/eval mode"),
+        wrong("every hook cleared afterwards", shapes_then_every_hook_cleared, "removed a hook it had not registered",
+              kind=EDGE),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

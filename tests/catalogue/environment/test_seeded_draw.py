@@ -1,0 +1,157 @@
+"""Chapter 00's seeded_draw (E7): its catalogue of right and wrong answers."""
+
+import functools
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from course_utils.env import seed_everything
+from course_utils.exercises import environment as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+# ============================================================================================
+# seeded_draw (E7)
+# ============================================================================================
+def draw_own_generator(seed, n):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(n, generator=generator)
+
+
+def draw_after_seed_everything(seed, n):
+    seed_everything(seed)
+    return torch.randn(n)
+
+
+def draw_normal_in_place(seed, n):
+    torch.random.manual_seed(seed)
+    return torch.empty(n).normal_()
+
+
+def draw_python_seed_only(seed, n):
+    random.seed(seed)
+    np.random.seed(seed)
+    return torch.randn(n)
+
+
+def draw_fixed_seed(seed, n):
+    torch.manual_seed(42)
+    return torch.randn(n)
+
+
+def draw_uniform(seed, n):
+    torch.manual_seed(seed)
+    return torch.rand(n)
+
+
+def draw_torch_seed(seed, n):
+    torch.seed(seed)
+    return torch.randn(n)
+
+
+def draw_from_numpy(seed, n):
+    np.random.seed(seed)
+    return torch.from_numpy(np.random.randn(n))
+
+
+def draw_twice(seed, n):
+    torch.manual_seed(seed)
+    torch.randn(n)
+    return torch.randn(n)
+
+
+_seeds_seen = set()
+
+
+def draw_seeds_once(seed, n):
+    if seed not in _seeds_seen:
+        torch.manual_seed(seed)
+        _seeds_seen.add(seed)
+    return torch.randn(n)
+
+
+@functools.lru_cache(maxsize=None)
+def draw_cached(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n)
+
+
+def draw_squeezed(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n).squeeze()
+
+
+def draw_five(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(5)
+
+
+def draw_in_fork_rng(seed, n):
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return torch.randn(n)
+
+
+def draw_with_torch_normal(seed, n):
+    torch.manual_seed(int(seed))
+    return torch.normal(0.0, 1.0, size=(n,))
+
+
+def draw_seed_below_100(seed, n):
+    torch.manual_seed(seed % 100)
+    return torch.randn(n)
+
+
+# -- round 3 of outside testing ---------------------------------------------------------------
+def draw_with_the_default_generator(seed, n):
+    torch.default_generator.manual_seed(seed)
+    return torch.randn(n)
+
+
+def draw_with_the_next_seed(seed, n):
+    torch.manual_seed(seed + 1)
+    return torch.randn(n)
+
+
+def draw_one_more_and_drop_it(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n + 1)[1:]
+
+
+CATALOGUE = Catalogue({
+    ex.seeded_draw: [
+        right("inside torch.random.fork_rng()", draw_in_fork_rng),
+        right("torch.normal(0, 1, size=(n,))", draw_with_torch_normal),
+        wrong("folds the seed below 100", draw_seed_below_100, "wrong values", "seed=123457", kind=EDGE),
+        right("its own torch.Generator", draw_own_generator),
+        right("seed_everything", draw_after_seed_everything),
+        right("torch.random.manual_seed and normal_()", draw_normal_in_place),
+        wrong("seeds Python and NumPy only", draw_python_seed_only, "different numbers", "do not seed torch"),
+        wrong("fixed seed", draw_fixed_seed, "ignores its seed argument"),
+        wrong("uniform numbers", draw_uniform, "torch.rand's"),
+        wrong("torch.seed(seed)", draw_torch_seed, "torch.seed() sets a fresh, random seed", "Likely cause:",
+              outcome=Outcome.RAISED),
+        wrong("NumPy's draw", draw_from_numpy, "dtype torch.float64; expected torch.float32"),
+        wrong("draws twice", draw_twice, "wrong values", "then call torch.randn(n)"),
+        wrong("seeds only the first time it sees a seed", draw_seeds_once, "Two calls with seed=0 gave different numbers",
+              kind=STATEFUL),
+        wrong("caches its draws", draw_cached, "the very tensor object the first call returned", kind=STATEFUL),
+        wrong("squeezes the result", draw_squeezed, "has shape (); expected (1,)", "dropped that dimension", kind=EDGE),
+        wrong("always five numbers", draw_five, "has shape (5,); expected (3,)", "seed=7, n=3", kind=EDGE),
+        # -- round 3 of outside testing
+        right("generator=torch.manual_seed(seed)", lambda seed, n: torch.randn(n, generator=torch.manual_seed(seed))),
+        right("torch.default_generator.manual_seed", draw_with_the_default_generator),
+        right("torch.randn(size=[n]) with int(seed)", lambda seed, n: (torch.manual_seed(int(seed)),
+                                                                   torch.randn(size=[n]))[1]),
+        wrong("seed + 1", draw_with_the_next_seed, "right shape but wrong values", "torch.manual_seed(seed)"),
+        wrong("draws n + 1 and drops the first", draw_one_more_and_drop_it, "right shape but wrong values"),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

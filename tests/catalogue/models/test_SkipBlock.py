@@ -1,0 +1,354 @@
+"""Chapter 03, M1 — the catalogue of ``SkipBlock``: right answers, wrong ones and what their message says."""
+
+from collections import OrderedDict
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.exercises import models as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+# -- SkipBlock (M1) --------------------------------------------------------------------------
+class WithFunctional(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x))) + x
+
+
+class WithInnerSequential(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.branch = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, width))
+
+    def forward(self, x):
+        return x + self.branch(x)
+
+
+class Swapped(nn.Module):  # the same shapes registered in the other order
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.a = nn.Linear(hidden, width)
+        self.b = nn.Linear(width, hidden)
+
+    def forward(self, x):
+        return x + self.a(torch.relu(self.b(x)))
+
+
+class RawParameters(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(width, hidden) / width ** 0.5)
+        self.b1 = nn.Parameter(torch.zeros(hidden))
+        self.w2 = nn.Parameter(torch.randn(hidden, width) / hidden ** 0.5)
+        self.b2 = nn.Parameter(torch.zeros(width))
+
+    def forward(self, x):
+        return x + torch.relu(x @ self.w1 + self.b1) @ self.w2 + self.b2
+
+
+class WithLazyLayers(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.LazyLinear(hidden)
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x + self.project(self.expand(x).clamp(min=0))
+
+
+def _block(forward, hidden_list=False):
+    class Block(nn.Module):
+        def __init__(self, width, hidden):
+            super().__init__()
+            layers = [nn.Linear(width, hidden), nn.Linear(hidden, width)]
+            if hidden_list:
+                self.layers = layers
+            else:
+                self.a, self.b = layers
+
+        def forward(self, x):
+            a, b = self.layers if hidden_list else (self.a, self.b)
+            return forward(x, a, b)
+
+    return Block
+
+
+def skip_as_sequential(width, hidden):
+    return nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, width))
+
+
+class NoSuper(nn.Module):
+    def __init__(self, width, hidden):
+        self.a = nn.Linear(width, hidden)
+
+
+class AddsInPlace(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        x += self.project(torch.relu(self.expand(x)))  # "saves memory"
+        return x
+
+
+class CachesFirstOutput(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+        self.out = None
+
+    def forward(self, x):
+        if self.out is None:  # "compute once"
+            self.out = x + self.project(torch.relu(self.expand(x)))
+        return self.out
+
+
+class CachesPerShape(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+        self.seen = {}
+
+    def forward(self, x):
+        if x.shape not in self.seen:  # "reuse the result for a batch of the same shape"
+            self.seen[x.shape] = x + self.project(torch.relu(self.expand(x)))
+        return self.seen[x.shape]
+
+
+class ZerosOnTheCpu(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        h = self.expand(x)
+        h = torch.maximum(h, torch.zeros(h.shape))
+        return x + self.project(h)
+
+
+class TwoDimOnly(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        h = torch.relu(self.expand(x))
+        return x + (h @ self.project.weight.T + self.project.bias).reshape(x.shape[0], -1)
+
+
+class NoGradForward(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        with torch.no_grad():  # "forward doesn't need gradients"
+            return x + self.project(torch.relu(self.expand(x)))
+
+
+class SkipOnMeta(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden, device="meta")
+        self.project = nn.Linear(hidden, width, device="meta")
+
+    def forward(self, x):
+        return x + self.project(torch.relu(self.expand(x)))
+
+
+class WithReluModule(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.act = nn.ReLU()
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return self.project(self.act(self.expand(x))).add(x)
+
+
+# -- round 2: answers outside testers wrote ----------------------------------------------------
+class SkipOfDetachedX(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x.detach() + self.project(torch.relu(self.expand(x)))  # "x is only added back"
+
+
+class HalfBranchUnderNoGrad(SkipOfDetachedX):
+    def forward(self, x):
+        with torch.no_grad():  # "the first half needs no graph"
+            hidden = torch.relu(self.expand(x))
+        return x + self.project(hidden)
+
+
+class SkipWithOrderedDict(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.mlp = nn.Sequential(OrderedDict(
+            fc1=nn.Linear(width, hidden), act=nn.ReLU(inplace=True), fc2=nn.Linear(hidden, width)))
+
+    def forward(self, x):
+        return self.mlp(x).add(x)
+
+
+class SkipWithFLinear(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        first, second = nn.Linear(width, hidden), nn.Linear(hidden, width)
+        self.w1, self.b1 = nn.Parameter(first.weight.detach().clone()), nn.Parameter(first.bias.detach().clone())
+        self.w2, self.b2 = nn.Parameter(second.weight.detach().clone()), nn.Parameter(second.bias.detach().clone())
+
+    def forward(self, x):
+        return x + F.linear(F.relu(F.linear(x, self.w1, self.b1)), self.w2, self.b2)
+
+
+class SkipInACopy(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.up, self.down = nn.Linear(width, hidden), nn.Linear(hidden, width)
+
+    def forward(self, x):
+        out = x.clone()
+        out.add_(self.down(torch.relu(self.up(x))))
+        return out
+
+
+# -- round 3 (tester X) ----------------------------------------------------------------------
+class _Pair(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+
+class SkipBranchToCpu(_Pair):
+    def forward(self, x):
+        return x + self.project(torch.relu(self.expand(x))).to("cpu")
+
+
+class SkipWithGelu(_Pair):
+    def forward(self, x):
+        return x + self.project(F.gelu(self.expand(x)))
+
+
+class SkipWithDropout(_Pair):
+    def forward(self, x):
+        return x + self.project(F.dropout(torch.relu(self.expand(x)), 0.1, training=True))
+
+
+class SkipAveraged(_Pair):
+    def forward(self, x):
+        return 0.5 * (x + self.project(torch.relu(self.expand(x))))
+
+
+class SkipLayersMadeInForward(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.width, self.hidden = width, hidden
+
+    def forward(self, x):
+        if not hasattr(self, "expand"):
+            self.expand = nn.Linear(self.width, self.hidden)
+            self.project = nn.Linear(self.hidden, self.width)
+        return x + self.project(torch.relu(self.expand(x)))
+
+
+class SkipWithEinsum(_Pair):
+    def forward(self, x):
+        h = torch.relu(torch.einsum("...i,oi->...o", x, self.expand.weight) + self.expand.bias)
+        return x + h @ self.project.weight.T + self.project.bias
+
+
+class SkipUpDownWithWhere(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.up = nn.Linear(width, hidden)
+        self.down = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        h = self.up(x)
+        return x + self.down(torch.where(h > 0, h, torch.zeros_like(h)))
+
+
+class SkipModuleListTorchAdd(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, hidden), nn.Linear(hidden, width)])
+
+    def forward(self, x):
+        return torch.add(x, self.layers[1](self.layers[0](x).clamp(min=0)))
+
+
+CATALOGUE = Catalogue({
+    ex.SkipBlock: [
+        right("F.relu and the skip added last", WithFunctional),
+        right("an inner nn.Sequential", WithInnerSequential),
+        right("layers registered in the other order", Swapped),
+        right("raw nn.Parameter weights used with @", RawParameters),
+        right("a LazyLinear and clamp", WithLazyLayers),
+        right("an nn.ReLU module and .add", WithReluModule),
+        wrong("no skip", _block(lambda x, a, b: b(torch.relu(a(x)))), "skip connection is missing"),
+        wrong("ReLU after the sum", _block(lambda x, a, b: torch.relu(x + b(torch.relu(a(x))))),
+              "ReLU after adding x"),
+        wrong("no ReLU", _block(lambda x, a, b: x + b(a(x))), "no ReLU between"),
+        wrong("ReLU at the end of the branch", _block(lambda x, a, b: x + torch.relu(b(torch.relu(a(x))))),
+              "ReLU at the end of the branch"),
+        wrong("layers in a plain list", _block(lambda x, a, b: x + b(torch.relu(a(x))), hidden_list=True),
+              "self.layers (a plain list of 2 layers)", "nn.ModuleList"),
+        wrong("an nn.Sequential", skip_as_sequential, "skip connection is missing"),
+        wrong("no super().__init__()", NoSuper, "super().__init__() must run", outcome=Outcome.RAISED),
+        wrong("adds into the caller's x", AddsInPlace, "changed its input x in place", kind=STATEFUL),
+        wrong("caches its first output", CachesFirstOutput, "has shape (4, 6); expected (1, 6)", kind=STATEFUL),
+        wrong("caches its output per batch shape", CachesPerShape, "same output as for the first batch",
+              "another batch of the first shape", kind=STATEFUL),
+        wrong("zeros made on the CPU", ZerosOnTheCpu, "not on the expected device",
+              "Likely cause: a tensor on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("reshapes to two dimensions", TwoDimOnly, "on SkipBlock(6, 16) called on a batch of shape (2, 3, 6)",
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong("forward under no_grad", NoGradForward, "does not require grad"),
+        right("an OrderedDict Sequential with an in-place ReLU", SkipWithOrderedDict),
+        right("raw nn.Parameter weights used with F.linear", SkipWithFLinear),
+        right("added into a copy of x", SkipInACopy),
+        wrong("the skip made from x.detach()", SkipOfDetachedX, "no gradient through the skip path",
+              kind=EDGE),
+        wrong("the branch's first half under no_grad", HalfBranchUnderNoGrad,
+              "2 of your layers' 4 parameters no gradient", "graph from it back to the layers is cut",
+              kind=EDGE),
+        wrong("layers built on meta", SkipOnMeta, "parameters on meta", "build the layers on the CPU",
+              kind=EDGE),
+        wrong("the branch moved to the CPU", SkipBranchToCpu, "not on the expected device",
+              "Likely cause: a tensor on the CPU inside your code", ".to('cpu')", kind=EDGE,
+              outcome=Outcome.RAISED),
+        wrong("GELU instead of ReLU", SkipWithGelu, "wrong values", "x + project(relu(expand(x)))"),
+        wrong("dropout in the branch", SkipWithDropout, "wrong values"),
+        wrong("the sum halved", SkipAveraged, "wrong values"),
+        wrong("layers made in the first forward", SkipLayersMadeInForward, "registers 0 parameters"),
+        right("an einsum with the layers' weights", SkipWithEinsum),
+        right("up/down layers and torch.where as ReLU", SkipUpDownWithWhere),
+        right("a ModuleList, clamp and torch.add", SkipModuleListTorchAdd),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

@@ -1,0 +1,162 @@
+"""Chapter 03, M9 — the catalogue of ``multilabel_loss``: right answers, wrong ones and what their message says."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.exercises import models as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+# -- multilabel_loss (M9) ----------------------------------------------------------------------
+def ml_bce_module(logits, targets):
+    return nn.BCEWithLogitsLoss()(logits, targets.type_as(logits))
+
+
+def ml_softplus(logits, targets):
+    targets = targets.to(logits.dtype)
+    return (F.softplus(logits) - logits * targets).mean()
+
+
+def ml_logsigmoid(logits, targets):
+    targets = targets.to(logits.dtype)
+    return -(targets * F.logsigmoid(logits) + (1 - targets) * F.logsigmoid(-logits)).mean()
+
+
+def ml_clamped_formula(logits, targets):
+    t = targets.to(logits.dtype)
+    per_entry = logits.clamp(min=0) - logits * t + torch.log1p(torch.exp(-logits.abs()))
+    return per_entry.sum() / t.numel()
+
+
+def ml_summed_then_divided(logits, targets):
+    loss = F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype), reduction="none")
+    return loss.mean(dim=1).mean()
+
+
+def ml_sigmoid_then_bce(logits, targets):
+    return F.binary_cross_entropy(torch.sigmoid(logits), targets.to(logits.dtype))
+
+
+def ml_targets_as_they_are(logits, targets):
+    return F.binary_cross_entropy_with_logits(logits, targets)
+
+
+def ml_targets_float(logits, targets):
+    return F.binary_cross_entropy_with_logits(logits, targets.float())
+
+
+def ml_softmax_cross_entropy(logits, targets):
+    return F.cross_entropy(logits, targets.to(logits.dtype))
+
+
+def ml_summed(logits, targets):
+    return F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype), reduction="sum")
+
+
+def ml_per_example(logits, targets):
+    per_entry = F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype), reduction="none")
+    return per_entry.sum(dim=1).mean()
+
+
+def ml_sigmoid_twice(logits, targets):
+    probs = torch.sigmoid(logits)  # "the model's outputs as probabilities"
+    return nn.BCEWithLogitsLoss()(probs, targets.to(logits.dtype))
+
+
+def ml_sigmoid_in_place(logits, targets):
+    return F.binary_cross_entropy(logits.sigmoid_(), targets.to(logits.dtype))
+
+
+def ml_log_of_sigmoid(logits, targets):
+    t = targets.to(logits.dtype)
+    p = torch.sigmoid(logits)
+    return -(t * torch.log(p) + (1 - t) * torch.log(1 - p)).mean()
+
+
+def ml_where_two_formulas(logits, targets):
+    t = targets.to(logits.dtype)
+    positive = logits - logits * t + torch.log1p(torch.exp(-logits))
+    negative = -logits * t + torch.log1p(torch.exp(logits))
+    return torch.where(logits >= 0, positive, negative).mean()
+
+
+def ml_detached(logits, targets):
+    return F.binary_cross_entropy_with_logits(logits.detach(), targets.to(logits.dtype))
+
+
+def ml_tracks_the_logits(logits, targets):
+    logits.requires_grad_(True)  # "so backward works"
+    return F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype))
+
+
+def ml_ones_on_the_cpu(logits, targets):
+    t = targets.to(logits.dtype)
+    ones = torch.ones(t.shape)
+    return -(t * F.logsigmoid(logits) + (ones - t) * F.logsigmoid(-logits)).mean()
+
+
+def ml_formula_without_converting(logits, targets):
+    return -(targets * F.logsigmoid(logits) + (1 - targets) * F.logsigmoid(-logits)).mean()
+
+
+def ml_flattened_by_view(logits, targets):
+    return F.binary_cross_entropy_with_logits(logits.view(-1), targets.to(logits.dtype).view(-1))
+
+
+_ML_FIRST_WEIGHTS = {}
+
+
+def ml_label_weights_of_the_first_batch(logits, targets):
+    # pos_weight from the label frequencies, computed once "for speed"
+    if "pos_weight" not in _ML_FIRST_WEIGHTS:
+        _ML_FIRST_WEIGHTS["pos_weight"] = torch.ones(logits.shape[1], dtype=logits.dtype)
+    return F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype),
+                                              pos_weight=_ML_FIRST_WEIGHTS["pos_weight"])
+
+
+CATALOGUE = Catalogue({
+    ex.multilabel_loss: [
+        right("nn.BCEWithLogitsLoss with type_as", ml_bce_module),
+        right("softplus(z) - z * t", ml_softplus),
+        right("logsigmoid of both sides", ml_logsigmoid),
+        right("the clamped formula, summed and divided", ml_clamped_formula),
+        right("per-example means, then their mean", ml_summed_then_divided),
+        wrong("sigmoid, then BCELoss", ml_sigmoid_then_bce, "You applied sigmoid, then binary cross-entropy",
+              "clamps it to -100", "logits up to 95", kind=EDGE),
+        wrong("integer targets as they are", ml_targets_as_they_are, "can't be cast", "int64",
+              "targets.to(logits.dtype)", outcome=Outcome.RAISED),
+        wrong("targets.float() with float64 logits", ml_targets_float, "dtype torch.float32; expected torch.float64",
+              "not .float()", kind=EDGE),
+        wrong("cross-entropy over the labels", ml_softmax_cross_entropy, "softmax over the labels",
+              "binary cross-entropy"),
+        wrong("summed", ml_summed, "sum over all entries"),
+        wrong("summed over labels, mean over examples", ml_per_example, "averages over the examples only",
+              "N × C"),
+        wrong("sigmoid before BCEWithLogitsLoss", ml_sigmoid_twice, "already probabilities", "raw logits"),
+        wrong("sigmoid_ on the caller's logits", ml_sigmoid_in_place, "changed its input logits in place",
+              kind=STATEFUL),
+        wrong("log of sigmoid by hand", ml_log_of_sigmoid, "Your loss is nan", "logits up to 95",
+              "binary_cross_entropy_with_logits", kind=EDGE),
+        wrong("torch.where between two formulas", ml_where_two_formulas, "gradient is nan",
+              "exp(100) is inf", kind=EDGE),
+        wrong("a detached loss", ml_detached, "does not require grad", "detach()"),
+        wrong("switches on requires_grad of the logits", ml_tracks_the_logits,
+              "requires_grad of the caller's logits", kind=STATEFUL),
+        wrong("a tensor of ones made on the CPU", ml_ones_on_the_cpu, "not on the expected device",
+              "Likely cause: a tensor on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("a formula on bool targets", ml_formula_without_converting, "bool", "targets.to(logits.dtype)",
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong("view(-1) on transposed logits", ml_flattened_by_view, "view size is not compatible", ".reshape()",
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong("pos_weight kept from the first batch", ml_label_weights_of_the_first_batch,
+              "must match the size", "on 5 examples, 4 labels", kind=STATEFUL, outcome=Outcome.RAISED),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

@@ -1,0 +1,248 @@
+"""Chapter 07's exercise resume: right answers pass, classic mistakes fail with the message that names them."""
+
+import warnings
+
+import pytest
+import torch
+
+from course_utils.checkpoints import load_checkpoint, restore_rng_state
+from course_utils.exercises import reliable_practice as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+# -- resume (S2) -----------------------------------------------------------------------------
+def _resume(model=True, optimizer=True, scheduler=True, scaler=True, rng=True, loader=True, offset=1):
+    def resume(path, model_, optimizer_, scheduler_, scaler_, loader_):
+        checkpoint = torch.load(path, weights_only=True)
+        if model:
+            model_.load_state_dict(checkpoint["model"])
+        if optimizer:
+            optimizer_.load_state_dict(checkpoint["optimizer"])
+        if scheduler:
+            scheduler_.load_state_dict(checkpoint["scheduler"])
+        if scaler:
+            scaler_.load_state_dict(checkpoint["scaler"])
+        if rng:
+            with warnings.catch_warnings(record=True):  # "no loader was given", when it was not
+                restore_rng_state(checkpoint["rng"], loader_ if loader else None)
+        return checkpoint["epoch"] + offset
+
+    return resume
+
+
+def resume_in_another_order(path, model, optimizer, scheduler, scaler, loader):
+    state = torch.load(path, map_location=torch.device("cpu"), weights_only=True)
+    restore_rng_state(state["rng"], loader=[loader])
+    scheduler.load_state_dict(state["scheduler"])
+    optimizer.load_state_dict(state["optimizer"])
+    model.load_state_dict(state["model"], strict=True)
+    scaler.load_state_dict(state["scaler"])
+    return int(state["epoch"]) + 1
+
+
+def resume_torch_generators_only(path, model, optimizer, scheduler, scaler, loader):
+    # Enough for the probe's training run (it draws from torch's generator and the loader's
+    # only), but Python's and NumPy's streams stay where the new process left them: a run with
+    # random augmentations would not continue as before. The task asks for every generator.
+    state = torch.load(path, weights_only=True)
+    for obj, key in ((model, "model"), (optimizer, "optimizer"), (scheduler, "scheduler"), (scaler, "scaler")):
+        obj.load_state_dict(state[key])
+    torch.set_rng_state(state["rng"]["torch"])
+    (loader_state,) = state["rng"]["loaders"][0].values()
+    loader.generator.set_state(loader_state)
+    return state["epoch"] + 1
+
+
+def resume_with_the_course_helper(path, model, optimizer, scheduler, scaler, loader):
+    return load_checkpoint(path, model, optimizer, scheduler, scaler, loader)
+
+
+def resume_returns_nothing(path, model, optimizer, scheduler, scaler, loader):
+    _resume()(path, model, optimizer, scheduler, scaler, loader)
+
+
+def resume_reseeds_the_loader(path, model, optimizer, scheduler, scaler, loader):
+    start = _resume(loader=False)(path, model, optimizer, scheduler, scaler, loader)
+    loader.generator.manual_seed(7)  # the seed it was built with: epoch 0's order again
+    return start
+
+
+def resume_gives_the_loader_a_new_generator(path, model, optimizer, scheduler, scaler, loader):
+    # The state goes into a new object; the sampler still shuffles with the old one.
+    start = _resume(loader=False)(path, model, optimizer, scheduler, scaler, loader)
+    (loader_state,) = torch.load(path, weights_only=True)["rng"]["loaders"][0].values()
+    loader.generator = torch.Generator()
+    loader.generator.set_state(loader_state)
+    return start
+
+
+def resume_old_five_arguments(path, model, optimizer, scheduler, scaler):
+    return ex.resume.reference(path, model, optimizer, scheduler, scaler, None)
+
+
+def resume_weights_only_false(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=False)  # "my own file, so it is safe"
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def resume_into_a_new_optimizer(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer = torch.optim.Adam(model.parameters())  # rebuilt after loading the weights
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def resume_steps_the_scheduler(path, model, optimizer, scheduler, scaler, loader):
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    scheduler.step()  # "the saved epoch is finished, so move the schedule on"
+    return start
+
+
+def resume_seeds_by_epoch(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    torch.manual_seed(checkpoint["epoch"])  # "a seed per epoch is reproducible too"
+    loader.generator.manual_seed(checkpoint["epoch"])
+    return checkpoint["epoch"] + 1
+
+
+def resume_in_a_loop(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    restore_rng_state(checkpoint["rng"], loader)  # first: nothing below draws random numbers
+    for part, key in ((model, "model"), (optimizer, "optimizer"), (scheduler, "scheduler"), (scaler, "scaler")):
+        part.load_state_dict(checkpoint[key])
+    return int(checkpoint["epoch"]) + 1
+
+
+def resume_not_strict_with_a_path_string(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(str(path), weights_only=True, map_location=torch.device("cpu"))
+    model.load_state_dict(checkpoint["model"], strict=False)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], [loader])
+    return checkpoint["epoch"] + 1
+
+
+def resume_then_draws(path, model, optimizer, scheduler, scaler, loader):
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    torch.randn(1)  # "a quick sanity check" after restoring: the global stream moves on
+    return start
+
+
+def resume_resets_the_lr(path, model, optimizer, scheduler, scaler, loader):
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    for group in optimizer.param_groups:  # "start the new process at the base lr"
+        group["lr"] = group["initial_lr"]
+    return start
+
+
+def resume_then_iterates_the_loader(path, model, optimizer, scheduler, scaler, loader):
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    next(iter(loader))  # "check that the loader still works"
+    return start
+
+
+def resume_then_draws_python_and_numpy(path, model, optimizer, scheduler, scaler, loader):
+    import random
+
+    import numpy as np
+    start = ex.resume.reference(path, model, optimizer, scheduler, scaler, loader)
+    random.random(), np.random.rand()  # "a quick look" at the other streams
+    return start
+
+
+def resume_rng_first_then_train_mode(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, map_location=torch.device("cpu"), weights_only=True)
+    restore_rng_state(checkpoint["rng"], loader=loader)
+    scaler.load_state_dict(checkpoint["scaler"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model.load_state_dict(checkpoint["model"])
+    model.train()
+    return int(checkpoint["epoch"]) + 1
+
+
+def resume_loads_the_whole_checkpoint_into_the_model(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint)
+    return checkpoint["epoch"] + 1
+
+
+def resume_by_the_library(path, model, optimizer, scheduler, scaler, loader):
+    from course_utils import checkpoints as library  # under another name: still seen
+
+    return library.load_checkpoint(path, model, optimizer, scheduler, scaler, loader)
+
+
+CATALOGUE = Catalogue({
+    ex.resume: [
+        wrong("calls load_checkpoint", resume_by_the_library, "the course's worked answer to this very exercise",
+              kind=EDGE),
+        wrong("the course helper load_checkpoint", resume_with_the_course_helper, "Write the loading yourself",
+              kind=EDGE),
+        right("another order, map_location, strict=True", resume_in_another_order),
+
+        wrong("optimizer not restored", _resume(optimizer=False), "Adam's moment estimates", "restarted at zero"),
+        wrong("scheduler not restored", _resume(scheduler=False), "learning rate after resume", "lr=",
+              "scheduler.load_state_dict"),
+        wrong("random generators not restored", _resume(rng=False), "dropout masks",
+              "restore_rng_state(checkpoint['rng'], loader)"),
+        wrong("the loader's generator not restored", _resume(loader=False), "DataLoader's own generator",
+              "shuffles as in epoch 0", "restore_rng_state(checkpoint['rng'], loader)", kind=STATEFUL),
+        wrong("returns the saved epoch", _resume(offset=0), "returned 2", "runs twice", "checkpoint['epoch'] + 1"),
+        wrong("skips an epoch", _resume(offset=2), "returned 4", "epoch 3 never runs"),
+        wrong("scaler not restored", _resume(scaler=False), "GradScaler's scale is 1024", "scaler.load_state_dict"),
+        wrong("model not restored", _resume(model=False), "model.load_state_dict(checkpoint['model'])"),
+        wrong("returns nothing", resume_returns_nothing, "returned NoneType", "an int"),
+        wrong("reseeds the loader's generator", resume_reseeds_the_loader, "DataLoader's own generator",
+              kind=STATEFUL),
+        wrong("gives the loader a new generator", resume_gives_the_loader_a_new_generator,
+              "DataLoader's own generator", "now sit at generator and sampler.generator",
+              "not a new generator", kind=STATEFUL),
+        wrong("the old five-argument signature", resume_old_five_arguments, "takes 6 arguments", "loader"),
+        wrong("loads with weights_only=False", resume_weights_only_false, "weights_only=False",
+              "weights_only=True"),
+        wrong("loads into a new optimizer", resume_into_a_new_optimizer, "the optimizer has no state", "on the optimizer you are given",
+              kind=STATEFUL),
+        wrong("steps the scheduler once more", resume_steps_the_scheduler, "learning rate after resume",
+              "epoch 3 trained with", "one step ahead", kind=STATEFUL),
+        right("the random state first, the parts in a loop", resume_in_a_loop),
+        right("strict=False, a str path, the loader in a list", resume_not_strict_with_a_path_string),
+        wrong("draws from the global stream after restoring it", resume_then_draws,
+              "global random number generator is not where the checkpoint saved it", kind=STATEFUL),
+        wrong("resets the learning rate to initial_lr", resume_resets_the_lr, "learning rate after resume",
+              "scheduler.load_state_dict"),
+        wrong("seeds the generators with the epoch", resume_seeds_by_epoch,
+              "global random number generator is not where the checkpoint saved it", kind=STATEFUL),
+        wrong("torch's and the loader's generators only", resume_torch_generators_only,
+              "Python's random module and NumPy's global generator", "restore_rng_state(checkpoint['rng'], loader)",
+              kind=EDGE),
+        wrong("iterates over the loader after restoring", resume_then_iterates_the_loader,
+              "neither where the checkpoint saved it nor where the freshly built loader's seed put it",
+              kind=STATEFUL),
+        wrong("draws from Python's and NumPy's streams after restoring", resume_then_draws_python_and_numpy,
+              "not where the checkpoint saved them", kind=STATEFUL),
+        right("the random state first, int(epoch), model.train()", resume_rng_first_then_train_mode),
+        wrong("loads the whole checkpoint into the model", resume_loads_the_whole_checkpoint_into_the_model,
+              "Unexpected key(s)", "model.load_state_dict(checkpoint['model'])", outcome=Outcome.RAISED),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

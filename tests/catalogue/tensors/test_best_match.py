@@ -1,0 +1,144 @@
+"""Chapter 01's best_match: its catalogue of right and wrong answers."""
+
+import pytest
+import torch
+
+from course_utils.exercises import tensors as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+RAISED = Outcome.RAISED
+
+
+# -- best_match ---------------------------------------------------------------------------------
+def best_match_loop(q, k):
+    return torch.stack([(qi @ (k if k.dim() == 2 else k[i]).T).argmax(dim=1) for i, qi in enumerate(q)])
+
+
+def best_match_bmm(q, k):
+    return torch.bmm(q, k.transpose(1, 2)).argmax(dim=2)
+
+
+def best_match_normalises_q_in_place(q, k):
+    q /= q.norm(dim=-1, keepdim=True)
+    return (q @ k.mT).argmax(dim=-1)
+
+
+def best_match_reshape_view(q, k):
+    b, n, d = q.shape
+    scores = q.view(b * n, d) @ k.reshape(-1, d).T if k.dim() == 2 else q @ k.mT
+    return scores.view(b, n, -1).argmax(dim=-1)
+
+
+def best_match_einsum_ellipsis(q, k):
+    return torch.einsum("...nd,...md->...nm", q, k).argmax(dim=-1)
+
+
+def best_match_broadcast_product(q, k):
+    scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-1)
+    return scores.softmax(dim=-1).argmax(dim=-1)
+
+
+def best_match_max_indices(q, k):
+    return torch.matmul(q, k.transpose(-2, -1)).max(dim=-1).indices
+
+
+def best_match_untransposed(q, k):
+    return (q @ k).argmax(dim=-1)
+
+
+def best_match_flat_argmax(q, k):
+    return (q @ k.mT).argmax()
+
+
+def best_match_over_queries(q, k):
+    return (q @ k.mT).argmax(dim=1)
+
+
+def best_match_max_pair(q, k):
+    return (q @ k.mT).max(dim=-1)
+
+
+def best_match_max_values(q, k):
+    return (q @ k.mT).max(dim=-1).values
+
+
+def best_match_argmin(q, k):
+    return (q @ k.mT).argmin(dim=-1)
+
+
+def best_match_squeezed(q, k):
+    return (q @ k.mT).argmax(dim=-1).squeeze()
+
+
+def best_match_dot_T(q, k):
+    return (q @ k.T).argmax(dim=-1)
+
+
+def best_match_einsum_3d(q, k):
+    return torch.einsum("bnd,bmd->bnm", q, k).argmax(dim=-1)
+
+
+def best_match_int32(q, k):
+    return (q @ k.mT).argmax(dim=-1).int()
+
+
+def best_match_swaps_batch_and_keys(q, k):
+    return (q @ k.transpose(0, 1).mT).argmax(dim=-1) if k.dim() == 3 else (q @ k.mT).argmax(dim=-1)
+
+
+# -- issue 15 -----------------------------------------------------------------------------------
+def best_match_after_softmax(q, k):
+    return torch.softmax(q @ k.mT, dim=-1).argmax(dim=-1)
+
+
+def best_match_in_float64(q, k):
+    keys = k.double().transpose(-2, -1)
+    return torch.matmul(q.double(), keys).argmax(dim=-1)
+
+
+CATALOGUE = Catalogue({
+    ex.best_match: [
+        right("scores in float64, argmax on them", best_match_in_float64),
+        wrong("softmax, then argmax", best_match_after_softmax, "made the two equal", "argmax the dot products themselves",
+              kind=EDGE),
+        right("einsum with an ellipsis", best_match_einsum_ellipsis),
+        wrong("broadcast product, summed, softmax then argmax", best_match_broadcast_product,
+              "made the two equal", kind=EDGE),
+        right("matmul, transpose(-2, -1), max().indices", best_match_max_indices),
+        wrong("q @ k without a transpose", best_match_untransposed,
+              "Expected size for first two dimensions of batch2 tensor", "Likely cause:", "q @ k.mT",
+              outcome=RAISED),
+        wrong("argmax() without a dim", best_match_flat_argmax, "a single number", "argmax(dim=-1)"),
+        wrong("argmax over the queries", best_match_over_queries,
+              "one index per key instead of one per query"),
+        wrong("returns max's (values, indices) pair", best_match_max_pair,
+              "returned max(values, indices)", ".max(dim=-1).indices"),
+        wrong("returns the largest scores", best_match_max_values,
+              "the largest scores themselves, not their indices"),
+        wrong("argmin", best_match_argmin, "smallest dot product"),
+        wrong("a loop over the batch", best_match_loop, "asks for no Python loop"),
+        wrong("int32 indices", best_match_int32, "has dtype torch.int32; expected torch.int64"),
+        wrong("k.T reverses every dimension of a 3-D k", best_match_dot_T,
+              "must match the size of tensor", "Likely cause:", "k.T reverses", outcome=RAISED),
+        wrong("swaps the batch and key dimensions of k", best_match_swaps_batch_and_keys,
+              "must match the size of tensor", "Likely cause:", "transpose(0, 1)", outcome=RAISED),
+        wrong("torch.bmm and transpose(1, 2): no (m, d) keys", best_match_bmm,
+              "Dimension out of range", "Likely cause:", "k.mT", kind=EDGE, outcome=RAISED),
+        wrong("einsum for 3-D keys only", best_match_einsum_3d,
+              "does not match the number of dimensions", "Likely cause:", "ellipsis",
+              kind=EDGE, outcome=RAISED),
+        wrong("view of a non-contiguous q", best_match_reshape_view,
+              "view size is not compatible", "Likely cause:", "non-contiguous", kind=EDGE,
+              outcome=RAISED),
+        wrong("squeeze() drops the batch of one", best_match_squeezed,
+              "the batch dimension of a batch of one is gone", "squeeze()", kind=EDGE),
+        wrong("normalises the caller's q in place", best_match_normalises_q_in_place,
+              "changed the numbers in its input q", kind=STATEFUL),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

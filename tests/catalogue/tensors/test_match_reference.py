@@ -1,0 +1,124 @@
+"""Chapter 01's match_reference: its catalogue of right and wrong answers."""
+
+import pytest
+import torch
+
+from course_utils.exercises import tensors as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+RAISED = Outcome.RAISED
+
+
+# -- match_reference: answers of more than one line -------------------------------------------
+def match_in_two_steps(x, reference):
+    x = x.to(reference.device)
+    x = x.to(reference.dtype)
+    return x
+
+
+def match_by_converting_x_data(x, reference):
+    x.data = x.data.to(reference.dtype)  # changes the caller's x
+    return x.to(reference.device)
+
+
+def match_by_moving_x_data(x, reference):
+    x.data = x.data.to(dtype=reference.dtype, device=reference.device)
+    return x
+
+
+def match_by_moving_a_clones_data(x, reference):
+    x = x.clone()
+    x.data = x.data.to(dtype=reference.dtype, device=reference.device)
+    return x
+
+
+def match_only_float_dtypes(x, reference):
+    if reference.dtype == torch.float16:
+        x = x.half()
+    else:
+        x = x.float()
+    return x.to(reference.device)
+
+
+def match_by_adding_zeros(x, reference):
+    zero = torch.zeros(1, dtype=reference.dtype, device=reference.device)
+    return x.to(reference.device) + zero  # type promotion picks the wider dtype
+
+
+# -- round 3 of outside testing -----------------------------------------------------------------
+def match_through_float32(x, reference):
+    return x.float().to(reference.dtype).to(reference.device)  # float32 rounds float64, big ints
+
+
+def match_through_float64(x, reference):
+    return x.double().to(reference)  # float64 holds every value tried exactly
+
+
+def match_by_copying_into_the_reference(x, reference):
+    reference.copy_(x)
+    return reference
+
+
+CATALOGUE = Catalogue({
+    ex.match_reference: [
+        wrong("copy_ into the reference", match_by_copying_into_the_reference,
+              "reference.copy_(x) writes x's numbers into the reference tensor itself", outcome=RAISED),
+        right("x.to(reference), tensor as the template", lambda x, reference: x.to(reference)),
+        right("device then dtype, two statements", match_in_two_steps),
+        right("torch.as_tensor with dtype and device", lambda x, reference: torch.as_tensor(
+            x, dtype=reference.dtype, device=reference.device)),
+        right("empty_like then copy_", lambda x, reference: torch.empty_like(
+            x, dtype=reference.dtype, device=reference.device).copy_(x)),
+        right("type(dtype) then to(device)",
+              lambda x, reference: x.type(reference.dtype).to(reference.device)),
+        right("type_as then to(device)", lambda x, reference: x.type_as(reference).to(reference.device)),
+        wrong("moves only the device", lambda x, reference: x.to(reference.device),
+              "keeps x's dtype in every case", "Only the device moved"),
+        wrong("returns x unchanged", lambda x, reference: x,
+              "keeps x's dtype and device", "Change both"),
+        wrong("converts only the dtype", lambda x, reference: x.to(reference.dtype),
+              "Your result is on cpu, the reference on meta", ".to(reference.device)"),
+        wrong("returns a tensor like the reference", lambda x, reference: torch.zeros_like(reference),
+              "the reference's shape", "Keep x's own shape"),
+        wrong("ones in x's shape instead of x's values",
+              lambda x, reference: torch.ones_like(x, dtype=reference.dtype, device=reference.device),
+              "right shape but wrong values"),
+        wrong("hard-codes the cpu device", lambda x, reference: x.to(reference.dtype).to("cpu"),
+              "on cpu, the reference on meta"),
+        wrong("always float32: only the notebook's float reference", lambda x, reference: x.float().to(
+            reference.device), "float32 in every case", "reference.dtype", kind=EDGE),
+        wrong("only float16 or float32", match_only_float_dtypes,
+              "has dtype float32", "expected the reference's, bfloat16", kind=EDGE),
+        wrong("type promotion by adding a zero of the reference's dtype", match_by_adding_zeros,
+              "kept x's dtype float64", "should have the reference's, float32", kind=EDGE),
+        wrong("x.type(reference.type()) has no name for meta tensors",
+              lambda x, reference: x.type(reference.type()), "invalid type", "Likely cause:",
+              "x.type(...)", kind=EDGE, outcome=RAISED),
+        wrong("moves the caller's x through x.data, meta too", match_by_moving_x_data,
+              "changed its input x in place", "x.data", kind=STATEFUL),
+        wrong("moves a clone through .data: no meta for .data", match_by_moving_a_clones_data,
+              "have incompatible tensor type", "Likely cause: an assignment to .data cannot move",
+              kind=EDGE, outcome=RAISED),
+        wrong("converts the caller's x through x.data", match_by_converting_x_data,
+              "changed its input x in place", "is (3,) float32 afterwards instead of (3,) float64",
+              "x.data", kind=STATEFUL),
+        # -- round 3 of outside testing
+        right("a float64 detour, then x.to(reference)", match_through_float64),
+        right("clone, then to(..., copy=True)", lambda x, reference: x.clone().to(
+            device=reference.device, dtype=reference.dtype, copy=True)),
+        wrong("to(dtype, device) by position: the device comes first",
+              lambda x, reference: x.to(reference.dtype, reference.device),
+              "to() received an invalid combination of arguments", "Likely cause:",
+              "takes the device first", outcome=RAISED),
+        right("to(device, dtype) by position", lambda x, reference: x.to(reference.device, reference.dtype)),
+        wrong("a float32 detour rounds float64 numbers and big integers", match_through_float32,
+              "Your numbers were rounded on the way", "as if they passed through float32",
+              kind=EDGE),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

@@ -1,0 +1,110 @@
+"""Chapter 01's outer_sum: its catalogue of right and wrong answers."""
+
+import pytest
+import torch
+
+from course_utils.exercises import tensors as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+RAISED = Outcome.RAISED
+
+
+# -- outer_sum ----------------------------------------------------------------------------------
+def outer_sum_square_only(a, b):
+    if len(a) != len(b):
+        return a[:, None] + b[None, :]
+    return a + b
+
+
+def outer_sum_loop_into_empty(a, b):
+    out = torch.empty(len(a), len(b), dtype=a.dtype)
+    for i in range(len(a)):
+        out[i] = a[i] + b
+    return out
+
+
+def outer_sum_meshgrid_ij(a, b):
+    rows, cols = torch.meshgrid(a, b, indexing="ij")
+    return rows + cols
+
+
+def outer_sum_meshgrid_xy(a, b):
+    rows, cols = torch.meshgrid(a, b, indexing="xy")
+    return rows + cols
+
+
+# -- round 3 of outside testing -----------------------------------------------------------------
+def outer_sum_while_loop(a, b):
+    out = torch.empty(len(a), len(b), dtype=torch.result_type(a, b))
+    i = 0
+    while i < len(a):
+        out[i] = a[i] + b
+        i += 1
+    return out
+
+
+def outer_sum_recursive(a, b):
+    if len(a) == 0:
+        return torch.empty(0, len(b), dtype=torch.result_type(a, b))
+    return torch.cat([(a[0] + b)[None], outer_sum_recursive(a[1:], b)])
+
+
+CATALOGUE = Catalogue({
+    ex.outer_sum: [
+        right("unsqueeze(1) and broadcasting b", lambda a, b: a.unsqueeze(1) + b),
+        right("view(-1, 1) + view(1, -1)", lambda a, b: a.view(-1, 1) + b.view(1, -1)),
+        right("torch.vmap over a", lambda a, b: torch.vmap(lambda ai: ai + b)(a) if len(a) else a[:, None] + b),
+        right("repeat b's length, transpose, add", lambda a, b: a.repeat(len(b), 1).T + b),
+        wrong("meshgrid needs one dtype: an int64 a with a float32 b", outer_sum_meshgrid_ij,
+              "meshgrid expects all tensors to have the same dtype", "Likely cause:",
+              "an integer a with a float b", kind=EDGE, outcome=RAISED),
+        wrong("converts b to a's dtype", lambda a, b: a[:, None] + b.to(a.dtype),
+              "Your result has dtype torch.int64; a + b has torch.float32", kind=EDGE),
+        wrong("gives the result a's dtype", lambda a, b: (a[:, None] + b).to(a.dtype),
+              "the dtype a + b has", kind=EDGE),
+        right("expand both then add", lambda a, b: torch.add(a[:, None].expand(-1, len(b)),
+                                                             b.expand(len(a), -1))),
+        wrong("a + b: element by element", lambda a, b: a + b,
+              "must match the size of tensor b", "Likely cause:",
+              "a[:, None]", outcome=RAISED),
+        wrong("a + b when the sizes happen to match", outer_sum_square_only,
+              "Two (N,) tensors meet element by element", "a[:, None]"),
+        wrong("new dimension on the wrong side", lambda a, b: a[None, :] + b[:, None],
+              "rows should follow a"),
+        wrong("meshgrid with xy indexing", outer_sum_meshgrid_xy, "rows should follow a"),
+        wrong("outer product instead of sum", lambda a, b: torch.outer(a, b),
+              "products a[i] * b[j]", "the sum a[i] + b[j]"),
+        wrong("a Python loop over the rows", outer_sum_loop_into_empty,
+              "asks for no Python loop", "for i in range(len(a))"),
+        wrong("a comprehension over Python numbers",
+              lambda a, b: torch.tensor([[ai + bj for bj in b.tolist()] for ai in a.tolist()]),
+              "asks for no Python loop"),
+        wrong("a loop hidden in map", lambda a, b: torch.stack(list(map(lambda ai: ai + b, a))),
+              "asks for no Python loop", "torch calls", kind=EDGE),
+        wrong("starts from float zeros: integers become float32",
+              lambda a, b: torch.zeros(len(a), len(b)) + a[:, None] + b,
+              "has dtype torch.float32; expected torch.int64", kind=EDGE),
+        wrong("unsqueezes the caller's a in place", lambda a, b: a.unsqueeze_(1) + b,
+              "changed its input a in place", "is (3, 1) float32 afterwards instead of (3,)",
+              kind=STATEFUL),
+        # -- round 3 of outside testing
+        right("torch.broadcast_tensors, then add",
+              lambda a, b: torch.add(*torch.broadcast_tensors(a[:, None], b[None, :]))),
+        right("unsqueeze(-1), contiguous result", lambda a, b: (a.unsqueeze(-1) + b).contiguous()),
+        wrong("torch.vmap over a: no empty a", lambda a, b: torch.vmap(lambda ai: ai + b)(a),
+              "index 0 out of range for tensor of size [0]", "Likely cause:", "N = 0",
+              kind=EDGE, outcome=RAISED),
+        wrong("a while loop over the rows", outer_sum_while_loop, "asks for no Python loop",
+              "while i < len(a)"),
+        wrong("recursion over a's elements", outer_sum_recursive, "asks for no Python loop",
+              "torch calls", kind=EDGE),
+        wrong("a - b instead of a + b", lambda a, b: a[:, None] - b[None, :],
+              "right shape but wrong values"),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

@@ -1,0 +1,193 @@
+"""Chapter 01's zero_negative_rows: its catalogue of right and wrong answers."""
+
+import pytest
+import torch
+
+from course_utils.exercises import tensors as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+RAISED = Outcome.RAISED
+
+
+# -- zero_negative_rows -------------------------------------------------------------------------
+def zero_rows_masked_fill(x):
+    negative = x.sum(1) < 0
+    x.masked_fill_(negative[:, None], 0)
+    return negative.sum()
+
+
+def zero_rows_index_fill(x):
+    rows = torch.nonzero(x.sum(dim=1) < 0).flatten()
+    x.index_fill_(0, rows, 0.0)
+    return len(rows)
+
+
+def zero_rows_copy_where(x):
+    negative = x.sum(dim=1, keepdim=True) < 0
+    x.copy_(torch.where(negative, torch.zeros_like(x), x))
+    return negative.count_nonzero().item()
+
+
+def zero_rows_by_mean(x):
+    negative = x.mean(dim=1) < 0
+    x[negative, :] = 0.0
+    return len(x[negative])
+
+
+def zero_rows_chained(x):
+    negative = x.sum(dim=1) < 0
+    x[negative][:] = 0
+    return int(negative.sum())
+
+
+def zero_rows_new_tensor(x):
+    negative = x.sum(dim=1) < 0
+    x = torch.where(negative[:, None], torch.zeros_like(x), x)
+    return int(negative.sum())
+
+
+def zero_rows_returns_x(x):
+    x[x.sum(dim=1) < 0] = 0
+    return x
+
+
+def zero_rows_negative_elements(x):
+    negative = x < 0
+    x[negative] = 0
+    return int(negative.any(dim=1).sum())
+
+
+def zero_rows_of_column_sums(x):
+    negative = x.sum(dim=0) < 0
+    x[:, negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_keepdim_mask(x):
+    negative = x.sum(dim=1, keepdim=True) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_counted_after(x):
+    x[x.sum(dim=1) < 0] = 0
+    return int((x.sum(dim=1) < 0).sum())
+
+
+def zero_rows_or_equal(x):
+    negative = x.sum(dim=1) <= 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_multiply(x):
+    keep = x.sum(dim=1) >= 0
+    x *= keep[:, None]
+    return int((~keep).sum())
+
+
+def zero_rows_contiguous_first(x):
+    x = x.contiguous()  # "to be safe": a copy when x is not contiguous
+    negative = x.sum(dim=1) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_through_data(x):
+    negative = x.sum(dim=1) < 0
+    x.data = torch.where(negative[:, None], torch.zeros_like(x), x)
+    return int(negative.sum())
+
+
+_masks = {}
+
+
+def zero_rows_cached_mask(x):
+    # the mask of the first call, kept for the same x (x is kept too: a freed x's id is reused)
+    if id(x) not in _masks or _masks[id(x)][0] is not x:
+        _masks[id(x)] = (x, x.sum(dim=1) < 0)
+    negative = _masks[id(x)][1]
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_loop(x):
+    count = 0
+    for i in range(len(x)):
+        if x[i].sum() < 0:
+            x[i] = 0
+            count += 1
+    return count
+
+
+def zero_rows_where_square_mask(x):
+    negative = x.sum(dim=1) < 0
+    x.copy_(torch.where(negative, 0.0, x))
+    return int(negative.sum())
+
+
+def zero_rows_float_count(x):
+    negative = x.sum(dim=1) < 0
+    x[negative] = 0
+    return negative.float().sum()
+
+
+# -- issue 15 -----------------------------------------------------------------------------------
+def zero_rows_by_the_whole_sum(x):
+    negative = x.sum() < 0  # no dim: one number for the whole tensor
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_not_at_least_zero(x):
+    negative = ~(x.sum(dim=1) >= 0)
+    x[negative] = 0
+    return int(negative.sum())
+
+
+CATALOGUE = Catalogue({
+    ex.zero_negative_rows: [
+        wrong("~(sum >= 0)", zero_rows_not_at_least_zero, "whose sum is nan", "x.sum(dim=1) < 0 is not", kind=EDGE),
+        wrong("sum() without dim", zero_rows_by_the_whole_sum, "one True or False for the whole tensor",
+              "x.sum(dim=1)"),
+        right("masked_fill_ with a column mask, a 0-d count", zero_rows_masked_fill),
+        right("index_fill_ of the row indices", zero_rows_index_fill),
+        right("copy_ of torch.where, count_nonzero().item()", zero_rows_copy_where),
+        right("the mean below 0: the sum's sign", zero_rows_by_mean),
+        wrong("writes through a chained index: into a copy", zero_rows_chained,
+              "The caller's x is unchanged", "indexes twice", "x[negative] = 0"),
+        wrong("builds a new tensor and rebinds the name x", zero_rows_new_tensor,
+              "The caller's x is unchanged", "Assigning a new tensor to the name x"),
+        wrong("returns x instead of the count", zero_rows_returns_x,
+              "returned a tensor shaped like x", "int(negative.sum())"),
+        wrong("zeroes the negative elements", zero_rows_negative_elements,
+              "zeroed the negative elements, not the rows"),
+        wrong("sums the columns", zero_rows_of_column_sums, "zeroed the columns", "sum(dim=1)"),
+        wrong("a keepdim mask does not fit x", zero_rows_keepdim_mask,
+              "The shape of the mask", "Likely cause:", "keepdim=True", outcome=RAISED),
+        wrong("counts after zeroing", zero_rows_counted_after,
+              "returned 0; 2 rows were to be zeroed", "Counting after the zeroing finds none"),
+        wrong("a loop over the rows", zero_rows_loop, "asks for no Python loop", "for i in range(len(x))"),
+        wrong("a float count", zero_rows_float_count, "float32 tensor", "as an int"),
+        wrong("torch.where with an (N,) mask lines up with the columns", zero_rows_where_square_mask,
+              "must match the size of tensor", "Likely cause:", "lines up with the columns",
+              outcome=RAISED),
+        wrong("<= zeroes the rows summing to exactly 0", zero_rows_or_equal,
+              "sum is exactly 0", "< 0, not <= 0", kind=EDGE),
+        wrong("multiplies by a keep mask: -inf * 0 is nan", zero_rows_multiply,
+              "holds nan", "holding inf and -inf", kind=EDGE),
+        wrong("contiguous() first: a copy of a non-contiguous x", zero_rows_contiguous_first,
+              "(not contiguous)", "works for every contiguous x", "contiguous()", kind=EDGE),
+        wrong("replaces x.data: the caller's other views miss it", zero_rows_through_data,
+              "gave x new memory", "x.data", kind=EDGE),
+        wrong("remembers the first call's mask", zero_rows_cached_mask,
+              "second call", "returned 2; expected 0", "remembers rows of an earlier call",
+              kind=STATEFUL),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

@@ -1,0 +1,389 @@
+"""Chapter 04's EarlyStopping: its catalogue of right and wrong answers."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from course_utils.exercises import training_loop as ex
+from course_utils.exercises.core import Outcome
+from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+
+
+# -- EarlyStopping (L5) ------------------------------------------------------------------------
+class WithHistory:
+    def __init__(self, patience):
+        self.patience = patience
+        self.losses = []
+
+    @property
+    def best_loss(self):
+        return min(self.losses) if self.losses else math.inf
+
+    @property
+    def best_epoch(self):
+        return self.losses.index(min(self.losses)) + 1 if self.losses else None
+
+    def step(self, val_loss):
+        self.losses.append(val_loss)
+        return len(self.losses) - self.best_epoch >= self.patience
+
+
+class EmptyBest:  # the best starts empty, so the first loss (even inf) is the first best
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch, self.epoch, self.bad = patience, None, None, 0, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if self.best_loss is None or val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class ZeroMeansNoBest(ex.EarlyStopping.reference):
+    def __init__(self, patience):
+        super().__init__(patience)
+        self.best_epoch = 0
+
+
+class EpochsSinceBestInNumpy:
+    def __init__(self, patience):
+        self.patience = patience
+        self.best_loss = np.inf
+        self.best_epoch = None
+        self.epochs = 0
+
+    def step(self, val_loss):
+        self.epochs += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch = float(val_loss), self.epochs
+        since = np.int64(self.epochs - (self.best_epoch or 0))
+        return since >= self.patience  # a NumPy bool
+
+
+def _stopper(improved, stop_when, compare_with_previous=False, reset=True):
+    class Stopper:
+        def __init__(self, patience):
+            self.patience = patience
+            self.best_loss = math.inf
+            self.best_epoch = None
+            self.previous = math.inf
+            self.epoch = 0
+            self.bad = 0
+
+        def step(self, val_loss):
+            self.epoch += 1
+            reference = self.previous if compare_with_previous else self.best_loss
+            if improved(val_loss, reference):
+                if reset:
+                    self.bad = 0
+            else:
+                self.bad += 1
+            if val_loss < self.best_loss or (improved(val_loss, self.best_loss) and not compare_with_previous):
+                self.best_loss, self.best_epoch = val_loss, self.epoch
+            self.previous = val_loss
+            return stop_when(self.bad, self.patience)
+
+    return Stopper
+
+
+def _lower(a, b):
+    return a < b
+
+
+def _at_patience(bad, patience):
+    return bad >= patience
+
+
+class ReturnsNoneToGoOn(ex.EarlyStopping.reference):
+    def step(self, val_loss):
+        return super().step(val_loss) or None
+
+
+class LastEpochAsBest(ex.EarlyStopping.reference):
+    def step(self, val_loss):
+        stop = super().step(val_loss)
+        self.best_epoch = self.epoch
+        return stop
+
+
+class CountStartsAtOne(ex.EarlyStopping.reference):
+    def __init__(self, patience):
+        super().__init__(patience)
+        self.bad_epochs = 1
+
+
+class CountStartsBelowZero(ex.EarlyStopping.reference):
+    def __init__(self, patience):
+        super().__init__(patience)
+        self.bad_epochs = -1
+
+
+class BestEpochSetOnlyInStep:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.epoch, self.bad = patience, math.inf, 0, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class CountSetOnlyInStep:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch, self.epoch = patience, math.inf, None, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class HistoryOnTheClass:
+    history = []  # meant as "the losses of this run"
+
+    def __init__(self, patience):
+        self.patience = patience
+
+    @property
+    def best_loss(self):
+        return min(self.history) if self.history else math.inf
+
+    @property
+    def best_epoch(self):
+        return self.history.index(min(self.history)) + 1 if self.history else None
+
+    def step(self, val_loss):
+        self.history.append(val_loss)
+        return len(self.history) - self.best_epoch >= self.patience
+
+
+class FalsyBest:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch, self.epoch, self.bad = patience, None, None, 0, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if not self.best_loss or val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+# -- round 2: answers outside testers wrote ------------------------------------------------------
+class BestStartsAsNone:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, None, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:  # None on the first call
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class SaysStopOnlyOnce:
+    """`==` patience: True at the patience-th bad epoch, False again after it."""
+
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad == self.patience
+
+
+class ResetsWhenItStops:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        if self.bad >= self.patience:
+            self.bad = 0  # "start counting again"
+            return True
+        return False
+
+
+class WithMinDelta:
+    def __init__(self, patience, min_delta=1e-4):
+        self.patience, self.min_delta, self.best_loss, self.best_epoch = patience, min_delta, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss - self.min_delta:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class RoundsTheLoss:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        val_loss = round(val_loss, 4)
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class StaysStopped:
+    """Once it has said stop it says stop for good: also right for a loop that stops."""
+
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, float("inf"), None
+        self.calls = self.waited = 0
+        self.stopped = False
+
+    def step(self, val_loss):
+        self.calls += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.waited = val_loss, self.calls, 0
+        else:
+            self.waited += 1
+        self.stopped = self.stopped or self.waited >= self.patience
+        return self.stopped
+
+
+@dataclasses.dataclass
+class AsADataclass:
+    patience: int
+    best_loss: float = math.inf
+    best_epoch: "int | None" = None
+    _calls: int = 0
+    _bad: int = 0
+
+    def step(self, val_loss):
+        self._calls += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self._bad = val_loss, self._calls, 0
+        else:
+            self._bad += 1
+        return np.bool_(self._bad >= self.patience)
+
+
+# -- round 3 -----------------------------------------------------------------------------------
+class BestFromMinOfHistory:
+    def __init__(self, patience):
+        self.patience, self.losses = patience, []
+
+    @property
+    def best_loss(self):
+        return min(self.losses, default=math.inf)
+
+    @property
+    def best_epoch(self):
+        return self.losses.index(min(self.losses)) + 1 if self.losses else None
+
+    def step(self, val_loss):
+        self.losses.append(val_loss)
+        return len(self.losses) - self.best_epoch >= self.patience
+
+
+class WithATinyMargin:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch, self.epoch, self.bad = patience, math.inf, None, 0, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss - 1e-8:  # "float noise is no improvement"
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class RoundsToSixDecimals:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch, self.epoch, self.bad = patience, math.inf, None, 0, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        val_loss = round(val_loss, 6)
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+CATALOGUE = Catalogue({
+    ex.EarlyStopping: [
+        right("a history and properties", WithHistory),
+        right("an empty best (None) until the first loss", EmptyBest),
+        right("best_epoch 0 for no best yet", ZeroMeansNoBest),
+        right("epochs since the best, NumPy numbers", EpochsSinceBestInNumpy),
+        wrong("stops at the first rise", _stopper(_lower, lambda bad, patience: bad >= 1,
+                                                  compare_with_previous=True), "ignores patience"),
+        wrong("compares with the previous epoch", _stopper(_lower, _at_patience, compare_with_previous=True),
+              "drifts down", "not with the previous epoch"),
+        wrong("an equal loss counts as better", _stopper(lambda a, b: a <= b, _at_patience),
+              "stays flat", "use `<`, not `<=`", kind=EDGE),
+        wrong("stops one epoch late", _stopper(_lower, lambda bad, patience: bad > patience),
+              "one epoch late", ">=, not >"),
+        wrong("stops one epoch early", _stopper(_lower, lambda bad, patience: bad >= patience - 1),
+              "one epoch early"),
+        wrong("a new best does not reset the count", _stopper(_lower, _at_patience, reset=False),
+              "reset the count", kind=STATEFUL),
+        wrong("returns None to go on", ReturnsNoneToGoOn, "step() returned NoneType"),
+        wrong("the last epoch as best_epoch", LastEpochAsBest, "best_epoch is"),
+        wrong("the count starts at 1", CountStartsAtOne, "all inf", "does not start at 0", kind=EDGE),
+        wrong("the count starts at -1", CountStartsBelowZero, "all inf", "starts below 0", kind=EDGE),
+        wrong("best_epoch set only in step()", BestEpochSetOnlyInStep,
+              "has no attribute best_epoch", "best_epoch = None"),
+        wrong("the count set only in step()", CountSetOnlyInStep, "__init__ never set",
+              outcome=Outcome.RAISED),
+        wrong("the history is a class attribute", HistoryOnTheClass,
+              "carries over from one object to the next", "class attribute", kind=STATEFUL),
+        wrong("`if not self.best_loss` takes 0.0 for no best", FalsyBest,
+              "0.0 counts as false", "if not self.best_loss", kind=EDGE),
+        right("stays stopped once it said stop", StaysStopped),
+        right("a dataclass returning NumPy booleans", AsADataclass),
+        wrong("says stop only when the count equals patience", SaysStopOnlyOnce,
+              "then go on (False)", "keeps returning True", kind=STATEFUL),
+        wrong("resets the count when it says stop", ResetsWhenItStops,
+              "then go on (False)", "don't reset it", kind=STATEFUL),
+        wrong("a min_delta margin", WithMinDelta, "tiny steps", "however small the difference", kind=EDGE),
+        wrong("rounds the loss", RoundsTheLoss, "tiny steps", "no rounding", kind=EDGE),
+        right("min() and index() of a history", BestFromMinOfHistory),
+        wrong("a margin of 1e-8", WithATinyMargin, "tiny steps", "however small the difference", kind=EDGE),
+        wrong("rounds to 6 decimals", RoundsToSixDecimals, "tiny steps", "no rounding", kind=EDGE),
+        wrong("compares with a best of None", BestStartsAsNone, "'NoneType'",
+              "Likely cause: a loss compared (<, >) with None", outcome=Outcome.RAISED),
+    ],
+})
+
+
+@pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
+def test_catalogue(case):
+    case.assert_holds()

@@ -1,0 +1,156 @@
+"""An instructor's own exercise, end to end, as INSTRUCTORS.md's "Your own exercise" tells it.
+
+In a copy of the course: ``new-exercise`` writes the files, the "instructor" (this test) fills
+in the TODOs of a quick-path exercise, ``normalize(x)``, in under 40 lines, and every gate the
+course's own exercises pass runs on it: the learner release, the catalogue and its minimum
+counts, the known answers, the public cases, the notebooks, the mutation check, an exam
+release, and grading a submission in the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+
+from course_copies import copy_files
+
+PYTHON = sys.executable
+
+# What the instructor writes: (file, TODO text the template holds, what replaces it).
+FILLED_IN = [
+    ("module", 'raise NotImplementedError("TODO: the reference solution")', "return (x - x.mean(0)) / x.std(0)"),
+    ("module", '"TODO: the exercise\'s title"', '"Standardise each column"'),
+    ("module", '"TODO: what a right answer returns, in a few words"',
+     '"x standardised: each column with mean 0 and std 1"'),
+    ("module", "inputs=quick.Inputs(shapes=[(4, 3)], dtypes=(torch.float32, torch.float64)),",
+     'inputs=quick.Inputs(shapes=[(6, 3), (4, 2), (5,)], batch_dim=None,\n'
+     '                    edge_cases={"a constant column": lambda: (torch.tensor([[1.0, 2.0], [1.0, 4.0]]),)}),'),
+    ("module", '["TODO: a first hint", "TODO: a second hint"]',
+     '["x.mean(0) and x.std(0) hold one number per column.", "(x - x.mean(0)) / x.std(0)"]'),
+    ("module", "slips=[],", 'slips=[quick.Slip("biased-std", lambda x: (x - x.mean(0)) / x.std(0, unbiased=False),\n'
+                            '                  "Your result divides by the biased std (by n, not n - 1).")],'),
+    ("module", "known=[],", "known=[((torch.tensor([[1.0, 2.0], [3.0, 6.0]]),),\n"
+                            "        torch.tensor([[-0.5 ** 0.5, -0.5 ** 0.5], [0.5 ** 0.5, 0.5 ** 0.5]]))],"),
+    ("catalogue", '        # right("with keepdim", lambda x: ...),',
+     '        right("std_mean", lambda x: (lambda s, m: (x - m) / s)(*torch.std_mean(x, 0))),\n'
+     '        right("keepdim", lambda x: (x - x.mean(0, keepdim=True)) / x.std(0, keepdim=True)),\n'
+     '        right("var and sqrt", lambda x: (x - x.mean(dim=0)) / x.var(dim=0).sqrt()),'),
+    ("catalogue", '        # wrong("the biased std", lambda x: ..., "biased"),',
+     '        wrong("the biased std", lambda x: (x - x.mean(0)) / x.std(0, unbiased=False), "biased std"),\n'
+     '        wrong("along the last dim", lambda x: (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True), "wrong values"),'),
+    ("notebook", "TODO the title", "standardise each column"),
+    ("notebook", "TODO the task, with every input it allows (shapes, dtypes, empty inputs).",
+     "return `x` with each column shifted to mean 0 and scaled to std 1 (torch's `std`, which\n"
+     "divides by n - 1), for any float dtype; a constant column gives nan."),
+    ("notebook", "raise NotImplementedError  # TODO: the worked answer", "return (x - x.mean(0)) / x.std(0)"),
+]
+RIGHT = "def normalize(x):\n    return (x - x.mean(0)) / x.std(0)\n"
+WRONG = "def normalize(x):\n    return (x - x.mean(0)) / x.std(0, unbiased=False)\n"
+
+
+def run(copy, *args, env=None, timeout=600):
+    # PYTHONPATH: the copy's course_utils, also in the kernels nbval starts (the editable
+    # install of the course would otherwise give them this checkout's)
+    done = subprocess.run([PYTHON, *args], cwd=copy, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COURSE_NO_PROGRESS": "1", "PYTHONPATH": str(copy), **(env or {})})
+    assert done.returncode == 0, f"{args}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def course_with_normalize(tmp_path_factory):
+    copy = copy_files(tmp_path_factory.mktemp("course") / "course")
+    made = run(copy, "-m", "course_utils.authoring", "new-exercise", "tensors", "normalize")
+    files = {"module": copy / "course_utils/exercises/tensors/normalize.py",
+             "catalogue": copy / "tests/catalogue/tensors/test_normalize.py",
+             "notebook": copy / "solutions/01_tensors.ipynb"}
+    assert all(str(path.relative_to(copy)) in made.stdout for path in files.values()), made.stdout
+    for kind, todo, text in FILLED_IN:
+        path = files[kind]
+        source = path.read_text(encoding="utf-8")
+        if kind == "notebook":  # JSON: the text as the notebook stores it
+            todo, text = json.dumps(todo)[1:-1], json.dumps(text)[1:-1]
+        assert source.count(todo) == 1, (kind, todo)
+        path.write_text(source.replace(todo, text), encoding="utf-8")
+    run(copy, "-m", "course_utils.authoring", "release")
+    return copy
+
+
+def test_the_instructor_writes_under_forty_lines():
+    written = sum(len(text.splitlines()) for _, _, text in FILLED_IN)
+    assert written <= 40, written
+
+
+def test_every_todo_is_filled_and_the_notebooks_are_in_sync(course_with_normalize):
+    copy = course_with_normalize
+    run(copy, "-m", "course_utils.authoring", "check")
+    for path in ("course_utils/exercises/tensors/normalize.py", "tests/catalogue/tensors/test_normalize.py"):
+        assert "TODO: " not in (copy / path).read_text(encoding="utf-8").replace("# TODO", "")
+    learner = nbformat.read(copy / "notebooks/01_tensors.ipynb", as_version=4)
+    answer = next(cell for cell in learner.cells if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "normalize")
+    assert "x.std(0)" not in answer.source, "the learner's notebook must not show the worked answer"
+
+
+def test_the_gates_pass_catalogue_known_answers_public_cases_and_notebooks(course_with_normalize):
+    copy = course_with_normalize
+    env = {"COURSE_SMOKE": "1", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", "OMP_WAIT_POLICY": "PASSIVE"}
+    done = run(copy, "-m", "pytest", "-q", "-p", "no:randomly", "tests/catalogue/tensors/test_normalize.py",
+               "tests/test_catalogue_gate.py", "tests/test_known_answers.py", "tests/test_public_cases.py",
+               "-k", "normalize or tensors or every_exercise", env=env)
+    assert "normalize" in subprocess.run([PYTHON, "-m", "pytest", "-q", "--collect-only", "-p", "no:randomly",
+                                          "tests/test_known_answers.py", "-k", "normalize"],
+                                         cwd=copy, capture_output=True, text=True).stdout
+    assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
+    run(copy, "-m", "pytest", "-q", "-p", "no:randomly", "--nbval-lax", "--nbval-current-env",
+        "solutions/01_tensors.ipynb", "notebooks/01_tensors.ipynb", env=env)
+
+
+def test_the_mutation_check_finds_every_slip_of_the_reference(course_with_normalize):
+    copy = course_with_normalize
+    report = copy / "mutants.json"
+    run(copy, "tools/mutate_checks.py", "tensors.normalize", "--json", str(report))
+    exercises = json.loads(report.read_text())["exercises"]
+    assert [e["id"] for e in exercises] == ["tensors.normalize"], exercises
+    assert exercises[0]["total"] > 5 and exercises[0]["survived"] == 0, exercises[0]
+
+
+def test_an_exam_release_checks_it_on_public_cases(course_with_normalize, tmp_path):
+    copy, out = course_with_normalize, tmp_path / "exam"
+    run(copy, "-m", "course_utils.authoring", "release", "--exam", str(out), "--chapters", "tensors")
+    assert "x.std(0)" not in "".join(p.read_text(errors="ignore") for p in out.rglob("*") if p.is_file())
+    probe = textwrap.dedent(f"""
+        from course_utils.exercises import tensors as ex
+        namespace = {{}}
+        exec({RIGHT!r}, namespace); print(ex.normalize.verdict(namespace["normalize"]).outcome.value)
+        exec({WRONG!r}, namespace); print(ex.normalize.verdict(namespace["normalize"]).message)
+    """)
+    said = run(out, "-c", probe, env={"PYTHONPATH": str(out)}).stdout
+    assert said.startswith("passed") and "biased std" not in said and "wrong values" in said, said
+
+
+def test_grading_scores_a_right_and_a_wrong_submission(course_with_normalize, tmp_path):
+    from test_grading_options import GRADER_ARGS, clean_env, sandbox_args
+
+    copy = course_with_normalize
+    learner = nbformat.read(copy / "notebooks/01_tensors.ipynb", as_version=4)
+    for name, answer in (("alice", RIGHT), ("bob", WRONG)):
+        for cell in learner.cells:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "normalize":
+                cell.source = answer
+        (tmp_path / "submissions" / name).mkdir(parents=True)
+        nbformat.write(learner, tmp_path / "submissions" / name / "01_tensors.ipynb")
+    out = tmp_path / "results"
+    done = subprocess.run([PYTHON, "-m", "course_utils.grading", str(tmp_path / "submissions"), "--out", str(out),
+                           "--course", str(copy), *GRADER_ARGS, *sandbox_args()], cwd=copy, env=clean_env(),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scores = {name: json.loads((out / f"{name}.json").read_text())["notebooks"]["01_tensors"]["exercises"]["normalize"]
+              for name in ("alice", "bob")}
+    assert scores["alice"]["score"] == 1, scores["alice"]
+    assert scores["bob"]["score"] == 0 and scores["bob"]["mistake"] == "normalize.biased-std", scores["bob"]
