@@ -72,3 +72,21 @@ def test_the_prepared_copy_has_guarded_code_beside_every_module_and_names_them_a
     assert all(path.with_suffix(GUARDED_SUFFIX).exists() for path in sources)
     for module in package_copy.chapter_modules():
         assert set(chapter_sources(exercises, module)) <= set(sources)
+
+
+def test_each_exercise_is_found_by_its_name_in_a_module_and_a_catalogue_of_its_own():
+    """A reader finds an exercise by its name in the file tree, and no module is a long read."""
+    from pathlib import Path
+
+    import course_utils.exercises
+    from course_utils.exercises import CHAPTERS, chapter_exercises
+
+    exercises = Path(course_utils.exercises.__file__).parent
+    catalogues = Path(__file__).parent / "catalogue"
+    for module in CHAPTERS.values():
+        for exercise in chapter_exercises(module):
+            assert (exercises / module / f"{exercise.name}.py").is_file(), exercise.id
+            assert (catalogues / module / f"test_{exercise.name}.py").is_file(), exercise.id
+        long = {path.name: n for path in (exercises / module).glob("*.py")
+                if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500}
+        assert not long, f"{module}: split these modules (over 500 lines): {long}"

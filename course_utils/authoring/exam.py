@@ -42,7 +42,10 @@ from course_utils.authoring.project import NOTEBOOKS, plan
 
 PACKAGE = "course_utils"
 # What stays with the instructor (relative to course_utils/).
-INSTRUCTOR_ONLY = ("grading", "authoring", "book", "exercises/exam_data", "exercises/quick.py")
+INSTRUCTOR_ONLY = ("grading", "authoring", "book", "exercises/exam_data")
+# Also left out of an exam: the code that derives a quick-path exercise's check from its
+# reference (practice releases keep it: their exercise modules use it).
+NOT_IN_AN_EXAM = ("exercises/quick.py",)
 COURSE_FILES = ("course", "requirements.txt", "pyproject.toml", "environment.yml")
 EXAM_README = """# {title}: exam
 
@@ -125,9 +128,9 @@ def copy_package(root: Path, out: Path) -> None:
     source, target = root / PACKAGE, out / PACKAGE
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for relative in INSTRUCTOR_ONLY:
-        if (target / relative).is_file():
-            (target / relative).unlink()
         shutil.rmtree(target / relative, ignore_errors=True)
+    for relative in NOT_IN_AN_EXAM:
+        (target / relative).unlink(missing_ok=True)
     for module in CHAPTERS.values():  # each becomes the exam's module of public checks
         (target / "exercises" / f"{module}.py").unlink(missing_ok=True)
         shutil.rmtree(target / "exercises" / module, ignore_errors=True)
