@@ -122,7 +122,46 @@ LONGEST_FIRST = (
 )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("course", "the course's test selection (tests/chapter_selection.py)")
+    group.addoption("--chapter", action="append", default=[], metavar="CHAPTER",
+                    help="only what concerns this chapter (03, 03_models or models); repeatable")
+    group.addoption("--changed", action="store_true",
+                    help="only what concerns the files changed since the last commit")
+
+
+def _select(config: pytest.Config, items: list) -> None:
+    """Keep what ``--chapter`` and ``--changed`` ask for (tests/chapter_selection.py)."""
+    import importlib.util
+
+    named, changed = config.getoption("--chapter"), config.getoption("--changed")
+    if not named and not changed:
+        return
+    spec = importlib.util.spec_from_file_location("chapter_selection", ROOT / "tests" / "chapter_selection.py")
+    selection = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(selection)
+    try:
+        chapters = {selection.chapter_named(name) for name in named}
+    except ValueError as error:
+        raise pytest.UsageError(f"--chapter: {error}") from None
+    files: set[str] = set()
+    if changed:
+        more, files, everything = selection.what_changed_concerns(selection.changed_files(ROOT))
+        if everything:
+            return
+        chapters |= more
+    kept, dropped = [], []
+    for item in items:
+        nodeid = item.nodeid
+        wanted = nodeid.split("::", 1)[0] in files or any(selection.concerns(nodeid, stem) for stem in chapters)
+        (kept if wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    _select(config, items)
     counts: dict[str, int] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]

@@ -436,6 +436,18 @@ def test_course_test_reports_and_passes_on_pytests_exit_code(set_up, pytest_rc, 
     ]
 
 
+def test_course_test_passes_leading_chapter_names_as_a_selection_and_the_rest_to_pytest(set_up):
+    """./course test 03 models -k models: the chapters become --chapter, "models" after -k stays
+    pytest's (tests/test_chapter_selection.py tests what a chapter selects)."""
+    result = set_up.run("test", "03", "models", "--changed", "-k", "models", FAKE_PYTEST_RC="0",
+                        FAKE_PYTEST_SUMMARY=SUMMARY)
+    assert result.returncode == 0, out(result)
+    runs = f"{set_up.root.resolve()}/.course/test-runs"
+    assert set_up.calls()[-1] == (
+        f"-m pytest -n auto --dist loadscope tests notebooks solutions {runs} "
+        "--nbval-lax --nbval-current-env --chapter 03 --chapter models --changed -k models")
+
+
 def test_course_test_sets_up_first_when_needed(course):
     course.python_on_path("python3", "3.12.3")
     result = course.run("test")
