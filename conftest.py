@@ -134,6 +134,8 @@ def _select(config: pytest.Config, items: list) -> None:
     """Keep what ``--chapter`` and ``--changed`` ask for (tests/chapter_selection.py)."""
     import importlib.util
 
+    if config is None:  # called to sort a list of items, outside a session
+        return
     named, changed = config.getoption("--chapter"), config.getoption("--changed")
     if not named and not changed:
         return
