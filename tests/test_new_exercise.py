@@ -154,3 +154,51 @@ def test_grading_scores_a_right_and_a_wrong_submission(course_with_normalize, tm
               for name in ("alice", "bob")}
     assert scores["alice"]["score"] == 1, scores["alice"]
     assert scores["bob"]["score"] == 0 and scores["bob"]["mistake"] == "normalize.biased-std", scores["bob"]
+
+
+@pytest.fixture
+def small_course(tmp_path):
+    """The files new-exercise writes into: chapter 01's package listing and solution notebook."""
+    import shutil
+
+    from course_copies import ROOT
+
+    (tmp_path / "course_utils/exercises/tensors").mkdir(parents=True)
+    shutil.copy2(ROOT / "course_utils/exercises/tensors/__init__.py", tmp_path / "course_utils/exercises/tensors")
+    (tmp_path / "solutions").mkdir()
+    shutil.copy2(ROOT / "solutions/01_tensors.ipynb", tmp_path / "solutions")
+    return tmp_path
+
+
+def test_after_puts_the_cells_and_the_listing_right_after_that_exercise(small_course):
+    from course_utils.authoring.new_exercise import new_exercise
+
+    new_exercise(small_course, "01", "pairwise_gap", ("a", "b"), after="outer_sum")
+    cells = nbformat.read(small_course / "solutions/01_tensors.ipynb", as_version=4).cells
+    ids = [cell.get("id") for cell in cells]
+    at = ids.index("check_outer_sum")
+    assert ids[at + 1: at + 4] == ["pairwise_gap-task", "pairwise_gap", "check_pairwise_gap"]
+    assert cells[at + 2].source.startswith("def pairwise_gap(a, b):")
+    assert cells[at + 2].metadata.nbgrader == {"grade": False, "grade_id": "pairwise_gap", "locked": False,
+                                               "schema_version": 3, "solution": True}
+    assert cells[at + 3].metadata.nbgrader["grade"] is True and cells[at + 3].source == "ex.pairwise_gap.check(pairwise_gap)"
+    listing = (small_course / "course_utils/exercises/tensors/__init__.py").read_text().splitlines()
+    mine = next(i for i, line in enumerate(listing) if "pairwise_gap import" in line)
+    assert "outer_sum import outer_sum" in listing[mine - 1]
+    module = (small_course / "course_utils/exercises/tensors/pairwise_gap.py").read_text()
+    assert "def pairwise_gap(a, b):" in module and "params=('a', 'b')" in module
+    compile(module, "pairwise_gap.py", "exec")
+    assert "ex.pairwise_gap" in (small_course / "tests/catalogue/tensors/test_pairwise_gap.py").read_text()
+
+
+def test_a_name_taken_an_unknown_chapter_or_a_bad_name_is_refused_and_nothing_written(small_course):
+    from course_utils.authoring.errors import AuthoringError
+    from course_utils.authoring.new_exercise import new_exercise
+
+    before = (small_course / "solutions/01_tensors.ipynb").read_bytes()
+    for chapter, name, says in (("01", "outer_sum", "exists already"), ("09", "gap", "names no chapter"),
+                                ("01", "Gap", "lower-case Python names"), ("02", "gap", "not a package")):
+        with pytest.raises(AuthoringError, match=says):
+            new_exercise(small_course, chapter, name)
+    assert (small_course / "solutions/01_tensors.ipynb").read_bytes() == before
+    assert not list((small_course / "course_utils/exercises/tensors").glob("*.py"))[1:]
