@@ -17,20 +17,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from course_utils.exercises import CHAPTERS, chapter_named
 
-# chapter notebook stem -> its exercise package (course_utils.exercises.CHAPTERS, repeated here
-# so that selecting needs no torch import)
-CHAPTERS = {
-    "00_environment": "environment",
-    "01_tensors": "tensors",
-    "02_autograd": "autograd",
-    "03_models": "models",
-    "04_training_loop": "training_loop",
-    "05_speed_and_memory": "speed_and_memory",
-    "06_debugging": "debugging",
-    "07_reliable_practice": "reliable_practice",
-}
+ROOT = Path(__file__).resolve().parents[1]
 
 # Unit test files written for one or two chapters (their pictures, their tools).
 CHAPTER_FILES = {
@@ -53,15 +42,6 @@ NAMED_IN_IDS = ("test_known_answers.py", "test_public_cases.py", "test_catalogue
 # Run for every chapter: the mutation gate over every check (a changed check must still kill
 # its mutants; it takes seconds).
 EVERY_CHAPTER = ("test_mutation_gate.py",)
-
-def chapter_named(name: str) -> str:
-    """The notebook stem of the chapter named ``03``, ``03_models`` or ``models``."""
-    name = name.removesuffix(".ipynb")
-    matches = [stem for stem, module in CHAPTERS.items() if name in (stem, stem[:2], stem[3:], module)]
-    if len(matches) != 1:
-        raise ValueError(f"{name!r} names no chapter (one of {', '.join(CHAPTERS)})")
-    return matches[0]
-
 
 def concerns(nodeid: str, stem: str) -> bool:
     """Whether the test ``nodeid`` (relative to the course) concerns chapter ``stem``."""

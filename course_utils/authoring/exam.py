@@ -95,17 +95,15 @@ class ExamRelease:
 
 def chosen_chapters(root: Path, names: list[str] | None) -> list[str]:
     """The notebook stems named (``01``, ``01_tensors``, ``tensors``), in course order."""
-    from course_utils.exercises import CHAPTERS
+    from course_utils.exercises import CHAPTERS, chapter_named
 
     stems = sorted(CHAPTERS)
     if not names:
         return stems
-    chosen = []
-    for name in names:
-        matches = [stem for stem in stems if name in (stem, stem[:2], stem[3:], CHAPTERS[stem])]
-        if len(matches) != 1:
-            raise AuthoringError(f"--chapters: {name!r} names no chapter (one of {', '.join(stems)})")
-        chosen.append(matches[0])
+    try:
+        chosen = {chapter_named(name) for name in names}
+    except ValueError as error:
+        raise AuthoringError(f"--chapters: {error}") from None
     return [stem for stem in stems if stem in chosen]
 
 

@@ -33,12 +33,13 @@ class NewExercise:
 
 def chapter_of(name: str) -> tuple[str, str]:
     """(notebook stem, exercise module) of the chapter named ``01``, ``01_tensors`` or ``tensors``."""
-    from course_utils.exercises import CHAPTERS
+    from course_utils.exercises import CHAPTERS, chapter_named
 
-    matches = [stem for stem in CHAPTERS if name in (stem, stem[:2], stem[3:], CHAPTERS[stem])]
-    if len(matches) != 1:
-        raise AuthoringError(f"{name!r} names no chapter (one of {', '.join(CHAPTERS)})")
-    return matches[0], CHAPTERS[matches[0]]
+    try:
+        stem = chapter_named(name)
+    except ValueError as error:
+        raise AuthoringError(str(error)) from None
+    return stem, CHAPTERS[stem]
 
 
 def module_text(chapter: str, name: str, params: tuple[str, ...]) -> str:
@@ -70,7 +71,7 @@ def {name}({signature}):
     returns="TODO: what a right answer returns, in a few words",
     # Every shape and dtype the task allows (a tuple of shapes per entry with several
     # arguments); batch_dim=None when the task fixes the first dimension's size.
-    inputs=quick.Inputs(shapes=[{", ".join(["(4, 3)"] * len(params)) if len(params) > 1 else "(4, 3)"}], dtypes=(torch.float32, torch.float64)),
+    inputs=quick.Inputs(shapes=[{"(" + ", ".join(["(4, 3)"] * len(params)) + ")" if len(params) > 1 else "(4, 3)"}], dtypes=(torch.float32, torch.float64)),
     hints=["TODO: a first hint", "TODO: a second hint"],
     # Named mistakes, beside the generic messages: quick.Slip(id, wrong_function, message).
     slips=[],
@@ -144,7 +145,7 @@ def _insert_cells(notebook: Path, cells: list[dict], after: str | None) -> None:
 
 def _list_in_package(init: Path, chapter: str, name: str, after: str | None) -> None:
     lines = init.read_text(encoding="utf-8").splitlines(keepends=True)
-    line = f"from course_utils.exercises.{chapter}.{name} import {name}  # noqa: E402,F401\n"
+    line = f"from course_utils.exercises.{chapter}.{name} import {name}  # noqa: F401\n"
     at = len(lines)
     if after is not None:
         anchor = f"from course_utils.exercises.{chapter}.{after} import {after}"

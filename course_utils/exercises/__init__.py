@@ -27,6 +27,16 @@ CHAPTERS = {
 }
 
 
+def chapter_named(name: str) -> str:
+    """The notebook stem of the chapter named ``01``, ``01_tensors``, ``tensors`` (or with
+    ``.ipynb``), as every command takes it; ValueError naming the chapters there are."""
+    name = name.removesuffix(".ipynb")
+    matches = [stem for stem in CHAPTERS if name in (stem, stem[:2], stem[3:], CHAPTERS[stem])]
+    if len(matches) != 1:
+        raise ValueError(f"{name!r} names no chapter (one of {', '.join(CHAPTERS)})")
+    return matches[0]
+
+
 def chapter_sources(exercises_folder: Path, module: str) -> list[Path]:
     """The source files of chapter ``module`` under an ``exercises`` folder (this package's, or
     a copy's): its one module, or every module of its package."""
