@@ -193,7 +193,7 @@ def _part_of(nodeid: str) -> str:
         except (OSError, ValueError):
             return parts[2] if len(parts) > 2 else top
     if nodeid.startswith("tests/test_hosted.py::TestChapter"):
-        return "each chapter alone on a simulated Colab, Kaggle or hub"
+        return "each chapter alone on a simulated Colab, Kaggle or hub (a CUDA build, no GPU), solutions pasted in"
     return "unit tests"
 
 

@@ -51,6 +51,7 @@ print({REPORT_MARK!r} + json.dumps({{
     "numpy": [numpy.__version__, numpy.__file__],
     "matplotlib": [matplotlib.__version__, matplotlib.__file__],
     "course_utils": [course_utils.__version__, course_utils.__file__],
+    "torch_build": {{"cuda": torch.version.cuda, "hip": torch.version.hip, "gpu": torch.cuda.is_available()}},
 }}))
 """
 # Hosted platforms, as the set-up cell and chapter 00 can tell them apart.

@@ -1,9 +1,11 @@
 """The notebook runs that `./course test` adds to notebooks/ and solutions/.
 
 A learner's machine is rarely the CI's: PyPI's default torch on Linux is a CUDA build, and most
-laptops that get it have no NVIDIA GPU; some have ROCm. A learner who gives up and pastes a
-displayed solution must get a passing check. Each run below is a folder of notebook copies with
-a ``run-env.json`` that says how they run (conftest.py reads it when a notebook's kernel starts):
+laptops that get it have no NVIDIA GPU; some have ROCm. Each run below is a folder of notebook
+copies with a ``run-env.json`` that says how they run (conftest.py reads it when a notebook's
+kernel starts). The learner notebooks with every displayed solution pasted in run on a CUDA
+build without a GPU in tests/test_hosted.py, one chapter per simulated hosted machine: one run
+that is both what a Colab learner meets and what a laptop with PyPI's torch meets.
 
     python tests/notebook_runs.py OUT_DIR      # writes OUT_DIR/<run>/*.ipynb and run-env.json
 
@@ -13,10 +15,13 @@ Copies run from any folder: the notebooks find the course's files through ``cour
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -41,12 +46,35 @@ class Run:
         return settings
 
 
+# What a worked answer in solutions/ may do differently on a CUDA build without a GPU. Every
+# other line of every chapter runs on such a build in tests/test_hosted.py (the learner
+# notebook with each displayed solution pasted in, on a simulated Colab, Kaggle or hub), so the
+# solution notebooks run there only where a worked answer matches this, and chapter 00, whose
+# subject is the machine. tests/test_simulated_machine.py checks the choice.
+DEVICE_SENSITIVE = re.compile(
+    r"cuda|pin_memory|autocast|GradScaler|accelerator|non_blocking|\bmps\b|torch\.version|"
+    r"is_available|pick_device|device_count|get_device|set_device|synchronize|memory_allocated")
+ALWAYS_ON_EVERY_BUILD = ("00_environment",)
+
+
+def worked_answers(notebook: Path) -> list[str]:
+    """The answer cells' sources of a solution notebook (nbgrader's "solution" cells)."""
+    nb = nbformat.read(notebook, as_version=4)
+    return [cell.source for cell in nb.cells
+            if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution")]
+
+
+def chapters_for_every_build(solutions: Path = ROOT / "solutions") -> tuple[str, ...]:
+    """Chapter 00, and the chapters with a worked answer that ``DEVICE_SENSITIVE`` matches."""
+    return tuple(sorted(
+        path.stem for path in solutions.glob("*.ipynb")
+        if path.stem in ALWAYS_ON_EVERY_BUILD
+        or any(DEVICE_SENSITIVE.search(source) for source in worked_answers(path))))
+
+
 RUNS = (
-    Run("solutions-cuda-build-no-gpu", "solution notebooks on a CUDA build without a GPU",
-        "solutions", "cuda-build-no-gpu"),
-    Run("pasted-solutions-cuda-build-no-gpu",
-        "learner notebooks, every displayed solution pasted in, on a CUDA build without a GPU",
-        "pasted", "cuda-build-no-gpu"),
+    Run("solutions-cuda-build-no-gpu", "solution notebooks whose worked answers touch the device, "
+        "on a CUDA build without a GPU", "solutions", "cuda-build-no-gpu", chapters_for_every_build()),
     Run("environment-rocm-build-no-gpu", "chapter 00 on a ROCm build without a GPU",
         "solutions", "rocm-build-no-gpu", ("00_environment",)),
 )

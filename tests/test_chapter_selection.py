@@ -51,10 +51,27 @@ def test_a_chapter_selects_its_notebooks_catalogues_and_cases_and_nothing_of_ano
     strangers = [nodeid for nodeid in chosen if _names_another_chapter(nodeid, stem)]
     assert not strangers, strangers[:10]
     assert len(chosen) < len(every_test_id) / 3
+    # what ./course test CHAPTER hands pytest to collect holds every selected test
+    collected = selection.paths_to_collect({stem})
+    outside = [nodeid for nodeid in chosen
+               if not any(nodeid.split("::")[0] == path or nodeid.startswith(path + "/") for path in collected)]
+    assert not outside, outside[:10]
+
+
+def test_a_chapter_collects_its_notebooks_in_every_prepared_run(tmp_path):
+    for run in ("solutions-cuda-build-no-gpu", "environment-rocm-build-no-gpu"):
+        for stem in ("00_environment", "05_speed_and_memory"):
+            (tmp_path / run).mkdir(exist_ok=True)
+            (tmp_path / run / f"{stem}.ipynb").write_text("{}")
+    paths = selection.paths_to_collect({"00_environment"}, runs=tmp_path)
+    assert {str(tmp_path / run / "00_environment.ipynb")
+            for run in ("solutions-cuda-build-no-gpu", "environment-rocm-build-no-gpu")} <= set(paths)
+    assert not [path for path in paths if "05_speed" in path]
+    assert selection.paths_to_collect(set(), {"tests/test_quick.py"}) == ["tests/test_quick.py"]
 
 
 def test_every_prepared_run_of_a_chapter_is_selected():
-    for run in ("solutions-cuda-build-no-gpu", "pasted-solutions-cuda-build-no-gpu"):
+    for run in ("solutions-cuda-build-no-gpu", "environment-rocm-build-no-gpu"):
         assert selection.concerns(f".course/test-runs/{run}/03_models.ipynb::Cell 4", "03_models")
         assert not selection.concerns(f".course/test-runs/{run}/04_training_loop.ipynb::Cell 4", "03_models")
 

@@ -69,6 +69,9 @@ elif args[:3] == ["-m", "course_utils.torch_build", "key"]:
           % (os.environ.get("COURSE_TORCH", ""), os.environ.get("TORCH_INDEX_URL", "")))
 elif args[:2] == ["-m", "course_utils.tool_env"]:
     print(me)  # the tool environment's Python: this stand-in again
+elif args[:1] == ["tests/chapter_selection.py"]:  # the paths a chapter's run collects
+    print(os.environ.get("FAKE_SELECTED_PATHS", ""))
+    sys.exit(int(os.environ.get("FAKE_SELECTION_RC", "0")))
 elif args[:2] == ["-m", "pytest"]:
     if os.environ.get("COURSE_SUMMARY_FILE") and os.environ.get("FAKE_PYTEST_SUMMARY"):
         with open(os.environ["COURSE_SUMMARY_FILE"], "w") as f:
@@ -438,14 +441,31 @@ def test_course_test_reports_and_passes_on_pytests_exit_code(set_up, pytest_rc, 
 
 def test_course_test_passes_leading_chapter_names_as_a_selection_and_the_rest_to_pytest(set_up):
     """./course test 03 models -k models: the chapters become --chapter, "models" after -k stays
-    pytest's (tests/test_chapter_selection.py tests what a chapter selects)."""
+    pytest's; pytest collects only the paths tests/chapter_selection.py lists for them
+    (tests/test_chapter_selection.py tests what a chapter selects)."""
     result = set_up.run("test", "03", "models", "--changed", "-k", "models", FAKE_PYTEST_RC="0",
-                        FAKE_PYTEST_SUMMARY=SUMMARY)
+                        FAKE_PYTEST_SUMMARY=SUMMARY, FAKE_SELECTED_PATHS="notebooks/03_models.ipynb\ntests/catalogue/models")
     assert result.returncode == 0, out(result)
     runs = f"{set_up.root.resolve()}/.course/test-runs"
-    assert set_up.calls()[-1] == (
-        f"-m pytest -n auto --dist loadscope tests notebooks solutions {runs} "
-        "--nbval-lax --nbval-current-env --chapter 03 --chapter models --changed -k models")
+    assert set_up.calls()[-2:] == [
+        f"tests/chapter_selection.py {runs} --chapter 03 --chapter models --changed",
+        "-m pytest -n auto --dist loadscope notebooks/03_models.ipynb tests/catalogue/models "
+        "--nbval-lax --nbval-current-env --chapter 03 --chapter models --changed -k models"]
+
+
+def test_course_test_collects_everything_when_the_selection_lists_nothing(set_up):
+    """--changed with a change to the framework: the selection prints nothing, all is collected."""
+    result = set_up.run("test", "--changed", FAKE_PYTEST_RC="0", FAKE_PYTEST_SUMMARY=SUMMARY)
+    assert result.returncode == 0, out(result)
+    runs = f"{set_up.root.resolve()}/.course/test-runs"
+    assert set_up.calls()[-1] == (f"-m pytest -n auto --dist loadscope tests notebooks solutions {runs} "
+                                  "--nbval-lax --nbval-current-env --changed")
+
+
+def test_course_test_stops_when_a_chapter_name_is_unknown(set_up):
+    result = set_up.run("test", "03", FAKE_SELECTION_RC="2")
+    assert result.returncode == 2, out(result)
+    assert not any(c.startswith("-m pytest") for c in set_up.calls())
 
 
 def test_course_test_sets_up_first_when_needed(course):

@@ -3,7 +3,8 @@
 tests/hosted_machine.py describes the simulation: the platform's packages only, the notebook
 copied alone into an empty folder, its set-up cell installing the course's package from a wheel
 of this checkout. Every chapter runs with every displayed solution pasted in (each check must
-pass) on a fresh machine. Chapter 00 also runs as the learner opens it (each check must say
+pass) on a fresh machine whose torch is a CUDA build without a GPU, as on Colab's and
+Kaggle's CPU runtimes (tests/simulated_machine). Chapter 00 also runs as the learner opens it (each check must say
 "not attempted"), on a Colab-like CPU runtime whose torch is a CUDA build, where its health
 check must give true verdicts and never send the learner to ``./course setup``. The other
 chapters' learner notebooks run this way in tools/hosted_matrix.py (CI's weekly job, on the
@@ -33,6 +34,10 @@ CHAPTERS = sorted(path.stem for path in (ROOT / "notebooks").glob("*.ipynb"))
 VERSION = course_utils.__version__
 # Which platform each chapter's pasted run pretends to be (the set-up cell must not care).
 PLATFORMS = ("colab", "kaggle", "hub")
+# The torch those runs have: a CUDA build without a GPU, as on Colab's and Kaggle's CPU runtimes
+# and on a laptop with PyPI's torch. This is the course's only run of the displayed solutions,
+# so it is also the one on a CUDA build (tests/notebook_runs.py runs the worked answers there).
+PASTED_RUNS_MACHINE = "cuda-build-no-gpu"
 
 
 @pytest.fixture(scope="session")
@@ -73,8 +78,10 @@ def _chapter_class(index, chapter):
 
     class HostedChapter:
         def test_every_pasted_solution_passes_on_a_fresh_hosted_machine(self, platform, wheel, tmp_path):
-            run = run_chapter(chapter, "pasted", platform, wheel, tmp_path, platform_name)
+            run = run_chapter(chapter, "pasted", platform, wheel, tmp_path, platform_name,
+                              machine=PASTED_RUNS_MACHINE)
             assert_set_up_alone(run, platform)
+            assert run.report["torch_build"] == {"cuda": "13.0", "hip": None, "gpu": False}, run.report
 
     HostedChapter.__name__ = HostedChapter.__qualname__ = f"TestChapter{chapter}"
     HostedChapter.__doc__ = f"{chapter}, alone on a {platform_name}-like machine."

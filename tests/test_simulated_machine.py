@@ -92,3 +92,37 @@ def test_the_runs_hold_every_chapter_they_name(tmp_path):
         assert sorted(p.stem for p in written[run.name]) == expected
         settings = json.loads((tmp_path / "runs" / run.name / "run-env.json").read_text())
         assert settings["COURSE_STRICT"] == "1"
+
+
+def _solutions_with(tmp_path, answers: dict[str, str]) -> Path:
+    """A solutions/ folder of one-answer notebooks: chapter → the worked answer's source."""
+    import nbformat
+
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    for chapter, source in answers.items():
+        cell = nbformat.v4.new_code_cell(source, metadata={"nbgrader": {"solution": True, "grade_id": "x"}})
+        other = nbformat.v4.new_code_cell("x = torch.ones(1, device='cuda')")  # not an answer: ignored
+        nbformat.write(nbformat.v4.new_notebook(cells=[other, cell]), folder / f"{chapter}.ipynb")
+    return folder
+
+
+def test_solutions_run_on_a_cuda_build_where_a_worked_answer_touches_the_device(tmp_path):
+    """The displayed solutions and every other cell run on a CUDA build in test_hosted.py; the
+    worked answers of solutions/ run there too where one could behave differently on it."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import notebook_runs
+
+    folder = _solutions_with(tmp_path, {
+        "00_environment": "def f():\n    return 1\n",
+        "01_tensors": "def f(x):\n    return x.sum()\n",
+        "02_autograd": "def f(x):\n    with torch.autocast('cpu'):\n        return x @ x\n",
+        "03_models": "def f(x):\n    return x.to(pick_device())\n",
+        "04_training_loop": "loader = DataLoader(data, pin_memory=True)\n",
+    })
+    assert notebook_runs.chapters_for_every_build(folder) == ("00_environment", "02_autograd", "03_models",
+                                                             "04_training_loop")
+    # today's course: chapter 00, and chapter 05, whose scaled_clipped_step uses autocast
+    assert notebook_runs.chapters_for_every_build() == ("00_environment", "05_speed_and_memory")
+    (run,) = [run for run in notebook_runs.RUNS if run.name == "solutions-cuda-build-no-gpu"]
+    assert run.chapters == notebook_runs.chapters_for_every_build()
