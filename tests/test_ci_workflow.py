@@ -38,8 +38,8 @@ def runs(job, command):
 
 def test_every_job_runs_the_readme_test_command_or_the_browser_tests():
     for name, job in jobs().items():
-        if name == "hosted-torch-versions":
-            continue  # the hosted simulation on other torch versions, below
+        if name in ("hosted-torch-versions", "planted-bugs"):
+            continue  # the hosted simulation on other torch versions; the planted bugs, below
         assert runs(job, "./course test") or runs(job, "./course test-browser"), name
     assert runs(jobs()["browser"], "./course book") and runs(jobs()["browser"], "./course test-browser")
 
@@ -72,6 +72,12 @@ def test_a_weekly_job_runs_the_notebooks_at_full_length():
     assert "schedule" in job["if"]
     test_step = next(step for step in job["steps"] if step.get("name") == "Test")
     assert test_step["env"]["COURSE_FULL_LENGTH"] == "1" and "./course test" in test_step["run"]
+
+
+def test_a_weekly_job_plants_the_bugs_the_test_runs_were_built_to_catch():
+    job = jobs()["planted-bugs"]
+    assert "schedule" in job["if"]
+    assert runs(job, ".venv/bin/python tools/planted_bugs.py --json planted-bugs.json")
 
 
 def test_full_length_turns_the_test_commands_smoke_setting_off():

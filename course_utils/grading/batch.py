@@ -256,10 +256,12 @@ def load_judges(exam: bool = False) -> None:
 
     Called before the process grades anything: a judge is then the course's code as grading
     found it, even if a submission later writes into the course folder, since Python does not
-    read a module twice. Each worker calls it as it starts; without a sandbox (where nothing
-    keeps a submission from writing the course) the grading process calls it first, before
-    any worker exists, and the forked workers inherit what it loaded. Judges run no probe, so
-    torch's one-time set-up for probes (``running.set_up_torch_once``) is left out.
+    read a module twice. The grading process calls it first, before any worker exists, and
+    forked workers (Linux) inherit what it loaded: loaded once, not once per worker (two
+    seconds of a core each, mostly importing torch), and in the same time, since the workers
+    would load side by side. Where workers are spawned (macOS, Windows), each calls it as it
+    starts. Judges run no probe, so torch's one-time set-up for probes
+    (``running.set_up_torch_once``) is left out.
     """
     from course_utils.exercises import running
 
@@ -357,10 +359,13 @@ AGAIN_ALONE = ("graded a second time, alone, after a time limit was hit while ot
                "it kept its kernel from a whole core: this is that second run's result")
 
 
+def _start_method() -> str:
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux") else "spawn"
+
+
 def _grade_in_pool(todo: list, batch: Batch, sandbox: str, workers: int):
     """Yield ``(learner, cached, result)`` as each learner of ``todo`` is graded."""
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and sys.platform.startswith("linux") else "spawn"
-    context = multiprocessing.get_context(method)
+    context = multiprocessing.get_context(_start_method())
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context,
                                                   initializer=_start_worker, initargs=(batch.exam, os.getpid()))
     try:
@@ -419,7 +424,7 @@ def run_batch(
         else:
             todo.append((learner, cached))
     todo = longest_first(todo, lambda item: item[0])
-    if sandbox != SANDBOXED:
+    if sandbox != SANDBOXED or (todo and _start_method() == "fork"):
         load_judges(batch.exam)  # here, before any worker: see load_judges
 
     def keep(learner, cached, result, note=""):
@@ -429,9 +434,8 @@ def run_batch(
         results[learner.id] = result
         report(f"{learner.id}: {result['total']}/{result['max']}{note}")
 
-    # fork (Linux) starts every worker at once, each loading the judges before its first
-    # learner, side by side (in this process first, they would cost a core's time while the
-    # others wait); spawn elsewhere.
+    # fork (Linux): every worker starts with the judges this process loaded above, at once;
+    # spawn (elsewhere): each worker loads them as it starts.
     timed_out = []
     for learner, cached, result in _grade_in_pool(todo, batch, sandbox, workers):
         keep(learner, cached, result)
