@@ -6,6 +6,7 @@ pays for imports and lazy set-up inside torch; later calls show the check's own 
     .venv/bin/python tools/time_checks.py                 # a table, slowest first call first
     .venv/bin/python tools/time_checks.py --json out.json --repeat 3
     .venv/bin/python tools/time_checks.py --fresh         # each chapter in a new process
+    .venv/bin/python tools/time_checks.py --fresh tensors.outer_sum   # its chapter, fresh
 
 With ``--fresh`` each chapter runs in a process of its own, as in a learner's kernel that has
 just imported its exercises: the first check of a chapter then also pays torch's one-time
@@ -62,13 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("exercises", nargs="*", metavar="CHAPTER.NAME",
                         help="only these exercises (e.g. tensors.outer_sum), as mutate_checks.py takes them")
     args = parser.parse_args(argv)
-    if args.fresh:
-        rows = [row for module in CHAPTERS.values() for row in _in_fresh_process(module, args.repeat)]
+    chosen = {e.id: e for exercises in all_exercises().values() for e in exercises}
+    unknown = [name for name in args.exercises if name not in chosen]
+    if unknown:
+        parser.error(f"no such exercise: {', '.join(unknown)} (one of: {', '.join(chosen)})")
+    if args.fresh:  # each chapter (of the exercises named, or every one) in a process of its own
+        modules = list(dict.fromkeys(name.split(".")[0] for name in args.exercises)) or list(CHAPTERS.values())
+        rows = [row for module in modules for row in _in_fresh_process(module, args.repeat)
+                if not args.exercises or row["id"] in args.exercises]
     elif args.exercises:
-        chosen = {e.id: e for exercises in all_exercises().values() for e in exercises}
-        unknown = [name for name in args.exercises if name not in chosen]
-        if unknown:
-            parser.error(f"no such exercise: {', '.join(unknown)} (one of: {', '.join(chosen)})")
         rows = [time_exercise(chosen[name], args.repeat) for name in args.exercises]
     elif args.chapter:  # import this chapter's module only, as its notebook does
         rows = [time_exercise(e, args.repeat) for e in chapter_exercises(args.chapter)]
