@@ -124,7 +124,7 @@ BUGS = (
     Bug("chapter-run-misses-hosted",
         "./course test CHAPTER stops selecting the chapter's hosted run",
         "test_chapter_selection.py: what a chapter's run selects and collects",
-        (Edit("tests/chapter_selection.py", '"test_claims.py", "test_hosted.py")', '"test_claims.py")'),),
+        (Edit("tests/chapter_selection.py", '"test_claims.py", "test_hosted.py", ', '"test_claims.py", '),),
         ("tests/test_chapter_selection.py",),
         "TestChapter"),
 )
