@@ -39,8 +39,7 @@ CHAPTER_FILES = {
 NAMED_IN_IDS = ("test_known_answers.py", "test_public_cases.py", "test_catalogue_gate.py",
                 "test_notebook_structure.py", "test_pasted_solutions.py", "test_every_exercise.py",
                 "test_claims.py", "test_hosted.py", "test_mutation_gate.py")
-# Run for every chapter: none today (the mutation gate has a case per chapter, above).
-EVERY_CHAPTER: tuple[str, ...] = ()
+
 
 def concerns(nodeid: str, stem: str) -> bool:
     """Whether the test ``nodeid`` (relative to the course) concerns chapter ``stem``."""
@@ -51,7 +50,7 @@ def concerns(nodeid: str, stem: str) -> bool:
         return True
     if path.startswith(f"tests/catalogue/{module}/"):
         return True
-    if path.startswith("tests/") and (name in CHAPTER_FILES[stem] or name in EVERY_CHAPTER):
+    if path.startswith("tests/") and name in CHAPTER_FILES[stem]:
         return True
     if path.startswith("tests/") and name in NAMED_IN_IDS:
         number = stem[:2]
@@ -101,7 +100,7 @@ def paths_to_collect(stems: set[str], tests: set[str] = frozenset(), runs: Path 
     for stem in stems:
         module = CHAPTERS[stem]
         paths |= {f"notebooks/{stem}.ipynb", f"solutions/{stem}.ipynb", f"tests/catalogue/{module}"}
-        paths |= {f"tests/{name}" for name in (*CHAPTER_FILES[stem], *NAMED_IN_IDS, *EVERY_CHAPTER)}
+        paths |= {f"tests/{name}" for name in (*CHAPTER_FILES[stem], *NAMED_IN_IDS)}
         if runs is not None:
             paths |= {str(path) for path in sorted(runs.glob(f"*/{stem}.ipynb"))}
     return sorted(path for path in paths if (ROOT / path).exists() or Path(path).exists())

@@ -24,10 +24,6 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-import pasted_solutions  # noqa: E402  (tests/ is not a package)
-
 SIMULATOR = "tests/simulated_machine"  # relative to the course; see its sitecustomize.py
 
 
@@ -35,7 +31,7 @@ SIMULATOR = "tests/simulated_machine"  # relative to the course; see its sitecus
 class Run:
     name: str
     label: str  # how the test command's summary names it
-    source: str  # "solutions", or "pasted": learner notebooks with every solution pasted in
+    source: str  # the folder whose notebooks are copied: "solutions"
     machine: str  # a machine of tests/simulated_machine, or "" for this one
     chapters: tuple[str, ...] = ()  # all when empty
 
@@ -82,10 +78,7 @@ RUNS = (
 
 def write_run(run: Run, folder: Path) -> list[Path]:
     folder.mkdir(parents=True)
-    if run.source == "pasted":
-        written = pasted_solutions.write_pasted(folder)
-    else:
-        written = [Path(shutil.copy2(path, folder)) for path in sorted((ROOT / run.source).glob("*.ipynb"))]
+    written = [Path(shutil.copy2(path, folder)) for path in sorted((ROOT / run.source).glob("*.ipynb"))]
     if run.chapters:
         for path in written:
             if path.stem not in run.chapters:

@@ -1,5 +1,5 @@
 """tools/planted_bugs.py: every bug still plants into today's course, and one that cannot is
-reported by name. (Running the bugs' tests is the tool's own job: CI's weekly thorough job.)"""
+reported by name. (Running the bugs' tests is the tool's own job: CI's weekly planted-bugs job.)"""
 
 import subprocess
 import sys

@@ -16,7 +16,7 @@ another reason (an error before the planted code runs) do not count as caught: t
 must show the bug's own words (``shows``).
 
 The course itself is never edited. About 20 to 40 s a bug on two cores (one or two notebook
-runs each); CI's weekly ``thorough`` job runs it (INSTRUCTORS.md, "Tests").
+runs each); CI's weekly ``planted-bugs`` job runs it (INSTRUCTORS.md, "Tests").
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def copy_course(into: Path) -> Path:
     return course
 
 
-def test_env(course: Path) -> dict[str, str]:
+def tests_environment(course: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COURSE_STRICT", "COURSE_EXPECT")}
     env.update(COURSE_SMOKE="1", COURSE_NO_PROGRESS="1", MPLBACKEND="Agg", PYTHONHASHSEED="0",
                COURSE_STATIC_WIDGETS="1", OMP_WAIT_POLICY="PASSIVE", PYTHONPATH=str(course),
@@ -190,7 +190,7 @@ def try_bug(bug: Bug, scratch: Path) -> Outcome:
     started = time.perf_counter()
     course = copy_course(scratch)
     plant(bug, course)
-    env = test_env(course)
+    env = tests_environment(course)
     prepared = subprocess.run([sys.executable, "tests/notebook_runs.py", str(course / RUNS)], cwd=course,
                               env=env, capture_output=True, text=True)
     if prepared.returncode != 0:

@@ -63,10 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("exercises", nargs="*", metavar="CHAPTER.NAME",
                         help="only these exercises (e.g. tensors.outer_sum), as mutate_checks.py takes them")
     args = parser.parse_args(argv)
-    chosen = {e.id: e for exercises in all_exercises().values() for e in exercises}
-    unknown = [name for name in args.exercises if name not in chosen]
-    if unknown:
-        parser.error(f"no such exercise: {', '.join(unknown)} (one of: {', '.join(chosen)})")
+    if args.exercises:  # checked first, also for --fresh; --chapter alone imports only its chapter
+        chosen = {e.id: e for exercises in all_exercises().values() for e in exercises}
+        unknown = [name for name in args.exercises if name not in chosen]
+        if unknown:
+            parser.error(f"no such exercise: {', '.join(unknown)} (one of: {', '.join(chosen)})")
     if args.fresh:  # each chapter (of the exercises named, or every one) in a process of its own
         modules = list(dict.fromkeys(name.split(".")[0] for name in args.exercises)) or list(CHAPTERS.values())
         rows = [row for module in modules for row in _in_fresh_process(module, args.repeat)
