@@ -27,14 +27,21 @@ def assert_references_pass_and_leave_the_session_alone(exercises, max_seconds=5.
 
     import torch
 
+    # Two threads at least, whatever the test command set (one per process): a check that
+    # switches to one thread and leaves it so must show.
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads_before))
     threads = torch.get_num_threads()
     torch.manual_seed(123)
     expected_next = torch.rand(3)
     torch.manual_seed(123)
-    for exercise in exercises:
-        start = time.perf_counter()
-        assert_passes(exercise, exercise.reference)
-        assert time.perf_counter() - start < scaled(max_seconds), f"{exercise.name} took too long"
-        assert torch.is_grad_enabled(), f"{exercise.name} left autograd switched off"
-    assert torch.equal(torch.rand(3), expected_next), "a check changed the learner's random stream"
-    assert torch.get_num_threads() == threads, "a check changed the number of threads"
+    try:
+        for exercise in exercises:
+            start = time.perf_counter()
+            assert_passes(exercise, exercise.reference)
+            assert time.perf_counter() - start < scaled(max_seconds), f"{exercise.name} took too long"
+            assert torch.is_grad_enabled(), f"{exercise.name} left autograd switched off"
+        assert torch.equal(torch.rand(3), expected_next), "a check changed the learner's random stream"
+        assert torch.get_num_threads() == threads, "a check changed the number of threads"
+    finally:
+        torch.set_num_threads(threads_before)

@@ -173,7 +173,8 @@ def copy_course(into: Path) -> Path:
 def tests_environment(course: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COURSE_STRICT", "COURSE_EXPECT")}
     env.update(COURSE_SMOKE="1", COURSE_NO_PROGRESS="1", MPLBACKEND="Agg", PYTHONHASHSEED="0",
-               COURSE_STATIC_WIDGETS="1", OMP_WAIT_POLICY="PASSIVE", PYTHONPATH=str(course),
+               COURSE_STATIC_WIDGETS="1", OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1",
+               PYTHONPATH=str(course),
                PYTHONDONTWRITEBYTECODE="1")
     return env
 
