@@ -521,7 +521,7 @@ def test_course_test_browser_builds_a_missing_site_then_runs_the_browser_tests_a
     assert set_up.calls() == [
         f"-m course_utils.book --root {root}",
         f"-m course_utils.tool_env --root {root} browser {root}/requirements-browser.txt",
-        f"-m pytest -p no:cacheprovider -c {root}/tests/browser/pytest.ini --rootdir {root}/tests/browser "
+        f"-m pytest -p no:cacheprovider -n 2 --dist loadfile -c {root}/tests/browser/pytest.ini --rootdir {root}/tests/browser "
         f"{root}/tests/browser --site {root}/_site --course-python {root}/.venv/bin/python -k site",
     ]
     (root / "_site").mkdir()
