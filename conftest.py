@@ -19,6 +19,7 @@ on pytest-xdist workers stays cheap.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -128,20 +129,70 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="only what concerns this chapter (03, 03_models or models); repeatable")
     group.addoption("--changed", action="store_true",
                     help="only what concerns the files changed since the last commit")
+    group.addoption("--landing", action="store_true",
+                    help="leave out the end-to-end groups (tests/e2e_groups.py): ./course test")
+    group.addoption("--e2e-group", action="append", default=[], metavar="GROUP",
+                    help="only the tests of this end-to-end group: ./course test-e2e; repeatable")
+
+
+@functools.cache
+def _tests_helper(name: str):
+    """A helper module of tests/ (no package there; the root conftest loads before tests/ is on the path).
+
+    Registered in sys.modules before it runs, as dataclasses need, and loaded once."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:  # a test file imported it first
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _e2e_groups():
+    return _tests_helper("e2e_groups")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With --landing, files whose every test is end to end are not even imported."""
+    if not config.getoption("--landing"):
+        return None
+    try:
+        relative = collection_path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+    return True if relative in _e2e_groups().whole_files() else None
+
+
+def _select_tier(config: pytest.Config, items: list) -> None:
+    """--landing drops the end-to-end groups' tests; --e2e-group keeps only the groups named."""
+    if config is None:  # called to sort a list of items, outside a session
+        return
+    landing, wanted = config.getoption("--landing"), set(config.getoption("--e2e-group"))
+    if not landing and not wanted:
+        return
+    group_of = _e2e_groups().group_of
+    kept, dropped = [], []
+    for item in items:
+        group = group_of(item.nodeid)
+        keep = group is None if landing else group in wanted
+        (kept if keep else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def _select(config: pytest.Config, items: list) -> None:
     """Keep what ``--chapter`` and ``--changed`` ask for (tests/chapter_selection.py)."""
-    import importlib.util
-
     if config is None:  # called to sort a list of items, outside a session
         return
     named, changed = config.getoption("--chapter"), config.getoption("--changed")
     if not named and not changed:
         return
-    spec = importlib.util.spec_from_file_location("chapter_selection", ROOT / "tests" / "chapter_selection.py")
-    selection = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(selection)
+    selection = _tests_helper("chapter_selection")
     try:
         chapters = {selection.chapter_named(name) for name in named}
     except ValueError as error:
@@ -164,6 +215,7 @@ def _select(config: pytest.Config, items: list) -> None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     _select(config, items)
+    _select_tier(config, items)
     counts: dict[str, int] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]

@@ -84,6 +84,8 @@ def what_changed_concerns(files: list[str]) -> tuple[set[str], set[str], bool]:
         elif path.startswith("tests/") and path.endswith(".py") and Path(path).name.startswith("test_") \
                 and len(parts) == 2:
             tests.add(path)
+        elif path == "tests/e2e_passed.json":  # the end-to-end groups' record: what reads it
+            tests.add("tests/test_e2e_groups.py")
         else:  # the framework, a helper of the tests, the README the tests read, the command...
             everything = True
     return chapters, tests, everything

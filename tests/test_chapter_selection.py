@@ -94,6 +94,8 @@ def test_changed_files_map_to_their_chapter_their_test_or_everything():
         "tests/catalogue/debugging/test_clipped_step.py"]) == (
         {"03_models", "01_tensors", "06_debugging"}, set(), False)
     assert selection.what_changed_concerns(["tests/test_bench.py"]) == (set(), {"tests/test_bench.py"}, False)
+    assert selection.what_changed_concerns(["tests/e2e_passed.json"]) == (
+        set(), {"tests/test_e2e_groups.py"}, False)
     for shared in ("course_utils/exercises/core.py", "course_utils/bench.py", "conftest.py",
                    "tests/exercise_catalogue.py", "README.md", "course"):
         assert selection.what_changed_concerns([shared])[2], shared

@@ -40,7 +40,7 @@ def test_every_job_runs_the_readme_test_command_or_the_browser_tests():
     for name, job in jobs().items():
         if name in ("hosted-torch-versions", "planted-bugs"):
             continue  # the hosted simulation on other torch versions; the planted bugs, below
-        assert runs(job, "./course test") or runs(job, "./course test-browser"), name
+        assert runs(job, "./course test") or runs(job, "./course test-browser") or runs(job, "./course test-e2e"), name
     assert runs(jobs()["browser"], "./course book") and runs(jobs()["browser"], "./course test-browser")
 
 
@@ -59,9 +59,20 @@ def test_the_website_is_built_tested_and_published_from_main():
     assert workflow["permissions"]["pages"] == "write" and workflow["permissions"]["id-token"] == "write"
 
 
-def test_ci_run_runs_the_test_command_then_the_browser_tests():
+def test_ci_run_runs_the_test_command_the_changed_end_to_end_groups_then_the_browser_tests():
     lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert lines.index('./course test "$@"') < lines.index("./course book") < lines.index("./course test-browser")
+    assert (lines.index('./course test "$@"') < lines.index("./course test-e2e --if-changed")
+            < lines.index("./course book") < lines.index("./course test-browser"))
+
+
+def test_every_push_runs_every_end_to_end_group():
+    workflow = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
+    job = jobs()["end-to-end"]
+    assert "if" not in job, "the end-to-end groups run on every push and pull request"
+    assert runs(job, "./course test-e2e") and not runs(job, "./course test-e2e --if-changed")
+    assert any("bubblewrap" in step.get("run", "") for step in job["steps"])
+    triggers = workflow.get("on", workflow.get(True))
+    assert "push" in triggers and "pull_request" in triggers
 
 
 def test_a_weekly_job_runs_the_notebooks_at_full_length():
@@ -81,12 +92,15 @@ def test_a_weekly_job_plants_the_bugs_the_test_runs_were_built_to_catch():
 
 
 def test_full_length_turns_the_test_commands_smoke_setting_off():
-    """The lines of cmd_test that decide COURSE_SMOKE, run by bash as they are written."""
+    """The lines of test_settings (cmd_test's and cmd_test_e2e's) that decide COURSE_SMOKE, run by
+    bash as they are written."""
     import os
     import subprocess
 
     script = (ROOT / "course").read_text()
-    body = script[script.index("cmd_test() {"):]
+    body = script[script.index("test_settings() {"):]
+    assert "    test_settings\n" in script[script.index("cmd_test() {"):] and "    test_settings\n" in (
+        script[script.index("cmd_test_e2e() {"):])
     lines = body[: body.index("\n}\n")].splitlines()
     start = next(i for i, line in enumerate(lines) if "local smoke=" in line)
     decide = "\n".join(lines[start:start + 3])

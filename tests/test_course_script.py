@@ -72,6 +72,9 @@ elif args[:2] == ["-m", "course_utils.tool_env"]:
 elif args[:1] == ["tests/chapter_selection.py"]:  # the paths a chapter's run collects
     print(os.environ.get("FAKE_SELECTED_PATHS", ""))
     sys.exit(int(os.environ.get("FAKE_SELECTION_RC", "0")))
+elif args[:1] == ["tests/e2e_groups.py"]:  # the end-to-end groups changed since they passed
+    print(os.environ.get("FAKE_STALE", ""))
+    sys.exit(int(os.environ.get("FAKE_E2E_RC", "0")))
 elif args[:2] == ["-m", "pytest"]:
     if os.environ.get("COURSE_SUMMARY_FILE") and os.environ.get("FAKE_PYTEST_SUMMARY"):
         with open(os.environ["COURSE_SUMMARY_FILE"], "w") as f:
@@ -435,7 +438,8 @@ def test_course_test_reports_and_passes_on_pytests_exit_code(set_up, pytest_rc, 
     assert set_up.calls() == [
         f"tests/notebook_runs.py {runs}",
         f"-m pytest -n auto --dist loadscope tests notebooks solutions {runs} "
-        "--nbval-lax --nbval-current-env -x -k two words",
+        "--nbval-lax --nbval-current-env --landing -x -k two words",
+        "tests/e2e_groups.py stale",
     ]
 
 
@@ -458,8 +462,37 @@ def test_course_test_collects_everything_when_the_selection_lists_nothing(set_up
     result = set_up.run("test", "--changed", FAKE_PYTEST_RC="0", FAKE_PYTEST_SUMMARY=SUMMARY)
     assert result.returncode == 0, out(result)
     runs = f"{set_up.root.resolve()}/.course/test-runs"
-    assert set_up.calls()[-1] == (f"-m pytest -n auto --dist loadscope tests notebooks solutions {runs} "
-                                  "--nbval-lax --nbval-current-env --changed")
+    assert set_up.calls()[-2] == (f"-m pytest -n auto --dist loadscope tests notebooks solutions {runs} "
+                                  "--nbval-lax --nbval-current-env --landing --changed")
+
+
+@pytest.mark.parametrize("stale, says", [
+    ("grader hosted", "course test: not run here, changed since they last passed: the end-to-end groups "
+                          "grader hosted; ./course test-e2e --if-changed runs them\n"),
+    ("", "course test: not run here: the end-to-end groups, unchanged since they last passed (./course test-e2e)\n"),
+    ("", "course test: not run here: the end-to-end groups (./course test-e2e); could not tell which changed\n"),
+], ids=["stale", "current", "cannot tell"])
+def test_the_whole_command_says_which_end_to_end_groups_it_left_out(set_up, stale, says):
+    result = set_up.run("test", FAKE_PYTEST_RC="0", FAKE_PYTEST_SUMMARY=SUMMARY, FAKE_STALE=stale,
+                        FAKE_E2E_RC="1" if "could not tell" in says else "0")
+    assert result.returncode == 0, out(result)
+    assert says in result.stdout, out(result)
+    assert result.stdout.endswith("total: 3 passed, 0 failed, 0 skipped\n"), out(result)
+
+
+def test_a_chapters_run_says_nothing_of_the_end_to_end_groups(set_up):
+    result = set_up.run("test", "03", FAKE_PYTEST_RC="0", FAKE_PYTEST_SUMMARY=SUMMARY,
+                        FAKE_SELECTED_PATHS="notebooks/03_models.ipynb", FAKE_STALE="grader")
+    assert "end-to-end" not in result.stdout and "tests/e2e_groups.py stale" not in set_up.calls(), out(result)
+
+
+@pytest.mark.parametrize("rc, says", [(0, "course test-e2e: all passed in "),
+                                      (1, "course test-e2e: FAILED (exit 1) after ")])
+def test_course_test_e2e_passes_its_arguments_to_the_groups_runner(set_up, rc, says):
+    result = set_up.run("test-e2e", "grader", "--if-changed", "--", "-x", FAKE_E2E_RC=str(rc))
+    assert result.returncode == rc, out(result)
+    assert says in result.stdout, out(result)
+    assert set_up.calls() == ["tests/e2e_groups.py run grader --if-changed -- -x"]
 
 
 def test_course_test_stops_when_a_chapter_name_is_unknown(set_up):

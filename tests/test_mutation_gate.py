@@ -6,6 +6,9 @@ probe, or computes exactly what the task asks: then it is listed, with the reaso
 tests/equivalent_mutants/<chapter>.json.
 """
 
+import contextlib
+import importlib.util
+import io
 import json
 import subprocess
 import sys
@@ -19,17 +22,26 @@ ROOT = Path(__file__).resolve().parents[1]
 EQUIVALENTS = ROOT / "tests" / "equivalent_mutants"
 
 
+def _mutate_checks():
+    spec = importlib.util.spec_from_file_location("mutate_checks", ROOT / "tools" / "mutate_checks.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("mutate_checks", module)
+    spec.loader.exec_module(module)
+    return sys.modules["mutate_checks"]
+
+
 @pytest.fixture(scope="module", params=list(CHAPTERS.values()))
 def mutation_run(request, tmp_path_factory):
     """One chapter's mutants (a case per chapter: ./course test CHAPTER runs its own, and the
-    full command spreads them over the cores)."""
+    full command spreads them over the cores). In this process, not a new one: the tool puts
+    back whatever a mutant changes in the session (``session_preserved``, and each check's own
+    restoring), and a fresh interpreter for each of eight chapters cost about 3 s each."""
     chapter = request.param
     report = tmp_path_factory.mktemp("mutants") / f"{chapter}.json"
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "mutate_checks.py"), chapter,
-         "--equivalent", str(EQUIVALENTS), "--json", str(report)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-    )
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        returncode = _mutate_checks().main([chapter, "--equivalent", str(EQUIVALENTS), "--json", str(report)])
+    run = subprocess.CompletedProcess([], returncode, out.getvalue(), err.getvalue())
     return chapter, run, json.loads(report.read_text())
 
 

@@ -127,6 +127,21 @@ BUGS = (
         (Edit("tests/chapter_selection.py", '"test_claims.py", "test_hosted.py", ', '"test_claims.py", '),),
         ("tests/test_chapter_selection.py",),
         "TestChapter"),
+    Bug("e2e-hosted-ignores-notebooks",
+        "a change to a learner notebook no longer makes the hosted group run again in .ci/run "
+        "(its inputs lose notebooks/)",
+        "test_e2e_groups.py: which groups a change makes stale",
+        (Edit("tests/e2e_groups.py", 'inputs=("notebooks/", "solutions/", "README.md", "requirements-hosted.txt")',
+              'inputs=("solutions/", "README.md", "requirements-hosted.txt")'),),
+        ("tests/test_e2e_groups.py::test_a_change_makes_stale_exactly_the_groups_that_read_it",),
+        "['tools'] == ['hosted', 'tools']"),
+    Bug("e2e-landing-keeps-nothing-out",
+        "./course test stops leaving the end-to-end groups out (the whole command doubles)",
+        "test_e2e_groups.py: what --landing collects",
+        (Edit("conftest.py", "keep = group is None if landing else group in wanted",
+              "keep = True if landing else group in wanted"),),
+        ("tests/test_e2e_groups.py::test_the_test_command_leaves_the_groups_out_and_test_e2e_takes_only_them",),
+        "assert landing and not"),
 )
 
 
