@@ -311,3 +311,56 @@ def test_the_process_limit_leaves_room_for_every_thread_the_user_already_runs():
     finally:
         child.stdin.close()
         child.wait(timeout=30)
+
+
+_FORK_LOOP_THEN_A_THREAD = """
+import os, resource, sys, threading, time
+from course_utils.exercises.core import ProbeResult, Status
+from course_utils.grading import kernel_probe
+from course_utils.grading.limits import _tasks_of
+
+uid, wait_for_copies = int(sys.argv[1]), sys.argv[2] == "wait"
+os.setgid(uid); os.setuid(uid)
+own = os.fork()  # a process of the learner's, started before the probe: its status stays theirs
+if own == 0:
+    time.sleep(0.2); os._exit(7)
+resource.setrlimit(resource.RLIMIT_NPROC, (_tasks_of(uid) + 6, _tasks_of(uid) + 6))
+before = kernel_probe._children()
+try:
+    while True:  # the answer: fork until the process limit stops it; each copy ends a bit later
+        if os.fork() == 0:
+            time.sleep(0.3); os._exit(0)
+except BlockingIOError as error:
+    result = ProbeResult(Status.RAISED, error={"type": type(error).__name__, "message": str(error)})
+assert kernel_probe._hit_the_process_limit(result)
+if wait_for_copies:
+    kernel_probe._let_forked_copies_end(before)
+else:
+    time.sleep(1.0)  # the copies have ended, as zombies nobody reaped
+try:
+    thread = threading.Thread(target=lambda: None); thread.start(); thread.join()
+    print("next cell: thread started")
+except RuntimeError as error:
+    print(f"next cell: {error}")
+print("learner's own process:", os.waitstatus_to_exitcode(os.waitpid(own, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root, to fork under a process limit as a user of its own")
+@pytest.mark.parametrize("wait_for_copies", [True, False], ids=["after the wait", "without it"])
+def test_after_a_fork_loop_the_next_cell_has_room_for_a_thread(wait_for_copies):
+    """The race a full test run once showed: an answer forks until the process limit stops it;
+    its copies end on their own but stay, as zombies, under the limit until reaped, so the next
+    answer cell could not start a thread ('can't start new thread'). The kernel now waits for and
+    reaps the copies this probe made (and only those). Without that wait the next cell fails
+    every time: the control case shows the test reproduces the race."""
+    run = subprocess.run(
+        [sys.executable, "-c", _FORK_LOOP_THEN_A_THREAD, "54322", "wait" if wait_for_copies else "no"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr
+    if wait_for_copies:
+        assert "next cell: thread started" in run.stdout, run.stdout
+    else:
+        assert "next cell: can't start new thread" in run.stdout, run.stdout
+    assert "learner's own process: 7" in run.stdout, run.stdout
