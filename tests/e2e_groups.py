@@ -56,7 +56,8 @@ GROUPS = {
                "tests/test_grading_class.py", "tests/test_grading_stops.py",
                "tests/test_grading_hardening.py", "tests/test_grading_exam.py",
                "tests/test_grading_guard.py", "tests/test_grading_sandbox_required.py"),
-        inputs=("tests/grading_course/", "tests/catalogue/"),
+        # and the real solutions of chapter 01, which a hostile submission tries to read
+        inputs=("tests/grading_course/", "tests/catalogue/", "solutions/01_tensors.ipynb"),
         about="the grader's command line on whole batches: hostile and broken submissions, "
               "limits and stops, a class in shards, exams, the kernel guard"),
     "hosted": Group(
@@ -68,7 +69,7 @@ GROUPS = {
         tests=("tests/test_new_exercise.py", "tests/test_exam_release.py", "tests/test_digits_project.py",
                "tests/test_time_checks.py", "tests/test_course_setup.py", "tests/test_course_update.py"),
         inputs=("notebooks/", "solutions/", "tools/", "course", "README.md", "INSTRUCTORS.md",
-                "environment.yml", "requirements-*.txt"),
+                "environment.yml", "requirements-*.txt", ".gitignore"),  # update: a git clone of a copy
         about="the instructor's and learner's tools on a copy of the course: a new exercise, an "
               "exam release, the chapter 07 project, timing the checks, ./course setup and update"),
 }

@@ -85,12 +85,14 @@ CHANGES = [
     ("tests/grading_fixtures.py", "# helper\n", ["grader", "hosted", "tools"]),
     ("requirements.txt", "torch==2.14.0\n", ["grader", "hosted", "tools"]),
     ("notebooks/01_tensors.ipynb", "{ }\n", ["hosted", "tools"]),
-    ("solutions/01_tensors.ipynb", "{ }\n", ["hosted", "tools"]),
+    ("solutions/01_tensors.ipynb", "{ }\n", ["grader", "hosted", "tools"]),  # what hostile answers steal
+    ("solutions/03_models.ipynb", "{ }\n", ["hosted", "tools"]),
     ("tests/grading_course/notebooks/01_tensors.ipynb", "{ }\n", ["grader"]),
     ("tests/test_grading_hostile.py", "def test_b(): pass\n", ["grader"]),
     ("tests/test_hosted.py", "def test_b(): pass\n", ["hosted"]),
     ("tools/time_checks.py", "pass  # faster\n", ["tools"]),
     ("INSTRUCTORS.md", "# Instructors, again\n", ["tools"]),
+    (".gitignore", "my-work/\n", ["tools"]),
     ("tests/test_plots.py", "def test_b(): pass\n", []),  # a test of the test command
     ("tests/browser/test_site.py", "def test_b(): pass\n", []),
     ("book/conf.py", "x = 1\n", []),
