@@ -198,6 +198,8 @@ def run(names: list[str], if_changed: bool, pytest_args: list[str], root: Path =
     elif rc == 0 and pytest_args:
         say(f"course test-e2e: passed, not recorded in {RECORD} (pytest options were given: "
             "some tests may not have run)")
+    elif rc == 0:
+        say(f"course test-e2e: passed, not recorded in {RECORD} (git could not list the course's files)")
     return rc
 
 

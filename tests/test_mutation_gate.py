@@ -23,10 +23,12 @@ EQUIVALENTS = ROOT / "tests" / "equivalent_mutants"
 
 
 def _mutate_checks():
-    spec = importlib.util.spec_from_file_location("mutate_checks", ROOT / "tools" / "mutate_checks.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("mutate_checks", module)
-    spec.loader.exec_module(module)
+    """The tool's module, loaded once per process (a case per chapter asks for it)."""
+    if "mutate_checks" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("mutate_checks", ROOT / "tools" / "mutate_checks.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["mutate_checks"] = module
+        spec.loader.exec_module(module)
     return sys.modules["mutate_checks"]
 
 
