@@ -340,6 +340,11 @@ class Exercise:
     message that says what is wrong (and, where a classic mistake explains it, names it).
     ``error_notes`` pairs a clue found in an exception's message with the classic mistake
     that usually causes it, and names that mistake (``ErrorNote``).
+
+    ``expect(data)``, where given, adds to the probe's record what the right answer gives on the
+    inputs the record holds (``given`` entries; ``facts.tensor_of`` rebuilds them), before the
+    judge reads it. It is half of the judge: the grader runs it in its own process, so the
+    learner's kernel, where the probe runs, computes no right answer that its code could read.
     """
 
     def __init__(
@@ -356,6 +361,7 @@ class Exercise:
         passed_message: str = "Correct.",
         error_notes: Sequence[tuple[str, str] | tuple[str, str, str]] = (),
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+        expect: Callable[[Any], Any] | None = None,
     ):
         self.name = name
         self.chapter = chapter
@@ -364,6 +370,7 @@ class Exercise:
         self.expects = expects
         self._probe = probe
         self._judge = judge
+        self._expect = expect
         self.hints = tuple(hints)
         self.reference = reference
         self.passed_message = passed_message
@@ -448,7 +455,8 @@ class Exercise:
             message = self._raised_message(result.error)
             return self._verdict(Outcome.RAISED, str(message), getattr(message, "id", None))
         try:
-            problem = self._judge(result.data)
+            data = self._expect(result.data) if self._expect is not None else result.data
+            problem = self._judge(data)
         except (KeyError, IndexError, TypeError, ValueError) as error:
             return self._verdict(
                 Outcome.FAILED,

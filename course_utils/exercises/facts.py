@@ -61,6 +61,23 @@ def _tensor_facts(value) -> dict:
     return facts
 
 
+def given(value) -> dict:
+    """An input a probe hands the learner's code, as plain data the judge can rebuild it from
+    (``tensor_of``): the probe records what it gave, never what the right answer is."""
+    return value_facts(value)
+
+
+def tensor_of(facts: dict):
+    """The tensor ``given`` (or ``value_facts``) recorded: same shape, dtype and values, on the
+    CPU (a meta tensor stays on meta: it has no values), contiguous and not requiring grad."""
+    import torch
+
+    dtype = getattr(torch, facts["dtype"].removeprefix("torch."))
+    if "values" not in facts:
+        return torch.empty(facts["shape"], dtype=dtype, device="meta")
+    return torch.from_numpy(np.array(facts["values"], copy=True)).to(dtype).reshape(facts["shape"])
+
+
 def shape_text(shape) -> str:
     return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 

@@ -70,17 +70,100 @@ def _constant_text(const) -> str:
 
 
 def answer_code(answer):
-    """What the grader compares with the answer cell's code: a function's fingerprint, or the
-    fingerprints of a class's own methods (so a method taken from the course's worked answer
-    shows); None for anything else (a functools.partial, a builtin, an object)."""
+    """What the grader compares with the answer cell's code: a function's fingerprint, or a list
+    of fingerprints that must all be the cell's (a class's own methods, with its metaclass's; a
+    callable object's class; a function under a library's decorator, by what it wraps). An empty
+    list (a class that defines nothing of its own) and None (a functools.partial, a builtin, an
+    object that is not callable) are not code of the cell."""
     if isinstance(answer, types.FunctionType):
+        if _library_code(answer.__code__):
+            return _wrapped_codes(answer, depth=0)
         return code_fingerprint(answer.__code__)
     if isinstance(answer, type):
-        # methods made by code at run time (a dataclass's __init__, "<string>") are not compared
-        return [code_fingerprint(f.__code__) if isinstance(f, types.FunctionType) else "not written here"
-                for f in own_functions(answer)
-                if not (isinstance(f, types.FunctionType) and f.__code__.co_filename.startswith("<"))]
+        return _class_codes(answer)
+    if callable(answer) and _library_class(type(answer)) and hasattr(answer, "__wrapped__"):
+        code = answer_code(answer.__wrapped__)  # functools.cache and its kin: the function it caches
+        return code if isinstance(code, list) else [code] if code is not None else None
+    if callable(answer) and not isinstance(answer, (types.BuiltinFunctionType, types.MethodType)) and (
+            "__call__" in vars(type(answer))) and not _library_class(type(answer)):
+        return _class_codes(type(answer))
     return None
+
+
+def _class_codes(cls: type) -> list:
+    """The fingerprints of a class's own code, and of its metaclass's where that is not
+    ``type`` or a library's (a metaclass whose ``__call__`` is another's function decides what
+    calling the class does). Methods made by code at run time (a dataclass's ``__init__``,
+    ``"<string>"``) are left out: no cell holds their source."""
+    classes = [cls] + ([type(cls)] if not _library_class(type(cls)) else [])
+    return [code_fingerprint(f.__code__) if isinstance(f, types.FunctionType) else "not written here"
+            for owner in classes for f in own_functions(owner)
+            if not (isinstance(f, types.FunctionType) and _made_at_run_time(f.__code__))]
+
+
+def _made_at_run_time(code: types.CodeType) -> bool:
+    """Code a library made from a string while the program ran (``"<string>"``, attrs'
+    ``"<attrs generated init ...>"``), not a cell (IPython's ``"<ipython-input-...>"``)."""
+    name = code.co_filename
+    return name.startswith("<") and not name.startswith("<ipython-input")
+
+
+_LIBRARY_ROOTS: list = []
+
+
+def _library_roots() -> tuple[str, ...]:
+    """Where the standard library and torch live: a function there is a decorator's wrapper.
+    Found once, by ``setup``, before any of the learner's code runs."""
+    if not _LIBRARY_ROOTS:
+        import sysconfig
+
+        import torch
+
+        roots = [os.path.dirname(torch.__file__), sysconfig.get_paths()["stdlib"]]
+        _LIBRARY_ROOTS.append(tuple(os.path.realpath(root) + os.sep for root in roots))
+    return _LIBRARY_ROOTS[0]
+
+
+def _library_code(code: types.CodeType) -> bool:
+    return os.path.realpath(code.co_filename).startswith(_library_roots()) if code.co_filename else False
+
+
+def _library_class(cls: type) -> bool:
+    module = sys.modules.get(getattr(cls, "__module__", None) or "")
+    path = getattr(module, "__file__", None)
+    return cls is type or (getattr(cls, "__module__", None) == "builtins") or (
+        bool(path) and os.path.realpath(path).startswith(_library_roots()))
+
+
+def _wrapped_codes(wrapper: types.FunctionType, depth: int) -> list:
+    """A library's decorator around an answer (``@torch.no_grad()``, ``@functools.cache``):
+    the code it runs of anyone else's, found by what it wraps and what its closure holds. A
+    library function that wraps nothing is nobody's answer (an empty list)."""
+    if depth > 8 or not hasattr(wrapper, "__wrapped__"):
+        return []
+    found = []
+    reached = [wrapper.__wrapped__] + [cell.cell_contents for cell in (wrapper.__closure__ or ())
+                                       if _cell_holds_code(cell)]
+    for item in reached:
+        item = getattr(item, "__func__", item)  # a bound method: its function
+        if not isinstance(item, types.FunctionType):
+            if item is wrapper.__wrapped__:
+                code = answer_code(item)
+                found += code if isinstance(code, list) else ["not written here" if code is None else code]
+            continue
+        if _library_code(item.__code__):
+            found += _wrapped_codes(item, depth + 1) if hasattr(item, "__wrapped__") else []
+        else:
+            found.append(code_fingerprint(item.__code__))
+    return sorted(set(found)) if found else []
+
+
+def _cell_holds_code(cell) -> bool:
+    try:
+        value = cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return isinstance(getattr(value, "__func__", value), types.FunctionType)
 
 
 def own_functions(cls: type) -> list:
@@ -111,6 +194,8 @@ def _withhold(exercise: Exercise) -> None:
     exercise.error_notes = ()
     exercise.passed_message = "Correct."
     exercise.reference = _withheld(exercise.expects.name)
+    # The judge and what the right answer gives run in the grader's process, never here.
+    exercise._judge = exercise._expect = _withheld(f"{exercise.expects.name}'s judge")
 
 
 class _GradedLater(Exercise):
@@ -178,6 +263,7 @@ def setup(record_hashes, modules=None) -> None:
                 _EXERCISES[(module_name, name)] = copy.copy(value)
                 value.__class__ = _GradedLater
     _PUBLIC.update({key: public_probe_exercise(exercise) for key, exercise in _EXERCISES.items()})
+    _library_roots()
     logging._srcfile = None  # logging would walk the stack to name a message's caller
     _silence_forked_copies(_KERNEL_PID[0])
     kernel_guard.install(record_hashes, str(package), running.call_learner.__code__, record.__code__)

@@ -8,10 +8,8 @@ record whose expectations were rewritten in the kernel is refused.
 
 from __future__ import annotations
 
-import __future__
 import functools
 import importlib
-import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +17,7 @@ import numpy as np
 from course_utils.exercises.core import ProbeResult
 from course_utils.grading.assemble import Assembly
 from course_utils.grading.execute import Execution
-from course_utils.grading.kernel_probe import code_fingerprint
+from course_utils.grading.answer_cell import defined_in, written_in_cell  # noqa: F401
 
 
 @dataclass
@@ -85,15 +83,6 @@ def printed_too_much(seconds: str, cap_kb: int) -> str:
             "allows. Print less, or nothing, in the function.")
 
 
-def written_in_cell(code, source: str) -> bool:
-    """Whether the checked answer is code of the answer cell: a function (``code`` is its
-    fingerprint) or a class (``code`` lists its methods' fingerprints). ``None``: something else
-    (a functools.partial of another's function, a builtin, an object), which is not."""
-    if code is None:
-        return False
-    return all(defined_in(fingerprint, source) for fingerprint in ([code] if isinstance(code, str) else code))
-
-
 @functools.lru_cache(maxsize=None)
 def _exercise(module: str, name: str):
     return getattr(importlib.import_module(f"course_utils.exercises.{module}"), name)
@@ -105,17 +94,24 @@ def _trusted_record(module: str, name: str):
     return exercise.probe(exercise.reference).data
 
 
-def _expected_parts(record, path=()):
-    """(path, value) of every "expected" entry in a record."""
+# Entries of a record that the probe computes from its seeded inputs alone, never from what the
+# learner's code did: the inputs it gave ("given") and, where a probe still computes it in the
+# kernel, what the right answer gives ("expected"). A run of the probe here on the reference has
+# the same ones, at the same places.
+_TRUSTED_KEYS = ("expected", "given")
+
+
+def _trusted_parts(record, path=()):
+    """(path, value) of every entry under one of ``_TRUSTED_KEYS`` in a record."""
     if isinstance(record, dict):
         for key, value in record.items():
-            if key == "expected":
+            if key in _TRUSTED_KEYS:
                 yield path + (key,), value
             else:
-                yield from _expected_parts(value, path + (key,))
+                yield from _trusted_parts(value, path + (key,))
     elif isinstance(record, list):
         for index, value in enumerate(record):
-            yield from _expected_parts(value, path + (index,))
+            yield from _trusted_parts(value, path + (index,))
 
 
 def _at(record, path):
@@ -138,8 +134,14 @@ def _same(a, b) -> bool:
 
 
 def tampered(module: str, name: str, data) -> bool:
-    trusted = _trusted_record(module, name)
-    for path, value in _expected_parts(trusted):
+    """Whether a record differs from the grader's own run of the probe on the reference in an
+    entry that depends on the seeds alone (``_TRUSTED_KEYS``), or lacks one.
+
+    Asked only of a record whose verdict passed: a probe stops early on a wrong answer, so an
+    honest wrong answer's record lacks entries, and its verdict (with the mistake it names) is
+    the one the learner saw in the notebook. A record that passes only because entries were
+    rewritten or left out was changed inside the kernel."""
+    for path, value in _trusted_parts(_trusted_record(module, name)):
         try:
             if not _same(_at(data, path), value):
                 return True
@@ -148,27 +150,16 @@ def tampered(module: str, name: str, data) -> bool:
     return False
 
 
-def _code_objects(code: types.CodeType):
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _code_objects(const)
+TAMPERED = "the check's own expected values were changed from inside the notebook"
 
 
-def defined_in(fingerprint: str, source: str) -> bool:
-    """Whether a function with this code is written in ``source`` (compiled here, never run).
-
-    A cell that is not plain Python (IPython magics) cannot be compiled here; it gets the
-    benefit of the doubt.
-    """
-    for flags in (0, __future__.annotations.compiler_flag):  # a cell may have turned it on
-        try:
-            compiled = compile(source, "<answer>", "exec", flags=flags, dont_inherit=True)
-        except (SyntaxError, ValueError):
-            return True
-        if any(code_fingerprint(code) == fingerprint for code in _code_objects(compiled)):
-            return True
-    return False
+def judge_record(module: str, name: str, result: ProbeResult):
+    """The verdict the notebook's check gives this record, judged here; None when it passes only
+    because the record was changed inside the kernel (``tampered``)."""
+    verdict = _exercise(module, name).judge(result)
+    if verdict.passed and result.data is not None and tampered(module, name, result.data):
+        return None
+    return verdict
 
 
 @functools.lru_cache(maxsize=None)
@@ -269,11 +260,10 @@ def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers
                 f"the {probe.variable} that was checked is not a function written in your answer cell",
                 mistake="not-written-in-the-answer-cell"))
             continue
-        if result.data is not None and tampered(module, name, result.data):
-            scores.append(ExerciseScore(
-                name, 0, 1, "failed", "the check's own expected values were changed from inside the notebook"))
+        verdict = judge_record(module, name, result)
+        if verdict is None:
+            scores.append(ExerciseScore(name, 0, 1, "failed", TAMPERED, mistake="record-tampered"))
             continue
-        verdict = _exercise(module, name).judge(result)
         reason = verdict.message
         error = execution.answer_errors.get(probe.answer_id)
         outcome = verdict.outcome.value

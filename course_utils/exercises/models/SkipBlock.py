@@ -93,12 +93,14 @@ def _probe_skip_block(answer, run):
             given = x.clone()
             got = run(model, given, on=call_on)
             call = {"on": call_on, "got": value_facts(got), "x_changed": not torch.equal(given, x)}
+            # "formula": what the block gives with the learner's own layers. It depends on the
+            # answer, so it is no "expected" entry, which the grader compares with its own run.
             with torch.no_grad():
                 for index, (expand, project) in enumerate(branches):
                     inner = expand(x)
                     branch = project(torch.relu(inner))
                     call[f"variants{index}"] = {
-                        "expected": value_facts(x + branch)["values"],
+                        "formula": value_facts(x + branch)["values"],
                         "without_skip": value_facts(branch)["values"],
                         "relu_after_sum": value_facts(torch.relu(x + branch))["values"],
                         "relu_on_branch_end": value_facts(x + torch.relu(branch))["values"],
@@ -132,14 +134,14 @@ def _skip_gradients(model, branches, x, run, on):
     params = [p for p in model.parameters() if p.requires_grad]  # autograd.grad refuses the rest
     given = x.clone().requires_grad_(True)
     out = run(model, given, on=on)
-    record = {"on": on, "got": None, "expected": []}
+    record = {"on": on, "got": None, "formula": []}
     if isinstance(out, torch.Tensor) and out.requires_grad and out.shape == x.shape:
         grads = run(torch.autograd.grad, out, [given] + params, upstream, allow_unused=True, on=on)
         record["got"] = _gradient_facts(grads)
     for expand, project in branches:
         mine = x.clone().requires_grad_(True)
         formula = mine + project(torch.relu(expand(mine)))
-        record["expected"].append(_gradient_facts(
+        record["formula"].append(_gradient_facts(
             torch.autograd.grad(formula, [mine] + params, upstream, allow_unused=True)))
     record["upstream"] = upstream.numpy().copy()
     return record
@@ -194,7 +196,7 @@ def _judge_skip_block(cases):
                 return problem
             variants = [call[f"variants{i}"] for i in range(case["n_branches"])]
             values = got["values"]
-            if any(same_values(values, v["expected"], rtol=1e-4, atol=1e-5) for v in variants):
+            if any(same_values(values, v["formula"], rtol=1e-4, atol=1e-5) for v in variants):
                 if not got["requires_grad"]:
                     return Mistake("cut-from-graph", (
                         f"forward's output does not require grad (on {on_call}): it is cut off "
@@ -216,7 +218,7 @@ def _judge_skip_block(cases):
             for key, message in _SKIP_MISTAKES:
                 if any(same_values(values, v[key], rtol=1e-4, atol=1e-5) for v in variants):
                     return Mistake(key.replace("_", "-"), f"{message} (on {on_call})")
-            return tensor_problem(got, {**expected, "values": variants[0]["expected"]},
+            return tensor_problem(got, {**expected, "values": variants[0]["formula"]},
                                   what="forward's output", on=on_call, rtol=1e-4, atol=1e-5,
                                   check_device=False) + (
                 " Expected x + project(relu(expand(x))), with your own two layers."
@@ -242,10 +244,10 @@ def _grads_agree(got, expected) -> bool:
 
 def _skip_gradient_problem(case):
     record = case.get("gradients")
-    if record is None or record["got"] is None or not record["expected"]:
+    if record is None or record["got"] is None or not record["formula"]:
         return None  # an output that does not require grad, or no two layers: judged elsewhere
     got, on = record["got"], record["on"]
-    variants = record["expected"]
+    variants = record["formula"]
     if any(all(_grads_agree(g, e) for g, e in zip(got, expected)) for expected in variants):
         return None
     expected = variants[0]
