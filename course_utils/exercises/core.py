@@ -16,6 +16,7 @@ strict mode (``COURSE_STRICT=1``, or nbgrader's autograde), where anything but *
 
 from __future__ import annotations
 
+import copy
 import enum
 import html
 import inspect
@@ -94,6 +95,18 @@ class Mistake(str):
     def __add__(self, more: str) -> "Mistake":
         """More words after a named message (advice a judge appends) leave it the same mistake."""
         return Mistake(self.id, str.__add__(self, more))
+
+
+class Raised:
+    """A judge's word that the verdict is "your code raised": the learner's code raised on an
+    input the probe tried after others (``error_record``), and those before it show no mistake.
+
+    A probe that meets an error on a later input records it and stops, instead of asking the
+    judge there whether an earlier input already showed a mistake: the judge needs what the
+    right answer gives, which only the judge's side computes (``Exercise(expect=...)``)."""
+
+    def __init__(self, error: dict):
+        self.error = error
 
 
 class ErrorNote(NamedTuple):
@@ -396,20 +409,9 @@ class Exercise:
         except CheckTimeout:
             return ProbeResult(Status.TIMEOUT, error={"seconds": f"{self.time_limit_s:g}"})
         except LearnerRaised as raised:
-            error = raised.error
-            if isinstance(error, _PlaceholderUsed) or (
-                type(error) is NotImplementedError and not str(error)
-            ):
+            record = error_record(raised, answer)
+            if record is None:
                 return ProbeResult(Status.NOT_ATTEMPTED)
-            record = {
-                "type": type(error).__name__,
-                "message": _first_lines(str(error)),
-                "on": raised.on,
-            }
-            if raised.line is not None:
-                record["line"] = raised.line
-            if _NOTHING_RECORDED in record["message"]:
-                record["recording_off"] = recording_switched_off(answer)
             return ProbeResult(Status.RAISED, error=record)
         except Exception as error:  # the probe tripped over what the answer returned
             return ProbeResult(
@@ -452,10 +454,9 @@ class Exercise:
                 "never ends, or work far bigger than the task needs.",
             )
         if result.status is Status.RAISED:
-            message = self._raised_message(result.error)
-            return self._verdict(Outcome.RAISED, str(message), getattr(message, "id", None))
+            return self._raised_verdict(result.error)
         try:
-            data = self._expect(result.data) if self._expect is not None else result.data
+            data = self._expect(copy.deepcopy(result.data)) if self._expect is not None else result.data
             problem = self._judge(data)
         except (KeyError, IndexError, TypeError, ValueError) as error:
             return self._verdict(
@@ -464,11 +465,17 @@ class Exercise:
                 f"{self.expects.call_text()} to return "
                 f"{self.expects.returns or 'what the exercise asks for (see .hint())'}.",
             )
+        if isinstance(problem, Raised):
+            return self._raised_verdict(problem.error)
         if problem is None:
             return self._verdict(Outcome.PASSED, self.passed_message)
         if isinstance(problem, PassNote):
             return self._verdict(Outcome.PASSED, f"{self.passed_message}\nNote: {problem}")
         return self._verdict(Outcome.FAILED, str(problem), getattr(problem, "id", None))
+
+    def _raised_verdict(self, error: dict) -> Verdict:
+        message = self._raised_message(error)
+        return self._verdict(Outcome.RAISED, str(message), getattr(message, "id", None))
 
     def _raised_message(self, error: dict) -> str:
         """The learner's error, the input and line it came from, and what to look at.
@@ -551,6 +558,20 @@ class Exercise:
     def solution(self) -> None:
         """Show the reference solution as code."""
         show(_Note(f"Solution: {self.title}", self.solution_text(), code=True))
+
+
+def error_record(raised: LearnerRaised, answer) -> dict | None:
+    """What a probe records of an error the learner's code raised (plain data: its type, its
+    message, the input and the line); None when it is the stub's own error (not attempted)."""
+    error = raised.error
+    if isinstance(error, _PlaceholderUsed) or (type(error) is NotImplementedError and not str(error)):
+        return None
+    record = {"type": type(error).__name__, "message": _first_lines(str(error)), "on": raised.on}
+    if raised.line is not None:
+        record["line"] = raised.line
+    if _NOTHING_RECORDED in record["message"]:
+        record["recording_off"] = recording_switched_off(answer)
+    return record
 
 
 def _first_lines(text: str, limit: int = 600) -> str:

@@ -33,13 +33,12 @@ def value_facts(value) -> dict:
 
 
 def _subclass_overrides_disabled():
-    """A tensor subclass could fake its numbers through ``__torch_function__``; read past it."""
-    import contextlib
-
+    """A tensor subclass could fake its numbers through ``__torch_function__``, and a
+    ``TorchFunctionMode`` the learner's code left on would see every tensor a probe reads (and
+    could change what it reads): read past both."""
     import torch
 
-    disable = getattr(torch._C, "DisableTorchFunctionSubclass", None)
-    return disable() if disable is not None else contextlib.nullcontext()
+    return torch._C.DisableTorchFunction()
 
 
 def _tensor_facts(value) -> dict:

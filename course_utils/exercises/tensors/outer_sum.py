@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
     CHAPTER,
@@ -45,6 +45,8 @@ def _outer_input(n, dtype, generator):
 
 
 def _probe_outer_sum(answer, run):
+    """What the answer gives on each input, and the inputs themselves: never what a right answer
+    gives (``_expect_outer_sum`` adds that, on the judge's side)."""
     generator = _generator(7)
     record = {"loops": _loops_in(answer)}
     a, b = _outer_input(_LOOP_N, torch.float32, generator), _outer_input(_LOOP_M, torch.float32, generator)
@@ -52,7 +54,7 @@ def _probe_outer_sum(answer, run):
     with counter:
         big = run(answer, a, b, on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
     record["torch_calls"] = counter.count
-    record["big"] = {"got": value_facts(big), "expected": value_facts(a[:, None] + b[None, :])}
+    record["big"] = {"got": value_facts(big), "given": {"a": given(a), "b": given(b)}}
     record["cases"] = cases = []
     if record["loops"] or counter.count >= _LOOP_CALLS:
         return record  # the loop is recorded; its other inputs (an empty a) would only raise
@@ -64,30 +66,20 @@ def _probe_outer_sum(answer, run):
         given_a, given_b = a.clone(), b.clone()
         try:
             got = value_facts(run(answer, given_a, given_b, on=on))
-        except LearnerRaised:
-            # A mistake the earlier inputs already showed is the one to report, not an error
-            # a later input (an integer a with a float b) led to.
-            try:
-                shown = _judge_outer_sum(record) is not None
-            except Exception:  # a judge that cannot decide on a part of the record
-                shown = False
-            if shown:
-                break
-            raise
+        except LearnerRaised as raised:
+            # The judge decides: a mistake the earlier inputs already show is the one to report,
+            # not an error a later input (an integer a with a float b) led to.
+            record["raised"] = error_record(raised, answer)
+            break
         cases.append(
             {
                 "on": on,
                 "n": n,
                 "m": m,
                 "got": got,
-                "expected": value_facts(a[:, None] + b[None, :]),
-                "swapped": value_facts(b[:, None] + a[None, :])["values"],
-                "product": value_facts(a[:, None] * b[None, :])["values"],
-                "elementwise": value_facts(a + b)["values"] if n == m else None,
+                "given": {"a": given(a), "b": given(b)},
                 "mixed": a_dtype != b_dtype,
-                "a_before": value_facts(a),
                 "a_after": value_facts(given_a),
-                "b_before": value_facts(b),
                 "b_after": value_facts(given_b),
             }
         )
@@ -95,6 +87,21 @@ def _probe_outer_sum(answer, run):
         cases[-1]["again"] = (
             value_facts(run(answer, given_a, given_b, on=on + ", second call")) if left else got
         )
+    return record
+
+
+def _expect_outer_sum(record):
+    """What the reference gives on the record's inputs, and what the classic mistakes give
+    (b and a swapped, the product, the element-wise sum), for the judge."""
+    reference = outer_sum.reference
+    for part in [record["big"], *record["cases"]]:
+        a, b = tensor_of(part["given"]["a"]), tensor_of(part["given"]["b"])
+        part["expected"] = value_facts(reference(a, b))
+    for case in record["cases"]:
+        a, b = tensor_of(case["given"]["a"]), tensor_of(case["given"]["b"])
+        case["swapped"] = value_facts(b[:, None] + a[None, :])["values"]
+        case["product"] = value_facts(a[:, None] * b[None, :])["values"]
+        case["elementwise"] = value_facts(a + b)["values"] if case["n"] == case["m"] else None
     return record
 
 
@@ -114,7 +121,7 @@ def _judge_outer_sum(record):
     for case in cases:
         got, on, n, m = case["got"], case["on"], case["n"], case["m"]
         for name in ("a", "b"):
-            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            changed = _input_changed(case["given"][name], case[f"{name}_after"], name, on)
             if changed:
                 return changed
         if got["kind"] == "tensor" and got["shape"] == [n] and n == m and same_values(
@@ -159,6 +166,8 @@ def _judge_outer_sum(record):
             ))
     problem = tensor_problem(record["big"]["got"], record["big"]["expected"],
                              on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
+    if problem is None and record.get("raised"):
+        return Raised(record["raised"])
     return problem
 
 
@@ -168,6 +177,7 @@ outer_sum = Exercise(
     title="Every pair: out[i, j] = a[i] + b[j]",
     expects=Function("outer_sum", ("a", "b"), returns="an (N, M) tensor with out[i, j] = a[i] + b[j]"),
     probe=_probe_outer_sum,
+    expect=_expect_outer_sum,
     judge=_judge_outer_sum,
     reference=outer_sum,
     passed_message="Correct: broadcasting (N, 1) against (1, M) made every pair.",
