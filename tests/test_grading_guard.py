@@ -42,7 +42,7 @@ def test_every_right_answer_of_the_catalogue_passes_in_a_grading_kernel():
 # Each route: the code a learner's answer could run, and what its refusal says (None: allowed).
 BATTERY = textwrap.dedent(
     '''
-    import concurrent.futures, ctypes, functools, gc, inspect, json, marshal, sys, tempfile, types
+    import bdb, concurrent.futures, ctypes, functools, gc, inspect, json, marshal, sys, tempfile, traceback, types
     from pathlib import Path
     import torch
     sys.path.insert(0, "tests")
@@ -90,6 +90,18 @@ BATTERY = textwrap.dedent(
     route("another thread's frames", lambda: sys._current_frames())
     route("tracing", lambda: sys.settrace(lambda *args: None))
     route("profiling", lambda: sys.setprofile(lambda *args: None))
+
+    def debugger():
+        tracer = bdb.Bdb()
+        try:
+            tracer.set_trace()
+        finally:
+            try:
+                tracer.set_continue()
+            except BaseException:
+                pass
+
+    route("tracing through the standard library's debugger", debugger)
     route("ctypes", lambda: ctypes.string_at(id(x), 8))
     route("the process's memory", lambda: open("/proc/self/mem", "rb"))
     route("its own frame, outside a check", lambda: inspect.currentframe())
@@ -114,7 +126,26 @@ BATTERY = textwrap.dedent(
         torch.vmap(lambda ai: ai + b)(a) if len(a) else None
         return a[:, None] + b[None, :]
 
+    def debugger_inside(a, b):
+        debugger()
+        return a[:, None] + b[None, :]
+
+    def stack_with_locals(a, b):
+        traceback.StackSummary.extract(traceback.walk_stack(None), capture_locals=True)
+        return a[:, None] + b[None, :]
+
+    def formats_tracebacks(a, b):
+        try:
+            raise ValueError("mine")
+        except ValueError:
+            traceback.format_exc()
+        traceback.format_stack()
+        return a[:, None] + b[None, :]
+
+    in_window("tracebacks formatted, inside a check", tensors.outer_sum, formats_tracebacks)
     in_window("the check's frames, inside a check", tensors.outer_sum, frames)
+    in_window("a debugger's tracer, inside a check", tensors.outer_sum, debugger_inside)
+    in_window("the stack's variables, inside a check", tensors.outer_sum, stack_with_locals)
     in_window("a traceback's frames, inside a check", tensors.outer_sum, traceback_frame)
     in_window("the reference, inside a check", tensors.outer_sum, reference_inside)
     in_window("torch.manual_seed and torch.vmap, inside a check", tensors.outer_sum, library_work)
@@ -122,7 +153,8 @@ BATTERY = textwrap.dedent(
     '''
 )
 
-ALLOWED = {"its own frame, outside a check", "torch.manual_seed and torch.vmap, inside a check"}
+ALLOWED = {"its own frame, outside a check", "torch.manual_seed and torch.vmap, inside a check",
+           "tracebacks formatted, inside a check"}
 
 
 @pytest.fixture(scope="module")

@@ -54,13 +54,18 @@ WINDOW_CLOSE = "course.window.close"
 # Refused to the submission's own code, judged by the frame that asks (not the stack above it):
 # libraries the submission calls may use them (importlib unmarshals modules, torch uses ctypes).
 _ASKED_BY_CALLER = frozenset({
-    "sys.settrace", "sys.setprofile", "sys.monitoring.register_callback", "sys.monitoring.use_tool_id",
     "marshal.dumps", "marshal.loads", "marshal.load", "code.__new__", "function.__new__",
+})
+# Tracing and profiling: refused whenever the submission's code asks, itself or through a library
+# (the standard library's debugger, bdb, calls sys.settrace for whoever uses it). No library a
+# grade depends on traces.
+_TRACING = frozenset({
+    "sys.settrace", "sys.setprofile", "sys.monitoring.register_callback", "sys.monitoring.use_tool_id",
 })
 # Refused unless course code asks: they show every object or every thread's frames.
 _HEAP_AND_THREADS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-_RISKY = _ASKED_BY_CALLER | _HEAP_AND_THREADS | frozenset({
+_RISKY = _ASKED_BY_CALLER | _TRACING | _HEAP_AND_THREADS | frozenset({
     GUARDED, WINDOW_OPEN, WINDOW_CLOSE, "sys._getframe", "object.__getattr__", "object.__setattr__", "open",
     "compile", "exec"})
 
@@ -90,14 +95,22 @@ def frame_handing_code() -> frozenset:
     import traceback
 
     functions = [inspect.currentframe, inspect.stack, inspect.trace, inspect.getouterframes,
-                 inspect.getinnerframes, traceback.walk_stack, traceback.walk_tb, logging.currentframe]
+                 inspect.getinnerframes, traceback.walk_stack, traceback.walk_tb, logging.currentframe,
+                 # hand on each frame's variables (capture_locals=True), not only where it is
+                 traceback.extract_stack, traceback.StackSummary.extract]
+    functions += [getattr(traceback.StackSummary, name) for name in ("_extract_from_extended_frame_gen",)
+                  if hasattr(traceback.StackSummary, name)]
+    functions = [getattr(function, "__func__", function) for function in functions]
     try:
         from IPython.utils import frame as ipython_frames
 
         functions += [value for value in vars(ipython_frames).values() if isinstance(value, types.FunctionType)]
     except ImportError:
         pass
-    return frozenset(function.__code__ for function in functions)
+    codes = [function.__code__ for function in functions]
+    for code in list(codes):  # and the generators inside them (StackSummary.extract's)
+        codes += [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    return frozenset(codes)
 
 
 def install(record_hashes, package: str, boundary, record_code) -> None:
@@ -170,7 +183,7 @@ def _make_hook(hashes, package, secret, libraries, boundary, record_code, main_t
         return False
 
     def hook(event, args, _risky=RISKY_EVENTS, _by_caller=_ASKED_BY_CALLER, _heap=_HEAP_AND_THREADS,
-             _frame_attributes=_FRAME_ATTRIBUTES, _getframe=sys._getframe, _get_ident=_thread.get_ident,
+             _frame_attributes=_FRAME_ATTRIBUTES, _tracing=_TRACING, _getframe=sys._getframe, _get_ident=_thread.get_ident,
              _busy=set(), _roots=[], _used=set(), _hashes=hashes, _sha256=hashlib.sha256,
              _record_code=record_code, _main=main_thread, _kind_of=kind_of, _asker=asker,
              _frame_asker=frame_asker,
@@ -248,10 +261,11 @@ def _make_hook(hashes, package, secret, libraries, boundary, record_code, main_t
                     if _type(filename) is _str and _startswith(filename, _package):
                         raise _PermissionError("grading: your code may not run the course's own code objects")
             else:  # tracing, code and functions by hand, marshal, ctypes
-                # ctypes' own Python functions stand between the caller and the event: look past
-                # them. The others come straight from the caller, and libraries use them for the
-                # learner's code (importlib unmarshals its modules, torch.compile builds code).
-                kind = _asker(caller) if _startswith(event, "ctypes.") else _kind_of(caller)
+                # ctypes' own Python functions stand between the caller and the event, and so does
+                # a debugger's (bdb) for tracing: look past them. The others come straight from the
+                # caller, and libraries use them for the learner's code (importlib unmarshals its
+                # modules, torch.compile builds code).
+                kind = _asker(caller) if _startswith(event, "ctypes.") or event in _tracing else _kind_of(caller)
                 if kind == "submission" or kind == "boundary":
                     raise _PermissionError(f"grading: your code may not use {event} while it is graded")
         finally:
