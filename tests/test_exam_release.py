@@ -21,11 +21,14 @@ from nbclient import NotebookClient
 
 import course_utils.authoring.exam as authoring_exam
 from course_utils.authoring.errors import AuthoringError
-from course_utils.authoring.exam import chosen_chapters, find_leaks, release_exam, withheld
+from course_utils.authoring.exam import (EXAM_REWRITES, chosen_chapters, exam_notebook, find_leaks, release_exam,
+                                         withheld)
+from course_utils.book.verify import IDIOMS_THE_CHAPTER_TEACHES
 from course_utils.exercises import CHAPTERS, all_exercises
 from course_utils.exercises.autograd import sgd_update
 from course_utils.exercises.models import SkipBlock
 
+from course_copies import copy_files
 from pasted_solutions import pasted_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,14 +129,133 @@ def test_the_scan_finds_a_solution_however_it_is_indented(tmp_path):
     assert any(line.startswith("copied.py: solution: 01_tensors: ex.checked_mse") for line in found), found
 
 
+def squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+def test_a_worked_answer_in_a_notebook_cell_is_found_however_many_lines_it_has(tmp_path):
+    """A notebook's JSON stores each line of a cell as a string of its own: the scan reads each
+    cell's source and each output's text whole, so a worked answer of several lines is found in
+    a markdown cell and in a printed output alike."""
+    exercise = next(e for e in all_exercises()["02_autograd"] if e.name == "fresh_gradient")
+    answer = exercise.solution_text()
+    assert answer.count("\n") >= 3
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("A worked answer:\n\n```python\n" + answer + "\n```"),
+        nbformat.v4.new_code_cell("print(ANSWER)", outputs=[nbformat.v4.new_output("stream", text=answer + "\n")]),
+    ]
+    for cell_id, cell in enumerate(nb.cells):
+        cell.id = f"cell-{cell_id}"
+    (tmp_path / "markdown.ipynb").write_text(nbformat.writes(nb))
+    assert '"```python\\n",' in (tmp_path / "markdown.ipynb").read_text(), "one JSON string per line"
+    nb.cells = nb.cells[1:]
+    (tmp_path / "output.ipynb").write_text(nbformat.writes(nb))
+    found = find_leaks(tmp_path, withheld(ROOT, "none"))
+    for name in ("markdown.ipynb", "output.ipynb"):
+        assert f"{name}: solution: 02_autograd: ex.fresh_gradient.solution()" in found, found
+
+
+def test_a_release_with_a_worked_answer_in_a_markdown_cell_is_refused(tmp_path):
+    """Issue 43: a worked answer pasted into a markdown cell of solutions/02_autograd.ipynb
+    reached the exam notebook with no complaint (the same text in a .py file was found)."""
+    course = copy_files(tmp_path / "course")
+    exercise = next(e for e in all_exercises()["02_autograd"] if e.name == "fresh_gradient")
+    source = course / "solutions" / "02_autograd.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    pasted = nbformat.v4.new_markdown_cell(
+        "For reference, the answer to the exercise below:\n\n```python\n" + exercise.solution_text() + "\n```")
+    pasted.id = "pasted-answer-md"
+    nb.cells.insert(1, pasted)
+    nbformat.write(nb, source)
+    out = tmp_path / "release"
+    with pytest.raises(AuthoringError) as refused:
+        release_exam(course, out, ["02"], "none")
+    assert ("notebooks/02_autograd.ipynb: solution: 02_autograd: ex.fresh_gradient.solution()"
+            in refused.value.problems), refused.value.problems
+    assert not out.exists()
+
+
+def test_the_exam_notebook_of_02_shows_no_answer_to_sgd_update(exam):
+    """Issue 43: chapter 02's lesson did sgd_update's whole answer by hand, exempted as an idiom
+    the chapter teaches, a free point in an exam. The exam's copy of the chapter does the same
+    descent with the chapter's optimizer and says the update in words; the practice notebook
+    keeps its lesson, and the release's scan looks for the answer."""
+    answer = squeezed(sgd_update.solution_text().split("def sgd_update(w, lr):", 1)[1])
+    assert answer == squeezed(sgd_update.hints[-1]) == "withtorch.no_grad():w-=lr*w.grad"
+
+    def cells(path):
+        return squeezed("\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells))
+
+    practice, in_exam = cells(ROOT / "notebooks" / "02_autograd.ipynb"), cells(exam / "notebooks" / "02_autograd.ipynb")
+    assert answer in practice and "withtorch.no_grad():w-=0.1*w.grad" in practice, "the lesson is intact for practice"
+    assert answer not in in_exam and "withtorch.no_grad():w-=" not in in_exam
+    assert "optimizer=torch.optim.SGD([w],lr=lr)" in in_exam and "optimizer.step()" in in_exam
+    said = {cell.id: cell.source for cell in nbformat.read(exam / "notebooks" / "02_autograd.ipynb", as_version=4).cells}
+    assert "Writing that update is the next exercise." in said["ag-53-md"] and "ag-54-code" not in said
+    secrets = withheld(ROOT, "none")
+    assert squeezed(secrets["solution: 02_autograd: ex.sgd_update.solution()"]) == answer
+    assert f"hint 3 of {sgd_update.id}" in secrets
+    assert find_leaks(exam / "notebooks", secrets) == []
+
+
+def test_a_rewrite_that_no_longer_fits_its_lesson_refuses_the_release(tmp_path, monkeypatch):
+    changed = authoring_exam.LessonRewrite("ag-25-code", replace=(("w -= lr * w.grad  # edited", ""),))
+    monkeypatch.setitem(EXAM_REWRITES, "sgd_update", authoring_exam.HiddenAnswer(
+        "02_autograd", (changed, authoring_exam.LessonRewrite("no-such-cell", drop=True))))
+    out = tmp_path / "release"
+    with pytest.raises(AuthoringError) as refused:
+        release_exam(ROOT, out, ["02"], "none")
+    problems = "\n".join(refused.value.problems)
+    assert "cell ag-25-code" in problems and "no cell no-such-cell" in problems and "EXAM_REWRITES" in problems
+    assert not out.exists()
+
+
+def test_instructors_md_lists_every_answer_a_lesson_shows():
+    """Every exercise whose answer the lessons may show (IDIOMS_THE_CHAPTER_TEACHES) is listed in
+    INSTRUCTORS.md, with its chapter and whether an exam hides it (EXAM_REWRITES)."""
+    import re
+
+    text = (ROOT / "INSTRUCTORS.md").read_text(encoding="utf-8")
+    section = text[text.index("**Answers the lessons show.**"):text.index("**What an exam allows.**")]
+    listed = {name: (chapter, how) for name, chapter, how in re.findall(
+        r"^- `(\w+)` \((\d\d), (hidden in an exam|shown in an exam too)\)", section, flags=re.MULTILINE)}
+    assert sorted(listed) == sorted(IDIOMS_THE_CHAPTER_TEACHES)
+    stems = {exercise.name: stem for stem, exercises in all_exercises().items() for exercise in exercises}
+    for name, (chapter, how) in listed.items():
+        assert stems[name].startswith(chapter), name
+        assert (how == "hidden in an exam") == (name in EXAM_REWRITES), name
+    assert set(EXAM_REWRITES) <= set(IDIOMS_THE_CHAPTER_TEACHES)
+    assert all(hidden.chapter == stems[name] for name, hidden in EXAM_REWRITES.items())
+
+
+def test_hints_all_releases_a_last_hint_that_is_the_answer(tmp_path):
+    """With --hints all the instructor gives every hint, a last one that is the whole answer
+    included (sgd_update's, multilabel_loss's): the release ships it rather than refuse itself."""
+    out = tmp_path / "all"
+    release_exam(ROOT, out, ["02", "03"], "all")
+    shipped = {face["name"]: face["hints"] for face in faces(out, "autograd")}
+    assert shipped["sgd_update"] == list(sgd_update.hints)
+    assert "optimizer.step()" in (out / "notebooks" / "02_autograd.ipynb").read_text()
+
+
 def test_the_release_holds_the_learners_files_and_none_of_the_instructors(exam):
     assert (exam / "course").exists() and (exam / "requirements.txt").exists()
     assert sorted(p.stem for p in (exam / "notebooks").glob("*.ipynb")) == sorted(CHAPTERS)
     assert not (exam / "solutions").exists()
+    rewritten = {hidden.chapter for hidden in EXAM_REWRITES.values()}
     for path in (exam / "notebooks").glob("*.ipynb"):
         # The learner notebooks as they are, nbgrader metadata included: nbgrader's autograde
-        # grades them as it grades notebooks/ (tools/nbgrader_roundtrip.sh).
-        assert path.read_bytes() == (ROOT / "notebooks" / path.name).read_bytes(), path.name
+        # grades them as it grades notebooks/ (tools/nbgrader_roundtrip.sh); only a lesson cell
+        # that shows an exercise's answer is changed (EXAM_REWRITES), never a graded one.
+        learner = (ROOT / "notebooks" / path.name).read_bytes()
+        if path.stem not in rewritten:
+            assert path.read_bytes() == learner, path.name
+            continue
+        assert path.read_bytes() == exam_notebook(path.stem, learner), path.name
+        graded = [[cell for cell in nbformat.reads(data.decode(), as_version=4).cells if "nbgrader" in cell.metadata]
+                  for data in (path.read_bytes(), learner)]
+        assert graded[0] == graded[1], path.name
     package = exam / "course_utils"
     for instructor_only in ("grading", "authoring", "book"):
         assert not (package / instructor_only).exists(), instructor_only
@@ -165,6 +287,34 @@ except RuntimeError as error:
     assert "Not available in this release: this is an exam." in result.stdout
     assert "No hints in this release." in result.stdout
     assert "NoWorkedAnswer this cell falls back on the worked answer of outer_sum" in result.stdout
+
+
+def test_an_exam_check_refuses_resume_that_calls_the_worked_answer(exam):
+    """Issue 43: load_checkpoint ships in the exam's course_utils and does what resume asks.
+    resume's task says to write the loading by hand; the exam's own check refuses a call of the
+    helper, however it is reached, with the practice check's named mistake and words."""
+    from course_utils.checkpoints import load_checkpoint
+    from course_utils.exercises import reliable_practice
+
+    def resume(path, model, optimizer, scheduler, scaler, loader):
+        return load_checkpoint(path, model, optimizer, scheduler, scaler, loader)
+
+    practice = reliable_practice.resume.verdict(resume)
+    assert practice.mistake == "resume.calls-load-checkpoint"
+    result = run_in_release(exam, """
+import json
+import course_utils.exercises.reliable_practice as ex
+from course_utils import checkpoints as tools
+
+def resume(path, model, optimizer, scheduler, scaler, loader):
+    return tools.load_checkpoint(path, model, optimizer, scheduler, scaler, loader)
+
+borrowed = ex.resume.verdict(resume)
+print(json.dumps([borrowed.outcome.value, borrowed.mistake, borrowed.message]))
+""")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == ["failed", practice.mistake, practice.message]
+    assert "Refused" in practice.message and "worked answer to this very exercise" in practice.message
 
 
 def test_hints_follow_the_policy(tmp_path):
@@ -209,11 +359,12 @@ def outputs_text(cell) -> str:
     return "\n".join(parts)
 
 
-@pytest.mark.parametrize("chapter", ["01_tensors", "03_models"])
+@pytest.mark.parametrize("chapter", ["01_tensors", "02_autograd", "03_models"])
 def test_an_exam_notebook_runs_with_every_check_not_attempted(exam, chapter):
     """Unsolved, the checks say "not attempted"; a cell that falls back on a worked answer (03
     does, for decay_groups; 04 to 07 too, but 03 runs in a third of 05's time) says to solve the
-    exercise first, and is the only kind of error."""
+    exercise first, and is the only kind of error. 02 runs with the lesson cells its exam
+    rewrites (EXAM_REWRITES)."""
     nb = execute(nbformat.read(exam / "notebooks" / f"{chapter}.ipynb", as_version=4),
                  exam / "notebooks", exam)
     checks = [cell for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")]

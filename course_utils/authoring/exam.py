@@ -12,9 +12,13 @@ made of small steps:
 - ``write_exercises``: in their place, a few lines per chapter that load the exam's exercises,
   and ``exam_data/``: each exercise's face (title, the hints and error notes released) and the
   facts its reference gave on the public cases (``course_utils.exercises.exam``);
+- ``exam_notebook``: a lesson cell that shows an exercise's whole answer (``EXAM_REWRITES``)
+  is rewritten or dropped in the exam's copy of its notebook; notebooks/ keeps it for practice;
 - ``find_leaks``: every file of the release, and every member of an archive or compressed file
   in it, is scanned for the reference solutions and the withheld hints and error notes
-  (``withheld``); a release with one is removed and refused.
+  (``withheld``); a release with one is removed and refused. A notebook is read cell by cell
+  too: its JSON stores each line of a cell as a string of its own, and a worked answer of
+  several lines is found only in the cell's joined text.
 
 What ``--hints`` releases: ``none``, no hint and no error note; ``first``, each exercise's first
 hint and no error note; ``all``, every hint and every error note. An error note (the classic
@@ -28,6 +32,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import json
 import lzma
 import re
 import shutil
@@ -38,7 +43,7 @@ from pathlib import Path
 from typing import Iterator
 
 from course_utils.authoring.errors import AuthoringError
-from course_utils.authoring.project import NOTEBOOKS, plan
+from course_utils.authoring.project import NOTEBOOKS, plan, render
 
 PACKAGE = "course_utils"
 # What stays with the instructor (relative to course_utils/).
@@ -84,6 +89,88 @@ NOTES_SENTENCE = {
 }
 
 
+@dataclass(frozen=True)
+class LessonRewrite:
+    """How an exam changes one lesson cell (by its id): each ``(old, new)`` replaced, or the
+    cell dropped."""
+
+    cell: str
+    replace: tuple[tuple[str, str], ...] = ()
+    drop: bool = False
+
+
+@dataclass(frozen=True)
+class HiddenAnswer:
+    """An exercise whose whole answer a lesson cell of its chapter shows, and the cells an exam
+    changes so that its copy of the chapter shows it nowhere."""
+
+    chapter: str
+    cells: tuple[LessonRewrite, ...]
+
+
+# Exercises whose answer their chapter's lesson shows (``IDIOMS_THE_CHAPTER_TEACHES`` of
+# course_utils/book/verify.py, which the practice pages may show) and that an exam hides:
+# its notebook does what the lesson does without showing the answer, and the release's scan
+# looks for the answer like any other. INSTRUCTORS.md lists every exempted exercise, and says
+# which of them an exam still shows (tests/test_exam_release.py checks that the two agree).
+EXAM_REWRITES = {
+    # The lesson updates w by hand under torch.no_grad(), twice: the exercise's whole answer.
+    "sgd_update": HiddenAnswer(
+        chapter="02_autograd",
+        cells=(
+            # Gradient descent with and without clearing: the optimizer that the chapter
+            # introduced a few cells before does the update.
+            LessonRewrite("ag-25-code", replace=(
+                ("    w = torch.zeros(1, device=device, requires_grad=True)\n",
+                 "    w = torch.zeros(1, device=device, requires_grad=True)\n"
+                 "    optimizer = torch.optim.SGD([w], lr=lr)\n"),
+                ("        with torch.no_grad():\n            w -= lr * w.grad\n",
+                 "        optimizer.step()\n"),
+            )),
+            # The update under no_grad, after the refused one: said in words, left to write.
+            LessonRewrite("ag-53-md", replace=(
+                ("only its numbers and its version change:",
+                 "only its numbers and its version change. Writing that update is the next exercise."),
+            )),
+            LessonRewrite("ag-54-code", drop=True),
+        ),
+    ),
+}
+
+
+def exam_notebook(stem: str, data: bytes) -> bytes:
+    """The exam's copy of a learner notebook: ``data`` with the ``EXAM_REWRITES`` of chapter
+    ``stem`` made. A rewrite that no longer fits its cell (the lesson was edited) is an error
+    that names the cell: the release must not ship the answer it was meant to hide."""
+    from nbformat.reader import reads
+
+    rewrites = [(name, change) for name, hidden in EXAM_REWRITES.items() if hidden.chapter == stem
+                for change in hidden.cells]
+    if not rewrites:
+        return data
+    nb = reads(data.decode("utf-8"))
+    cells = {cell.get("id"): cell for cell in nb.cells}
+    problems, dropped = [], set()
+    for name, change in rewrites:
+        cell = cells.get(change.cell)
+        if cell is None:
+            problems.append(f"{NOTEBOOKS}/{stem}.ipynb has no cell {change.cell}, which an exam "
+                            f"rewrites to hide {name}'s answer: update EXAM_REWRITES")
+            continue
+        if change.drop:
+            dropped.add(change.cell)
+        for old, new in change.replace:
+            if cell.source.count(old) != 1:
+                problems.append(f"{NOTEBOOKS}/{stem}.ipynb, cell {change.cell}: {old.strip()!r} is not "
+                                f"in it once, so the exam cannot hide {name}'s answer: update EXAM_REWRITES")
+                continue
+            cell.source = cell.source.replace(old, new)
+    if problems:
+        raise AuthoringError("an exam's rewrite of a lesson no longer fits", problems)
+    nb.cells = [cell for cell in nb.cells if cell.get("id") not in dropped]
+    return render(nb)
+
+
 @dataclass
 class ExamRelease:
     out: Path
@@ -117,7 +204,7 @@ def copy_course(root: Path, out: Path, chapters: list[str]) -> None:
     (out / NOTEBOOKS).mkdir()
     for path, data in result.learner.items():
         if path.stem in chapters:
-            (out / NOTEBOOKS / path.name).write_bytes(data)
+            (out / NOTEBOOKS / path.name).write_bytes(exam_notebook(path.stem, data))
 
 
 def copy_package(root: Path, out: Path) -> None:
@@ -167,15 +254,27 @@ def write_readme(out: Path, chapters: list[str], hints: str) -> None:
 
 def withheld(root: Path, hints: str) -> dict[str, str]:
     """What must appear nowhere in the release: every reference solution (its body, and each
-    SOLUTION region of solutions/) and every hint and error note the policy holds back."""
-    from course_utils.book.verify import solution_snippets
+    SOLUTION region of solutions/), the answers of ``EXAM_REWRITES`` too, and every hint and
+    error note the policy holds back. A solution that a hint the policy releases holds whole
+    (with ``all``, a last hint is often the answer) is the instructor's to give, not a leak."""
+    from course_utils.book.verify import _function_body, solution_snippets
     from course_utils.exercises import all_exercises
     from course_utils.exercises.exam import released_hints, released_notes
 
-    secrets = {f"solution: {where}": text for where, text in solution_snippets(root).items()}
+    solutions = {f"solution: {where}": text for where, text in solution_snippets(root).items()}
+    released = []
     for chapter, exercises in all_exercises().items():
+        for exercise in exercises:
+            released += [_squeezed(hint) for hint in released_hints(exercise.hints, hints)]
+            if exercise.name in EXAM_REWRITES:  # exempted for the lessons, and hidden in an exam
+                solutions[f"solution: {chapter}: ex.{exercise.name}.solution()"] = _function_body(exercise.solution_text())
+    secrets = {where: text for where, text in solutions.items()
+               if not any(_squeezed(text) in hint for hint in released)}
+    for chapter, exercises in all_exercises().items():
+        # What the exam's copy of the chapter shows, read as the scan reads it (cell by cell).
         notebook = root / NOTEBOOKS / f"{chapter}.ipynb"
-        lesson = _squeezed(notebook.read_text(encoding="utf-8")) if notebook.exists() else ""
+        lesson = "\n".join(text for _, text in contents(
+            notebook.name, exam_notebook(chapter, notebook.read_bytes()))) if notebook.exists() else ""
         for exercise in exercises:
             # A hint or a note that only repeats what the chapter itself teaches gives nothing away.
             shown = released_hints(exercise.hints, hints)
@@ -237,15 +336,41 @@ def contents(where: str, data: bytes, nesting: int = 0) -> Iterator[tuple[str, s
 
 def readings(data: bytes) -> list[str]:
     """The ways ``data`` can hold a text: as UTF-8; with the escapes of a JSON or Python string
-    undone (a notebook's code, ``\\u2192`` for →); and, where it holds zero bytes, as UTF-16 and
-    UTF-32 from each alignment (NumPy stores an array of strings as UTF-32)."""
+    undone (a notebook's code, ``\\u2192`` for →); each list of strings of a JSON document
+    joined (``joined_lines``: a notebook cell's source, an output's text); and, where it holds
+    zero bytes, as UTF-16 and UTF-32 from each alignment (NumPy stores an array of strings as
+    UTF-32)."""
     text = data.decode("utf-8", errors="replace")
-    found = [text, _unescaped(text)]
+    found = [text, _unescaped(text), *joined_lines(data)]
     if b"\0" in data:
         for encoding, width in (("utf-16-le", 2), ("utf-16-be", 2), ("utf-32-le", 4), ("utf-32-be", 4)):
             for start in range(width):
                 whole = start + (len(data) - start) // width * width
                 found.append(data[start:whole].decode(encoding, errors="replace"))
+    return found
+
+
+def joined_lines(data: bytes) -> list[str]:
+    """Each list of strings in ``data`` read as a JSON document, joined into one text; none when
+    it is not JSON. A notebook stores each line of a cell's source, and of an output's text, as a
+    string of its own: the JSON between them (``",\\n    "``) would cut a worked answer of
+    several lines (in a markdown cell, or printed by a cell) into pieces no scan recognises."""
+    if data.lstrip()[:1] not in (b"{", b"["):
+        return []
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):  # not JSON after all (or not UTF-8/16/32)
+        return []
+    found, pending = [], [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            if value and all(isinstance(item, str) for item in value):
+                found.append("".join(value))
+            else:
+                pending.extend(reversed(value))
     return found
 
 

@@ -68,6 +68,10 @@ class PublicCases:
     # Classic mistakes (named as in the exercise's catalogue of answers, tests/) that these
     # cases cannot tell from a right answer, each with the reason; the hidden cases catch them.
     lets_through: dict = field(default_factory=dict)
+    # A rule the task states that a record can show broken (a call of the course's worked
+    # answer): ``refuses(record)`` gives the practice check's own named Mistake, or None; asked
+    # before any fact is compared.
+    refuses: Callable[[list], str | None] | None = None
 
     def probe(self, answer, run) -> list[dict]:
         return [{"on": case.on, "facts": self.use(answer, case.arguments(), run, case.on)}
@@ -276,7 +280,7 @@ def record_problem(got: list, expected: list, params: Sequence[str], spec: Publi
 
 def public_judge(expected: list, params: Sequence[str], spec: PublicCases) -> Callable[[list], str | None]:
     def judge(record: list) -> str | None:
-        return record_problem(record, expected, params, spec)
+        return (spec.refuses and spec.refuses(record)) or record_problem(record, expected, params, spec)
     return judge
 
 

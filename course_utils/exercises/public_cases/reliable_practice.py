@@ -24,7 +24,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.checkpoints import save_checkpoint
+from course_utils.checkpoints import calls_watched, save_checkpoint
+from course_utils.exercises.core import Mistake
 from course_utils.exercises.public import PublicCase, PublicCases, describe, seeded_module
 
 
@@ -187,6 +188,26 @@ def _adam_state(optimizer, parameters) -> list:
 
 
 _UNSAFE = "whether_a_torch.load_call_allowed_any_class_(weights-only_switched_off)"
+_WORKED_ANSWER = "whether your function called course_utils.checkpoints.load_checkpoint"
+
+# resume's rule, which its task states: the loading is written by hand. Both of its checks refuse
+# an answer that calls the course's worked answer, however it reaches it (an alias, the module),
+# with these words: the practice judge (reliable_practice/resume.py, an exam's hidden cases)
+# and the public cases below (an exam's own check).
+CALLS_LOAD_CHECKPOINT = Mistake("calls-load-checkpoint", (
+    "Refused: your resume calls course_utils.checkpoints.load_checkpoint, the course's worked "
+    "answer to this very exercise, so it shows nothing of what you can write. The task asks you "
+    "to write the loading yourself: torch.load with weights_only=True, each part's state, the "
+    "random generators (restore_rng_state is yours to use), and the epoch to continue from."
+))
+
+
+def calls_the_worked_answer(record: list) -> Mistake | None:
+    """The public record's verdict on resume's rule: ``CALLS_LOAD_CHECKPOINT`` when a case saw
+    the call."""
+    if any(case["facts"].get(_WORKED_ANSWER, {}).get("value") for case in record):
+        return CALLS_LOAD_CHECKPOINT
+    return None
 
 
 def _resumed(answer, arguments, run, on):
@@ -209,12 +230,14 @@ def _resumed(answer, arguments, run, on):
 
         torch.load = recording_load
         try:
-            start = run(answer, path, model, optimizer, scheduler, scaler, loader, on=on)
+            with calls_watched() as library_calls:
+                start = run(answer, path, model, optimizer, scheduler, scaler, loader, on=on)
         finally:
             torch.load = real_load
     if isinstance(start, np.integer):
         start = int(start)
     return {
+        _WORKED_ANSWER: describe("load_checkpoint" in library_calls),
         "returned": describe(start),
         _UNSAFE: describe(any(value is False for value in weights_only)),
         "the_model_after_resume": describe(model),
@@ -237,6 +260,7 @@ resume = PublicCases(
     cases=[PublicCase("a checkpoint saved by save_checkpoint after epoch 4 of another run, and "
                       "freshly built parts: Adam(lr=0.02), CosineAnnealingLR(T_max=8), a CPU "
                       "GradScaler and a DataLoader with its own generator", _resume_inputs)],
+    refuses=calls_the_worked_answer,
 )
 
 

@@ -16,6 +16,9 @@ from torch.utils.data import DataLoader, TensorDataset
 from course_utils import checkpoints
 from course_utils.checkpoints import _loader_generators, restore_rng_state, save_checkpoint
 from course_utils.exercises.core import Exercise, Function, Mistake
+# The words of resume's rule (no call of load_checkpoint), shared with its public cases, which an
+# exam release ships: both checks refuse such an answer alike.
+from course_utils.exercises.public_cases.reliable_practice import CALLS_LOAD_CHECKPOINT
 from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _arrays
 
 
@@ -203,12 +206,7 @@ def _resume_record(answer, run):
 def _judge_resume(record):
     saved = record["saved_epoch"]
     if "load_checkpoint" in record.get("library_calls", []):
-        return Mistake("calls-load-checkpoint", (
-            "resume calls course_utils.checkpoints.load_checkpoint, the course's worked answer to "
-            "this very exercise. Write the loading yourself: torch.load(path, "
-            "weights_only=True), then each part's load_state_dict, the generators' states, and "
-            "the epoch to continue from."
-        ))
+        return CALLS_LOAD_CHECKPOINT  # the task's rule, in the words the exam's check uses too
     if record["start"] is None:
         return Mistake("no-epoch-returned", (
             f"resume returned {record['start_kind']}; it should return the epoch to continue "

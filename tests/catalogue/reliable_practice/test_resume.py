@@ -192,8 +192,8 @@ CATALOGUE = Catalogue({
     ex.resume: [
         wrong("calls load_checkpoint", resume_by_the_library, "the course's worked answer to this very exercise",
               kind=EDGE),
-        wrong("the course helper load_checkpoint", resume_with_the_course_helper, "Write the loading yourself",
-              kind=EDGE),
+        wrong("the course helper load_checkpoint", resume_with_the_course_helper, "Refused:",
+              "write the loading yourself", kind=EDGE),
         right("another order, map_location, strict=True", resume_in_another_order),
 
         wrong("optimizer not restored", _resume(optimizer=False), "Adam's moment estimates", "restarted at zero"),
@@ -246,3 +246,29 @@ CATALOGUE = Catalogue({
 @pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
 def test_catalogue(case):
     case.assert_holds()
+
+
+@pytest.mark.parametrize("answer", [resume_with_the_course_helper, resume_by_the_library], ids=["import", "module"])
+def test_the_exams_check_refuses_the_worked_answer_as_practice_does(answer):
+    """The task says to write the loading by hand, and the check refuses a call of
+    load_checkpoint: in practice, and in an exam, whose own check runs the public cases (the
+    release ships load_checkpoint). One named mistake, worded once."""
+    from course_utils.exercises.exam import public_verdict
+    from course_utils.exercises.public_cases.reliable_practice import CALLS_LOAD_CHECKPOINT
+
+    for verdict in (public_verdict(ex.resume, answer), ex.resume.verdict(answer)):
+        assert verdict.outcome is Outcome.FAILED
+        assert verdict.mistake == f"resume.{CALLS_LOAD_CHECKPOINT.id}"
+        assert verdict.message == str(CALLS_LOAD_CHECKPOINT)
+    assert public_verdict(ex.resume, resume_in_a_loop).outcome is Outcome.PASSED
+
+
+def test_the_task_states_the_rule_the_checks_apply():
+    import nbformat
+    from pathlib import Path
+
+    for folder in ("solutions", "notebooks"):
+        nb = nbformat.read(Path(__file__).resolve().parents[3] / folder / "07_reliable_practice.ipynb", as_version=4)
+        task = next(cell.source for cell in nb.cells if "Write `resume(path, model" in cell.source)
+        assert "`course_utils.checkpoints.load_checkpoint` is the worked answer" in task, folder
+        assert "the check refuses an answer that calls it" in " ".join(task.split()), folder
