@@ -370,8 +370,9 @@ FORGE_PROBE = textwrap.dedent(
     """
 )
 
-# The probe computes "expected" in the kernel too: make every fact it records the same, so that
-# got == expected whatever the answer (the grader compares "expected" with its own run).
+# Make every fact the probe records the same, the inputs it gave included, so that whatever
+# the answer, its results look like the right answer for those inputs (the grader computes the
+# right answer from the recorded inputs, and compares those with its own run of the probe).
 REWRITE_EXPECTED = textwrap.dedent(
     """\
     import sys as _sys

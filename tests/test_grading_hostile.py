@@ -522,10 +522,10 @@ def test_patching_comparisons_or_course_utils_gains_nothing(batch, learner):
     assert_scores(batch, learner, set())
 
 
-def test_rewriting_the_probes_expected_values_is_caught(batch):
+def test_rewriting_the_probes_facts_gains_nothing(batch):
+    """Every fact the probe records made one constant: the inputs it gave too, so the grader,
+    which computes the right answer from those, judges nonsense, and refuses what would pass."""
     assert_scores(batch, "rewrite_expected", set())
-    reasons = [e["reason"] for e in exercises(batch, "rewrite_expected").values()]
-    assert any("expected values were changed" in r for r in reasons), reasons
 
 
 @pytest.mark.parametrize("learner", ["forge_probe", "forge_globals"])

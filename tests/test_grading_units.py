@@ -79,29 +79,61 @@ def _source(answer) -> str:
     return textwrap.dedent(inspect.getsource(answer))
 
 
-def test_a_record_with_rewritten_expectations_is_refused():
+def _score_outer_sum(record, source):
+    answers = {"outer_sum": source}
+    assembly = assemble("01_tensors", COURSE_01, answers)
+    probe = next(p for p in assembly.probes if p.exercise == "outer_sum")
+    execution = Execution(records={probe.grade_id: record})
+    return next(s for s in scoring.score_notebook("tensors", assembly, execution, answers) if s.exercise == "outer_sum")
+
+
+def _rewrite(part, change):
+    """Apply ``change`` to every dict of a record (what a patched probe in the kernel could do)."""
+    if isinstance(part, dict):
+        change(part)
+        for value in part.values():
+            _rewrite(value, change)
+    elif isinstance(part, list):
+        for value in part:
+            _rewrite(value, change)
+
+
+def test_expected_values_written_into_a_record_in_the_kernel_are_not_used():
     def wrong(a, b):
         return a + 0 * b[:1]
 
     record = _record(wrong)
 
-    def rewrite(part):  # what a patched probe inside the kernel could write
-        if isinstance(part, dict):
-            if "expected" in part and "got" in part:
-                part["expected"] = part["got"]
-            for value in part.values():
-                rewrite(value)
-        elif isinstance(part, list):
-            for value in part:
-                rewrite(value)
+    def expect_what_it_got(part):
+        if "got" in part:
+            part["expected"] = part["got"]
 
-    rewrite(record["probe"]["data"])
-    answers = {"outer_sum": _source(wrong)}
-    assembly = assemble("01_tensors", COURSE_01, answers)
-    probe = next(p for p in assembly.probes if p.exercise == "outer_sum")
-    execution = Execution(records={probe.grade_id: record})
-    score = next(s for s in scoring.score_notebook("tensors", assembly, execution, answers) if s.exercise == "outer_sum")
-    assert score.score == 0 and "expected values were changed" in score.reason
+    _rewrite(record["probe"]["data"], expect_what_it_got)
+    score = _score_outer_sum(record, _source(wrong))
+    assert score.score == 0 and score.mistake == "shape", score
+
+
+def test_a_record_whose_inputs_were_rewritten_to_pass_is_refused():
+    """The inputs and the answer's results made zeros: the judge, which computes the right
+    answer from the recorded inputs, would pass it; the inputs are not the check's."""
+    import numpy as np
+
+    record = _record(tensors.outer_sum.reference)
+
+    def zeros(part):
+        for key in ("given", "got", "again", "a_after", "b_after"):
+            facts = part.get(key)
+            for fact in (facts.values() if key == "given" and isinstance(facts, dict) else [facts]):
+                if isinstance(fact, dict) and isinstance(fact.get("values"), np.ndarray):
+                    fact["values"] = np.zeros_like(fact["values"])
+
+    _rewrite(record["probe"]["data"], zeros)
+    from course_utils.exercises.core import ProbeResult
+
+    assert tensors.outer_sum.judge(ProbeResult.from_plain(record["probe"])).passed
+    score = _score_outer_sum(record, _source(tensors.outer_sum.reference))
+    assert score.score == 0 and score.mistake == "record-tampered", score
+    assert "record" in score.reason and "changed from inside the notebook" in score.reason
 
 
 def test_an_honest_record_is_judged_as_in_the_notebook():

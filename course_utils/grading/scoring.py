@@ -150,7 +150,8 @@ def tampered(module: str, name: str, data) -> bool:
     return False
 
 
-TAMPERED = "the check's own expected values were changed from inside the notebook"
+TAMPERED = ("the check's own record (the inputs it gave your code, or what it expected) was changed from "
+            "inside the notebook")
 
 
 def judge_record(module: str, name: str, result: ProbeResult):
