@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
-from course_utils.exercises.environment.common import CHAPTER, _shown_already
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, error_record
+from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import same_values, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
 
@@ -184,10 +184,13 @@ def _smoke_test_calls():
 
 
 def _probe_device_smoke_test(answer, run):
+    """Each device given (by name) and what the answer did there: never the product a right
+    answer gives (``_expect_device_smoke_test`` computes that, on the CPU, on the judge's side:
+    the matrix is fixed and the right result is the same on every device)."""
     import torch
 
-    a = torch.arange(1.0, 10.0).reshape(3, 3)
     cases = []
+    record = {"cases": cases}
     for device, on, name in _smoke_test_calls():
         context_before = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
         default_before = torch.get_default_device()
@@ -196,10 +199,14 @@ def _probe_device_smoke_test(answer, run):
             with recorder.factories, recorder:
                 got = run(answer, device, on=on)
             facts = value_facts(got)
-        except LearnerRaised:
-            if _shown_already(cases, _judge_device_smoke_test):
-                break
-            raise
+        except LearnerRaised as raised:
+            # The judge decides: a mistake the earlier calls already show is the one to report,
+            # not the error a later device led to.
+            error = error_record(raised, answer) if cases else None
+            if error is None:
+                raise
+            record["raised"] = error
+            break
         finally:
             default_after = torch.get_default_device()
             if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not context_before:
@@ -216,15 +223,28 @@ def _probe_device_smoke_test(answer, run):
                 "values_unknown": recorder.values_unknown,
                 "default_device_after": _device_name(default_after),
                 "default_device_before": _device_name(default_before),
-                "expected": value_facts(a @ a),
-                "elementwise": (a * a).numpy().copy(),
-                "transposed": (a @ a.T).numpy().copy(),
             }
         )
-    return cases
+    return record
 
 
-def _judge_device_smoke_test(cases):
+def _expect_device_smoke_test(record):
+    """What the reference gives (run on the CPU: a right answer copies its product back there),
+    and the classic mistakes' results (a * a, a @ a.T), for every case."""
+    import torch
+
+    a = torch.arange(1.0, 10.0, device="cpu").reshape(3, 3)
+    expected = value_facts(device_smoke_test.reference("cpu"))
+    elementwise, transposed = (a * a).numpy().copy(), (a @ a.T).numpy().copy()
+    record = _cases_record(record)
+    for case in record["cases"]:
+        case.update(expected=dict(expected), elementwise=elementwise.copy(), transposed=transposed.copy())
+    return record
+
+
+def _judge_device_smoke_test(record):
+    record = _cases_record(record)
+    cases = record["cases"]
     for case in cases:
         got, expected, device, on = case["got"], case["expected"], case["device"], case["on"]
         if got["kind"] in ("list", "numpy.ndarray", "float", "tuple"):
@@ -288,6 +308,8 @@ def _judge_device_smoke_test(cases):
         problem = tensor_problem(got, expected, what="your result", on=on)
         if problem:
             return problem
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -298,6 +320,7 @@ device_smoke_test = Exercise(
     expects=Function("device_smoke_test", ("device",),
                      returns="a 3×3 float32 tensor on the CPU: the product computed on `device`"),
     probe=_probe_device_smoke_test,
+    expect=_expect_device_smoke_test,
     judge=_judge_device_smoke_test,
     reference=device_smoke_test,
     passed_message=(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.environment.common import CHAPTER, _shown_already
-from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.environment.common import CHAPTER, _cases_record
+from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
 
 
@@ -135,9 +135,12 @@ def _grad_facts(tensor):
 
 
 def _probe_known_gradient(answer, run):
+    """Each x given (as it was before the call) and what the answer did with it: never the
+    gradient a right answer gives (``_expect_known_gradient`` adds that, on the judge's side)."""
     import torch
 
     cases = []
+    record = {"cases": cases}
     inputs = _gradient_inputs(torch)
     # The first input again, after all others: the same tensor object, called a second time.
     inputs.append((inputs[0][0] + ", a second call with the same x", inputs[0][1], None, 1e-5))
@@ -146,52 +149,71 @@ def _probe_known_gradient(answer, run):
     changed_in_place = inputs[0][0] + ", a third call after the caller changed x in place"
     inputs.append((changed_in_place, inputs[0][1], None, 1e-5))
     grad_mode = torch.is_grad_enabled()  # what every call should leave behind
-    for on, given, leaf, rtol in inputs:
+    for on, x, leaf, rtol in inputs:
         if on == changed_in_place:
             with torch.no_grad():
-                torch.Tensor.add_(given, 0.5)
-        before = torch.Tensor.detach(given).to(torch.float64).clone()
-        requires_grad = bool(given.requires_grad)
-        grad_before = _grad_facts(given)
+                torch.Tensor.add_(x, 0.5)
+        x_given = given(x)
+        before = torch.Tensor.detach(x).to(torch.float64).clone()
+        requires_grad = bool(x.requires_grad)
+        grad_before = _grad_facts(x)
         recorder = _backward_recorder()
-        recorder.mark(given, "input")
+        recorder.mark(x, "input")
         try:
             with recorder:
-                got = run(answer, given, on=on)
-        except LearnerRaised:
-            if _shown_already(cases, _judge_known_gradient):
-                break
-            raise
+                got = run(answer, x, on=on)
+        except LearnerRaised as raised:
+            # The judge decides: a mistake the earlier calls already show is the one to report,
+            # not the error a later input led to.
+            error = error_record(raised, answer) if cases else None
+            if error is None:
+                raise
+            record["raised"] = error
+            break
         finally:
             grad_mode_after = torch.is_grad_enabled()
             torch.set_grad_enabled(grad_mode)  # so later calls (and the notebook) are not affected
-        expected = (3 * before**2).to(given.dtype)
         cases.append(
             {
                 "on": on,
                 "got": value_facts(got),
-                "expected": value_facts(expected),
-                "cubed": (before**3).numpy().copy(),
+                "given": {"x": x_given},
                 "rtol": rtol,
                 "requires_grad": requires_grad,
-                "requires_grad_after": bool(given.requires_grad),
+                "requires_grad_after": bool(x.requires_grad),
                 "grad_mode": grad_mode,
                 "grad_mode_after": grad_mode_after,
                 "grad_before": grad_before,
-                "grad_after": _grad_facts(given),
+                "grad_after": _grad_facts(x),
                 "leaf_grad_after": None if leaf is None else _grad_facts(leaf),
                 "x_before": before.numpy().copy(),
-                "x_after": torch.Tensor.detach(given).to(torch.float64).numpy().copy(),
+                "x_after": torch.Tensor.detach(x).to(torch.float64).numpy().copy(),
                 "backward_ops": recorder.backward_ops,
                 "backward_passes": len(recorder.backward_passes),
                 "formula_from_x": (not recorder.derived(got, "backward")
                                    and recorder.derived(got, "input")),
             }
         )
-    return cases
+    return record
 
 
-def _judge_known_gradient(cases):
+def _expect_known_gradient(record):
+    """What the reference gives on each x the record holds (the gradient 3x², in x's dtype),
+    and x**3 (the classic mistake of returning y), for the judge."""
+    import torch
+
+    record = _cases_record(record)
+    for case in record["cases"]:
+        x = tensor_of(case["given"]["x"])
+        with torch.enable_grad():  # whatever grad mode the notebook left on
+            case["expected"] = value_facts(known_gradient.reference(x))
+        case["cubed"] = (x.to(torch.float64) ** 3).numpy().copy()
+    return record
+
+
+def _judge_known_gradient(record):
+    record = _cases_record(record)
+    cases = record["cases"]
     for case in cases:
         got, expected, on = case["got"], case["expected"], case["on"]
         if case["grad_mode_after"] != case["grad_mode"]:
@@ -328,6 +350,8 @@ def _judge_known_gradient(cases):
                 "formula. Return what autograd computes: x.grad after backward(), or the "
                 "result of torch.autograd.grad."
             ))
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -343,6 +367,7 @@ known_gradient = Exercise(
     title="Autograd on a known function",
     expects=Function("known_gradient", ("x",), returns="a tensor shaped like x: the gradient 3x²"),
     probe=_probe_known_gradient,
+    expect=_expect_known_gradient,
     judge=_judge_known_gradient,
     reference=known_gradient,
     passed_message=(

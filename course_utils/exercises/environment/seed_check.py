@@ -7,8 +7,8 @@ import random
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
-from course_utils.exercises.environment.common import CHAPTER, _shown_already
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, error_record
+from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import shape_text, value_facts
 from course_utils.exercises.running import LearnerRaised
 
@@ -85,8 +85,10 @@ def _padded(seed):
 
 
 def _draws():
-    """Fresh draw functions for one probe: (draw, reproducible?, what it does). Those that
-    change from call to call count their own calls, so every probe sees the same behaviour."""
+    """Fresh draw functions for one probe: (draw, what it does). Those that change from call to
+    call count their own calls, so every probe (and ``_expect_seed_check``'s run of the
+    reference) sees the same behaviour. Whether each is reproducible is the reference's to say,
+    on the judge's side."""
     import torch
 
     calls = {"shuffled": 0, "jitter": 0, "jitter64": 0}
@@ -125,25 +127,25 @@ def _draws():
         return torch.cat(history)
 
     return [
-        (_seeded_rand, True, "seeds torch, then draws"),
-        (_seed_ignored, False, "ignores its seed (always torch.manual_seed(1234))"),
-        (_never_seeded, False, "never seeds at all"),
-        (_python_random_seeded, True, "draws from random.Random(seed), shape (2, 3)"),
-        (_seeds_the_wrong_library, False, "seeds NumPy, then draws with torch"),
-        (_seeded_integers, True, "draws integers (int64) from its own seeded generator"),
-        (_seeded_float64, True, "seeds torch, then draws float64 numbers"),
-        (_padded, True, "seeds torch and returns a fixed 0 followed by four random numbers"),
-        (_shuffled, False, "returns the same numbers for the same seed, but in another order on every call"),
-        (_jitter, False, "returns numbers for the same seed that differ in the 6th digit from call "
-                         "to call (as a non-deterministic GPU kernel does)"),
-        (_jitter64, False, "returns float64 numbers for the same seed that differ in the 12th digit "
-                           "from call to call (as a non-deterministic GPU kernel does)"),
-        (_refilled, False, "never seeds, and returns one tensor object that it refills in place on "
-                           "every call (torch.rand(4, out=buffer))"),
-        (_growing, False, "draws one number per call and returns every number it has drawn so far, "
-                          "so for the same seed it returns shape (1,), then (2,)"),
-        (_reshaped, False, "returns the same six numbers for the same seed, but as shape (6,) on "
-                           "one call with that seed and (2, 3) on the next"),
+        (_seeded_rand, "seeds torch, then draws"),
+        (_seed_ignored, "ignores its seed (always torch.manual_seed(1234))"),
+        (_never_seeded, "never seeds at all"),
+        (_python_random_seeded, "draws from random.Random(seed), shape (2, 3)"),
+        (_seeds_the_wrong_library, "seeds NumPy, then draws with torch"),
+        (_seeded_integers, "draws integers (int64) from its own seeded generator"),
+        (_seeded_float64, "seeds torch, then draws float64 numbers"),
+        (_padded, "seeds torch and returns a fixed 0 followed by four random numbers"),
+        (_shuffled, "returns the same numbers for the same seed, but in another order on every call"),
+        (_jitter, "returns numbers for the same seed that differ in the 6th digit from call "
+                  "to call (as a non-deterministic GPU kernel does)"),
+        (_jitter64, "returns float64 numbers for the same seed that differ in the 12th digit "
+                    "from call to call (as a non-deterministic GPU kernel does)"),
+        (_refilled, "never seeds, and returns one tensor object that it refills in place on "
+                    "every call (torch.rand(4, out=buffer))"),
+        (_growing, "draws one number per call and returns every number it has drawn so far, "
+                   "so for the same seed it returns shape (1,), then (2,)"),
+        (_reshaped, "returns the same six numbers for the same seed, but as shape (6,) on "
+                    "one call with that seed and (2, 3) on the next"),
     ]
 
 
@@ -158,33 +160,54 @@ def _as_bool(value):
 
 
 def _probe_seed_check(answer, run):
+    """Which draw each call was given (its index in ``_draws()``) and what the answer said of
+    it: never whether the draw is reproducible (``_expect_seed_check`` asks the reference)."""
     draws = _draws()
     # Each draw once, then the first two again: a check must not depend on what it saw before.
     schedule = list(range(len(draws))) + [0, 1]
     cases = []
+    record = {"cases": cases}
     for position, index in enumerate(schedule):
-        draw, expected, description = draws[index]
+        draw, description = draws[index]
         again = position >= len(draws)
         try:
             got = run(answer, draw, on=f"a draw function that {description}" + (", checked again" if again else ""))
-        except LearnerRaised:
-            if _shown_already(cases, _judge_seed_check):
-                break
-            raise
+        except LearnerRaised as raised:
+            # The judge decides: a mistake the earlier calls already show is the one to report,
+            # not the error a later draw led to.
+            error = error_record(raised, answer) if cases else None
+            if error is None:
+                raise
+            record["raised"] = error
+            break
         cases.append(
             {
-                "index": index,
+                "given": {"draw": index},
                 "again": again,
                 "description": description,
-                "expected": expected,
                 "got": _as_bool(got),
                 "facts": value_facts(got),
             }
         )
-    return cases
+    return record
 
 
-def _judge_seed_check(cases):
+def _expect_seed_check(record):
+    """What the reference says of each draw the record names: it checks fresh copies of the
+    draws, once each, every random stream put back afterwards."""
+    from course_utils.env import random_state_preserved
+
+    record = _cases_record(record)
+    with random_state_preserved():
+        reproducible = [bool(seed_check.reference(draw)) for draw, _ in _draws()]
+    for case in record["cases"]:
+        case["expected"] = reproducible[case["given"]["draw"]]
+    return record
+
+
+def _judge_seed_check(record):
+    record = _cases_record(record)
+    cases = record["cases"]
     for case in cases:
         if case["got"] is None:
             facts = case["facts"]
@@ -205,11 +228,11 @@ def _judge_seed_check(cases):
                 f"seed_check returned {a_or_an(facts['kind'])} ({shown}) for a draw function "
                 f"that {case['description']}; it should return True or False.{tip}"
             ))
-    first_answers = {case["index"]: case["got"] for case in cases if not case["again"]}
+    first_answers = {case["given"]["draw"]: case["got"] for case in cases if not case["again"]}
     for case in cases:
-        if case["again"] and case["got"] != first_answers[case["index"]]:
+        if case["again"] and case["got"] != first_answers[case["given"]["draw"]]:
             return Mistake("remembers-earlier-calls", (
-                f"Your check said {first_answers[case['index']]} for a draw function that "
+                f"Your check said {first_answers[case['given']['draw']]} for a draw function that "
                 f"{case['description']}, then {case['got']} when given the same function again "
                 "after checking others: its answer depends on what it checked before. Call draw "
                 "afresh inside the function each time and keep nothing between calls."
@@ -273,6 +296,8 @@ def _judge_seed_check(cases):
                 f"Your check accepted a draw function that {case['description']}: called twice "
                 f"with the same seed it does not give exactly the same tensor.{why}"
             ))
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -282,6 +307,7 @@ seed_check = Exercise(
     title="Write the seed check",
     expects=Function("seed_check", ("draw",), returns="True or False (one bool)"),
     probe=_probe_seed_check,
+    expect=_expect_seed_check,
     judge=_judge_seed_check,
     reference=seed_check,
     passed_message="Correct: your check tells reproducible draws from every broken kind tried.",

@@ -7,8 +7,8 @@ import random
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.environment.common import CHAPTER, _shown_already
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import same_values, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
 
@@ -33,30 +33,32 @@ def _seeded_elsewhere(seed) -> list[str]:
 
 
 def _probe_seeded_draw(answer, run):
+    """Each seed and n given and what the answer drew: never the numbers a right answer draws
+    (``_expect_seeded_draw`` draws them with the same seed, on the judge's side)."""
     import torch
 
     calls = [(0, 5), (0, 5), (1, 5), (7, 3), (3, 1), (123457, 2)]
     cases = []
+    record = {"cases": cases}
     first = None
     for index, (seed, n) in enumerate(calls):
         torch.rand(1)  # move the global stream on, as other notebook cells would
         on = f"seed={seed}, n={n}" + (", a second call" if index == 1 else "")
         try:
             got = run(answer, seed, n, on=on)
-        except LearnerRaised:
-            if _shown_already(cases, _judge_seeded_draw):
-                break
-            raise
-        normal = torch.randn(n, generator=torch.Generator().manual_seed(seed))
-        uniform = torch.rand(n, generator=torch.Generator().manual_seed(seed))
+        except LearnerRaised as raised:
+            # The judge decides: a mistake the earlier calls already show is the one to report,
+            # not the error a later call led to.
+            error = error_record(raised, answer) if cases else None
+            if error is None:
+                raise
+            record["raised"] = error
+            break
         cases.append(
             {
-                "seed": seed,
-                "n": n,
+                "given": {"seed": seed, "n": n},
                 "on": on,
                 "got": value_facts(got),
-                "expected": value_facts(normal),
-                "uniform": uniform.numpy().copy(),
                 "seeded_elsewhere": _seeded_elsewhere(seed),
                 "same_object_as_first": index == 1 and got is first and got is not None,
             }
@@ -70,10 +72,28 @@ def _probe_seeded_draw(answer, run):
                         torch.Tensor.add_(got, 100.0)
                     except Exception:  # a dtype or device that cannot take it: nothing to change
                         pass
-    return cases
+    return record
 
 
-def _judge_seeded_draw(cases):
+def _expect_seeded_draw(record):
+    """What the reference draws with each recorded seed (on the CPU, every random stream put
+    back afterwards), and what torch.rand draws with it (the classic mistake), for the judge."""
+    import torch
+
+    from course_utils.env import random_state_preserved
+
+    record = _cases_record(record)
+    for case in record["cases"]:
+        seed, n = case["given"]["seed"], case["given"]["n"]
+        with random_state_preserved(), torch.device("cpu"):
+            case["expected"] = value_facts(seeded_draw.reference(seed, n))
+        case["uniform"] = torch.rand(n, generator=torch.Generator().manual_seed(seed)).numpy().copy()
+    return record
+
+
+def _judge_seeded_draw(record):
+    record = _cases_record(record)
+    cases = record["cases"]
     for case in cases:
         got = case["got"]
         if got["kind"] != "tensor" or got["shape"] != case["expected"]["shape"] or "values" not in got:
@@ -82,11 +102,13 @@ def _judge_seeded_draw(cases):
                 f"The check could not read the numbers of your draw (on {case['on']}); return "
                 f"{seeded_draw.expects.returns}.",
             )
-            if got["kind"] == "tensor" and case["n"] == 1 and got["shape"] == []:
+            if got["kind"] == "tensor" and case["given"]["n"] == 1 and got["shape"] == []:
                 return Mistake("squeezed", problem + (
                     " torch.randn(1) has shape (1,); something in your function dropped that dimension."
                 ))
             return problem
+    if record.get("raised") and len(cases) < 3:  # the calls that tell seeds apart never ran
+        return Raised(record["raised"])
     first, again, other = cases[0]["got"]["values"], cases[1]["got"]["values"], cases[2]["got"]["values"]
     if cases[1]["same_object_as_first"]:
         return Mistake("same-tensor-every-call", (
@@ -122,6 +144,8 @@ def _judge_seeded_draw(cases):
         problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"])
         if problem:
             return problem + " Seed with torch.manual_seed(seed), then call torch.randn(n)."
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -131,6 +155,7 @@ seeded_draw = Exercise(
     title="Same seed, same numbers",
     expects=Function("seeded_draw", ("seed", "n"), returns="a float32 tensor of shape (n,) from torch.randn"),
     probe=_probe_seeded_draw,
+    expect=_expect_seeded_draw,
     judge=_judge_seeded_draw,
     reference=seeded_draw,
     passed_message="Correct: the same seed gives the same numbers, a new seed new numbers.",
