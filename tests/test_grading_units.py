@@ -396,3 +396,18 @@ def test_after_a_fork_loop_the_next_cell_has_room_for_a_thread(wait_for_copies):
     else:
         assert "next cell: can't start new thread" in run.stdout, run.stdout
     assert "learner's own process: 7" in run.stdout, run.stdout
+
+
+def test_a_checks_version_follows_what_computes_the_right_answer():
+    """A change to an exercise's expect (the judge's half that computes what the reference
+    gives) is a change of its check: cached grades of the old check must not be reused."""
+    import copy
+
+    from course_utils.grading.versions import check_version
+
+    def another_expect(record):
+        return record
+
+    twin = copy.copy(tensors.outer_sum)
+    twin._expect = another_expect
+    assert check_version(twin) != check_version(tensors.outer_sum)

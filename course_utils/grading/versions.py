@@ -111,6 +111,8 @@ def check_version(exercise) -> str:
     chapter = f"course_utils.exercises.{exercise.chapter}"
     seen: dict[str, str] = {}
     queue = [("probe", exercise._probe), ("judge", exercise._judge), ("reference", exercise.reference)]
+    if exercise._expect is not None:  # the judge's half that computes what the right answer gives
+        queue.append(("expect", exercise._expect))
     while queue:
         name, value = queue.pop()
         if name in seen:
