@@ -4,54 +4,66 @@ In a copy of the course: ``new-exercise`` writes the files, the "instructor" (th
 in the TODOs of a quick-path exercise, ``normalize(x)``, in under 40 lines, and every gate the
 course's own exercises pass runs on it: the learner release, the catalogue and its minimum
 counts, the known answers, the public cases, the notebooks, the mutation check, an exam
-release, and grading a submission in the sandbox.
+release, and grading a submission in the sandbox. The gates it runs are the ones the command
+prints (``new_exercise.GATES``), and INSTRUCTORS.md shows the same gates and the same example,
+which runs as it is written there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from course_copies import copy_files
+from course_utils.authoring import new_exercise
+
+from course_copies import ROOT, copy_files
 
 PYTHON = sys.executable
 
-# What the instructor writes: (file, TODO text the template holds, what replaces it).
+# What the instructor writes: (file, TODO text the template holds, what replaces it). The module's
+# texts are those of INSTRUCTORS.md's example (test_the_pages_example_is_the_one_filled_in_here).
 FILLED_IN = [
-    ("module", 'raise NotImplementedError("TODO: the reference solution")', "return (x - x.mean(0)) / x.std(0)"),
+    ("module", 'raise NotImplementedError("TODO: the reference solution")',
+     "return (x - x.mean(0)) / x.std(0, correction=0)"),
     ("module", '"TODO: the exercise\'s title"', '"Standardise each column"'),
     ("module", '"TODO: what a right answer returns, in a few words"',
-     '"x standardised: each column with mean 0 and std 1"'),
+     '"x standardised: each column with mean 0 and population std 1"'),
     ("module", "inputs=quick.Inputs(shapes=[(4, 3)], dtypes=(torch.float32, torch.float64)),",
      'inputs=quick.Inputs(shapes=[(6, 3), (4, 2), (5,)], batch_dim=None,\n'
      '                    edge_cases={"a constant column": lambda: (torch.tensor([[1.0, 2.0], [1.0, 4.0]]),)}),'),
     ("module", '["TODO: a first hint", "TODO: a second hint"]',
-     '["x.mean(0) and x.std(0) hold one number per column.", "(x - x.mean(0)) / x.std(0)"]'),
-    ("module", "slips=[],", 'slips=[quick.Slip("biased-std", lambda x: (x - x.mean(0)) / x.std(0, unbiased=False),\n'
-                            '                  "Your result divides by the biased std (by n, not n - 1).")],'),
-    ("module", "known=[],", "known=[((torch.tensor([[1.0, 2.0], [3.0, 6.0]]),),\n"
-                            "        torch.tensor([[-0.5 ** 0.5, -0.5 ** 0.5], [0.5 ** 0.5, 0.5 ** 0.5]]))],"),
+     '["x.mean(0) and x.std(0, correction=0) hold one number per column.",\n'
+     '       "(x - x.mean(0)) / x.std(0, correction=0)"]'),
+    ("module", '"Correct: TODO: what a right answer got right"',
+     '"Correct: each column now has mean 0 and population std 1."'),
+    ("module", "slips=[],", 'slips=[quick.Slip("sample-std", lambda x: (x - x.mean(0)) / x.std(0),\n'
+                            '                  "Your result divides by the sample std (by n - 1), not the population std (by n).")],'),
+    ("module", "known=[],", "known=[((torch.tensor([[1.0, 2.0], [3.0, 6.0]]),), torch.tensor([[-1.0, -1.0], [1.0, 1.0]]))],"),
     ("catalogue", '        # right("with keepdim", lambda x: ...),',
-     '        right("std_mean", lambda x: (lambda s, m: (x - m) / s)(*torch.std_mean(x, 0))),\n'
-     '        right("keepdim", lambda x: (x - x.mean(0, keepdim=True)) / x.std(0, keepdim=True)),\n'
-     '        right("var and sqrt", lambda x: (x - x.mean(dim=0)) / x.var(dim=0).sqrt()),'),
+     '        right("std_mean", lambda x: (lambda s, m: (x - m) / s)(*torch.std_mean(x, 0, correction=0))),\n'
+     '        right("keepdim", lambda x: (x - x.mean(0, keepdim=True)) / x.std(0, correction=0, keepdim=True)),\n'
+     '        right("var and sqrt", lambda x: (x - x.mean(dim=0)) / x.var(dim=0, unbiased=False).sqrt()),'),
     ("catalogue", '        # wrong("the biased std", lambda x: ..., "biased"),',
-     '        wrong("the biased std", lambda x: (x - x.mean(0)) / x.std(0, unbiased=False), "biased std"),\n'
-     '        wrong("along the last dim", lambda x: (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True), "wrong values"),'),
+     '        wrong("the sample std", lambda x: (x - x.mean(0)) / x.std(0), "sample std"),\n'
+     '        wrong("along the last dim", lambda x: (x - x.mean(-1, keepdim=True)) / x.std(-1, correction=0, keepdim=True),\n'
+     '              "wrong values"),'),
     ("notebook", "TODO the title", "standardise each column"),
     ("notebook", "TODO the task, with every input it allows (shapes, dtypes, empty inputs).",
-     "return `x` with each column shifted to mean 0 and scaled to std 1 (torch's `std`, which\n"
-     "divides by n - 1), for any float dtype; a constant column gives nan."),
-    ("notebook", "raise NotImplementedError  # TODO: the worked answer", "return (x - x.mean(0)) / x.std(0)"),
+     "return `x` with each column shifted to mean 0 and divided by its population std (which\n"
+     "divides by n, not torch's default n - 1), for any float dtype; a constant column gives nan."),
+    ("notebook", "raise NotImplementedError  # TODO: the worked answer", "return (x - x.mean(0)) / x.std(0, correction=0)"),
 ]
-RIGHT = "def normalize(x):\n    return (x - x.mean(0)) / x.std(0)\n"
-WRONG = "def normalize(x):\n    return (x - x.mean(0)) / x.std(0, unbiased=False)\n"
+RIGHT = "def normalize(x):\n    return (x - x.mean(0)) / x.std(0, correction=0)\n"
+WRONG = "def normalize(x):\n    return (x - x.mean(0)) / x.std(0)\n"
+GATES = new_exercise.gates("tensors", "normalize", "01_tensors")
 
 
 def run(copy, *args, env=None, timeout=600):
@@ -94,27 +106,33 @@ def test_every_todo_is_filled_and_the_notebooks_are_in_sync(course_with_normaliz
         assert "TODO: " not in (copy / path).read_text(encoding="utf-8").replace("# TODO", "")
     learner = nbformat.read(copy / "notebooks/01_tensors.ipynb", as_version=4)
     answer = next(cell for cell in learner.cells if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "normalize")
-    assert "x.std(0)" not in answer.source, "the learner's notebook must not show the worked answer"
+    assert "correction=0" not in answer.source, "the learner's notebook must not show the worked answer"
 
 
 def test_the_gates_pass_catalogue_known_answers_public_cases_and_notebooks(course_with_normalize):
+    """Every gate the command prints but the mutation check (the next test reads its report)."""
     copy = course_with_normalize
     env = {"COURSE_SMOKE": "1", "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", "OMP_WAIT_POLICY": "PASSIVE"}
-    done = run(copy, "-m", "pytest", "-q", "-p", "no:randomly", "tests/catalogue/tensors/test_normalize.py",
-               "tests/test_catalogue_gate.py", "tests/test_known_answers.py", "tests/test_public_cases.py",
-               "-k", "normalize or tensors or every_exercise", env=env)
+    ran = 0
+    for _, arguments in GATES:
+        if arguments[:2] == ["-m", "pytest"]:
+            done = run(copy, *arguments, "-q", "-p", "no:randomly", env=env)
+            assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
+            ran += 1
+        elif arguments[0] != "tools/mutate_checks.py":
+            run(copy, *arguments, env=env)
+            ran += 1
+    assert ran == len(GATES) - 1
     assert "normalize" in subprocess.run([PYTHON, "-m", "pytest", "-q", "--collect-only", "-p", "no:randomly",
                                           "tests/test_known_answers.py", "-k", "normalize"],
                                          cwd=copy, capture_output=True, text=True).stdout
-    assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-2000:]
-    run(copy, "-m", "pytest", "-q", "-p", "no:randomly", "--nbval-lax", "--nbval-current-env",
-        "solutions/01_tensors.ipynb", "notebooks/01_tensors.ipynb", env=env)
 
 
 def test_the_mutation_check_finds_every_slip_of_the_reference(course_with_normalize):
     copy = course_with_normalize
     report = copy / "mutants.json"
-    run(copy, "tools/mutate_checks.py", "tensors.normalize", "--json", str(report))
+    mutation = next(arguments for _, arguments in GATES if arguments[0] == "tools/mutate_checks.py")
+    run(copy, *mutation, "--json", str(report))
     exercises = json.loads(report.read_text())["exercises"]
     assert [e["id"] for e in exercises] == ["tensors.normalize"], exercises
     assert exercises[0]["total"] > 5 and exercises[0]["survived"] == 0, exercises[0]
@@ -123,7 +141,7 @@ def test_the_mutation_check_finds_every_slip_of_the_reference(course_with_normal
 def test_an_exam_release_checks_it_on_public_cases(course_with_normalize, tmp_path):
     copy, out = course_with_normalize, tmp_path / "exam"
     run(copy, "-m", "course_utils.authoring", "release", "--exam", str(out), "--chapters", "tensors")
-    assert "x.std(0)" not in "".join(p.read_text(errors="ignore") for p in out.rglob("*") if p.is_file())
+    assert "correction=0" not in "".join(p.read_text(errors="ignore") for p in out.rglob("*") if p.is_file())
     probe = textwrap.dedent(f"""
         from course_utils.exercises import tensors as ex
         namespace = {{}}
@@ -131,7 +149,7 @@ def test_an_exam_release_checks_it_on_public_cases(course_with_normalize, tmp_pa
         exec({WRONG!r}, namespace); print(ex.normalize.verdict(namespace["normalize"]).message)
     """)
     said = run(out, "-c", probe, env={"PYTHONPATH": str(out)}).stdout
-    assert said.startswith("passed") and "biased std" not in said and "wrong values" in said, said
+    assert said.startswith("passed") and "sample std" not in said and "wrong values" in said, said
 
 
 def test_grading_scores_a_right_and_a_wrong_submission(course_with_normalize, tmp_path):
@@ -153,7 +171,7 @@ def test_grading_scores_a_right_and_a_wrong_submission(course_with_normalize, tm
     scores = {name: json.loads((out / f"{name}.json").read_text())["notebooks"]["01_tensors"]["exercises"]["normalize"]
               for name in ("alice", "bob")}
     assert scores["alice"]["score"] == 1, scores["alice"]
-    assert scores["bob"]["score"] == 0 and scores["bob"]["mistake"] == "normalize.biased-std", scores["bob"]
+    assert scores["bob"]["score"] == 0 and scores["bob"]["mistake"] == "normalize.sample-std", scores["bob"]
 
 
 @pytest.fixture
@@ -202,3 +220,85 @@ def test_a_name_taken_an_unknown_chapter_or_a_bad_name_is_refused_and_nothing_wr
             new_exercise(small_course, chapter, name)
     assert (small_course / "solutions/01_tensors.ipynb").read_bytes() == before
     assert not list((small_course / "course_utils/exercises/tensors").glob("*.py"))[1:]
+
+
+# --------------------------------------------------------------------------------------------
+# INSTRUCTORS.md and the command say the same
+# --------------------------------------------------------------------------------------------
+def _page_section() -> str:
+    page = (ROOT / "INSTRUCTORS.md").read_text(encoding="utf-8")
+    start = page.index("### Your own exercise in fifteen minutes")
+    return page[start:page.index("\n### ", start + 1)]
+
+
+def _code_block(section: str, language: str, after: str) -> str:
+    """The first ``language`` code block after the words ``after``, dedented."""
+    found = re.search(r"^( *)```" + language + r"\n(.*?)^\1```", section[section.index(after):], re.S | re.M)
+    assert found, f"no {language} block after {after!r}"
+    return textwrap.dedent(found.group(2))
+
+
+def test_the_page_shows_the_gates_the_command_prints():
+    from course_utils.authoring.new_exercise import NewExercise, gates_text, next_steps
+
+    shown = _code_block(_page_section(), "bash", "Then run the gates").rstrip("\n")
+    assert shown == gates_text("tensors", "normalize", "01_tensors")
+    made = NewExercise(*(Path(p) for p in ("m.py", "c.py", "solutions/01_tensors.ipynb", "i.py")))
+    printed = next_steps(made, "tensors", "normalize")
+    gate_lines = printed.splitlines()[printed.splitlines().index("Then run the gates, in this order, from the "
+                                                                 "course's folder (each names what is still missing):") + 1:]
+    assert textwrap.dedent("\n".join(gate_lines)) == shown, printed
+    # every command the page shows is a gate, once, in the gates' order
+    commands = [line for line in shown.splitlines() if line.startswith(".venv/bin/python")]
+    assert [command.split()[1:3] for command in commands] == [arguments[:2] for _, arguments in GATES]
+
+
+def _page_example() -> tuple[str, dict]:
+    import torch
+
+    from course_utils.exercises import quick
+
+    source = _code_block(_page_section(), "python", "Filled in, the example's module reads")
+    namespace = {"torch": torch, "quick": quick, "CHAPTER": "tensors", "__name__": "page_example"}
+    exec(compile(source, "INSTRUCTORS.md", "exec"), namespace)
+    return source, namespace
+
+
+def test_the_pages_example_runs_its_reference_passes_and_its_slip_is_named():
+    import torch
+
+    _, namespace = _page_example()
+    exercise = namespace["normalize"]
+    verdict = exercise.verdict(exercise.reference)
+    assert verdict.passed and verdict.message == "Correct: each column now has mean 0 and population std 1."
+    sample = exercise.verdict(lambda x: (x - x.mean(0)) / x.std(0))
+    assert sample.mistake == "normalize.sample-std" and "sample std" in sample.message, sample
+    assert exercise.verdict(lambda x: x - x.mean(0)).mistake == "values"
+    for arguments, expected in exercise.known_answers:
+        torch.testing.assert_close(exercise.reference(*arguments), expected)
+    # the task the page states: mean 0 and population std 1 in every column
+    x = torch.randn(7, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    out = exercise.reference(x)
+    torch.testing.assert_close(out.mean(0), torch.zeros(3, dtype=torch.float64))
+    torch.testing.assert_close(out.std(0, correction=0), torch.ones(3, dtype=torch.float64))
+
+
+def test_the_pages_example_is_the_one_filled_in_here():
+    """The end-to-end tests above walk the page's example: each text they fill in the module
+    is the page's (whitespace aside)."""
+    source, _ = _page_example()
+    flat = " ".join(source.split())
+    for kind, _, text in FILLED_IN:
+        if kind == "module":
+            assert " ".join(text.split()) in flat, text
+
+
+def test_the_scaffold_asks_for_a_passed_message_that_says_what_was_right():
+    from course_utils.authoring.new_exercise import module_text
+
+    text = module_text("tensors", "gap", ("a", "b"))
+    assert text.count("passed_message=") == 1 and '"Correct: TODO: ' in text
+    namespace = {}
+    exec(text, namespace)
+    assert namespace["gap"].passed_message.startswith("Correct: ")
+    assert namespace["gap"].passed_message != "Correct."

@@ -5,13 +5,16 @@ known answers), its catalogue of right and wrong answers, its three notebook cel
 answer, check, with nbgrader's metadata) and the chapter package that lists it. Found one
 failing test at a time, that cost instructors most of an afternoon. This writes all four from
 templates on the quick path (``course_utils.exercises.quick``), each TODO saying what to fill
-in, so that the gates (catalogue, known answers, public cases, mutation, releases, grading)
-are the only thing left to satisfy, and each says what it still misses.
+in, so that the gates (``GATES``: the learner release, the catalogue, known answers, public
+cases, the notebooks, the mutation check) are the only thing left to satisfy, and each says
+what it still misses. ``GATES`` is the one list of them: the command prints it, INSTRUCTORS.md
+shows it for its example (a test compares the two) and tests/test_new_exercise.py runs it.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +24,52 @@ from course_utils.authoring.project import SOLUTIONS
 NAME = re.compile(r"[a-z_][a-z0-9_]*")
 PACKAGE = Path("course_utils") / "exercises"
 CHECKLIST_HEADING = "## Checklist"
+
+# The gates a new exercise must pass, in the order to run them: what each checks, and its
+# command after the course's Python, run from the course's folder ({chapter}: the exercise
+# module's chapter, {name}: the exercise, {notebook}: the chapter's notebook, without .ipynb).
+GATES = (
+    ("the learner notebook, generated from the solution notebook",
+     "-m course_utils.authoring release"),
+    ("the catalogue and its minimum counts, known answers, public cases, the notebook's structure",
+     "-m pytest tests/catalogue/{chapter}/test_{name}.py tests/test_catalogue_gate.py "
+     "tests/test_known_answers.py tests/test_public_cases.py tests/test_notebook_structure.py "
+     "-k '{name} or {chapter} or every_exercise'"),
+    ("the worked answer passes; the learner notebook runs to the end, the exercise not attempted",
+     "-m pytest --nbval-lax --nbval-current-env solutions/{notebook}.ipynb notebooks/{notebook}.ipynb"),
+    ("slips of the reference that the check misses (each mutant must fail)",
+     "tools/mutate_checks.py {chapter}.{name}"),
+)
+PYTHON = ".venv/bin/python"
+_WIDTH = 100
+
+
+def gates(chapter: str, name: str, notebook: str) -> list[tuple[str, list[str]]]:
+    """``GATES`` for one exercise: (what it checks, its arguments after the Python)."""
+    return [(checks, shlex.split(command.format(chapter=chapter, name=name, notebook=notebook)))
+            for checks, command in GATES]
+
+
+def gates_text(chapter: str, name: str, notebook: str, python: str = PYTHON) -> str:
+    """The gates as shell lines to paste: each command under a comment saying what it checks,
+    long ones continued with a backslash."""
+    lines = []
+    for checks, arguments in gates(chapter, name, notebook):
+        lines.append(f"# {checks}")
+        words, line = [], python
+        for argument in arguments:  # an option that takes a value stays on one line with it
+            if words and words[-1] in ("-m", "-k"):
+                words[-1] += " " + shlex.quote(argument)
+            else:
+                words.append(shlex.quote(argument))
+        for word in words:
+            if len(line) + 1 + len(word) + 2 > _WIDTH:
+                lines.append(line + " \\")
+                line = "    " + word
+            else:
+                line += " " + word
+        lines.append(line)
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -73,6 +122,9 @@ def {name}({signature}):
     # arguments); batch_dim=None when the task fixes the first dimension's size.
     inputs=quick.Inputs(shapes=[{"(" + ", ".join(["(4, 3)"] * len(params)) + ")" if len(params) > 1 else "(4, 3)"}], dtypes=(torch.float32, torch.float64)),
     hints=["TODO: a first hint", "TODO: a second hint"],
+    # What a learner reads when the answer is right: what it got right, as the course's own
+    # exercises say it ("Correct: one error per sample, shape (N,).").
+    passed_message="Correct: TODO: what a right answer got right",
     # Named mistakes, beside the generic messages: quick.Slip(id, wrong_function, message).
     slips=[],
     # ((arguments...), expected) pairs worked out by hand, not by calling the reference.
@@ -184,14 +236,11 @@ def new_exercise(root: Path, chapter_name: str, name: str, params: tuple[str, ..
 
 
 def next_steps(made: NewExercise, chapter: str, name: str) -> str:
+    shown = "\n".join("  " + line for line in gates_text(chapter, name, made.notebook.stem).splitlines())
     return f"""Written:
   {made.module}   the reference, texts, inputs, known answers (every TODO)
   {made.catalogue}   three right answers, and the topic's own wrong ones
   {made.notebook}   the task, the worked answer (three cells, nbgrader metadata set)
   {made.package_init}   lists the exercise
-Then, in this order (each names what is still missing):
-  .venv/bin/python -m course_utils.authoring release        # the learner notebook
-  .venv/bin/python -m pytest {made.catalogue} tests/test_catalogue_gate.py tests/test_known_answers.py \\
-      tests/test_public_cases.py tests/test_notebook_structure.py      # catalogue, known answers, public cases
-  .venv/bin/python -m pytest --nbval-lax --nbval-current-env {made.notebook}   # the worked answer passes
-  .venv/bin/python tools/mutate_checks.py {chapter}.{name}   # which slips of the reference the check catches"""
+Then run the gates, in this order, from the course's folder (each names what is still missing):
+{shown}"""

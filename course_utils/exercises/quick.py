@@ -11,12 +11,21 @@ course's generic messages (shape, dtype, device, values, changed input). Named m
 (``Slip``) come later, where a generic message is not enough: a slip is a function that
 computes what the mistaken answer gives, and its message is shown when an answer gives that.
 
+The probe computes no right answer: it records each input it gave (``given``: its numbers,
+dtype, shape, device and strides) and what the learner's function returned and did; on the
+judge's side, ``expect`` works out what the reference, and each slip, gives on those inputs,
+rebuilt from the record, and the judge decides. So a grading kernel, where the probe runs,
+computes no expected value, and its probe holds neither the reference nor a slip: ``expect``
+reads the reference from the exercise when it runs (``exercise.reference``, which grading
+replaces by a stub in the kernel).
+
 The public cases an exam checks (``course_utils.exercises.public``) and the known answers
 (``tests/test_known_answers.py``) come from the same declaration, so one module holds it all.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -24,8 +33,9 @@ import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import shape_text, tensor_problem, value_facts
+from course_utils.exercises.facts import given, shape_text, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.public import PublicCase, PublicCases
+from course_utils.exercises.running import learner_state_preserved
 
 PRACTICE_SEED, PUBLIC_SEED = 0, 1000  # the hidden (practice) inputs and the public ones differ
 
@@ -150,33 +160,121 @@ def _changed_settings(before: dict, after: dict) -> list[str]:
     return [name for name in before if not np.array_equal(np.asarray(before[name]), np.asarray(after[name]))]
 
 
+def _same_input(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether input ``a`` is still what ``b``, made the same way, is: its numbers (nan where
+    nan was), or, on ``meta``, which holds none, its shape, dtype and strides."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return False
+    if a.device.type == "meta":
+        return a.stride() == b.stride()
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)
+
+
 def _changed_inputs(names, given, kept) -> list[str]:
-    return [name for name, a, b in zip(names, given, kept)
-            if not (a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b))]
+    return [name for name, a, b in zip(names, given, kept) if not _same_input(a, b)]
 
 
-def _probe_for(reference: Callable, names: Sequence[str], inputs: Inputs, slips: Sequence[Slip]):
+def _probe_for(names: Sequence[str], inputs: Inputs):
+    """The probe: only the declared inputs in its closure, nothing that computes an answer."""
+
     def probe(answer, run):
-        record = []
-        for case in cases(inputs, names, PRACTICE_SEED):
-            given, kept = case.make(), case.make()
-            before = _settings()
-            got = value_facts(run(answer, *given, on=case.on))
-            changed_settings = _changed_settings(before, _settings())
-            changed = _changed_inputs(names, given, kept)
-            if not changed and not changed_settings:  # the second call is watched as the first
-                again = value_facts(run(answer, *given, on=case.on + ", second call"))
-                changed_settings = _changed_settings(before, _settings())
-                changed = _changed_inputs(names, given, kept)
-            else:
-                again = got
-            expected = value_facts(reference(*case.make()))
-            record.append({"on": case.on, "got": got, "again": again, "expected": expected,
-                           "changed": changed, "settings": changed_settings,
-                           "slips": {slip.id: value_facts(slip.wrong(*case.make())) for slip in slips}})
-        return record
+        return _record(answer, run, names, inputs)
 
     return probe
+
+
+def _given(tensor) -> dict:
+    """An input as the judge rebuilds it (``facts.given``: numbers, dtype, shape, device), and
+    how it lay in memory (a fact of the record: the reference's result does not depend on it)."""
+    facts = given(tensor)
+    if facts["kind"] == "tensor":
+        facts["stride"] = [int(n) for n in tensor.stride()]
+        facts["contiguous"] = bool(tensor.is_contiguous())
+    return facts
+
+
+def _record(answer, run, names: Sequence[str], inputs: Inputs) -> list[dict]:
+    """Run ``answer`` on every case; record the inputs it was given and what it returned and did."""
+    record = []
+    for case in cases(inputs, names, PRACTICE_SEED):
+        given_, kept = case.make(), case.make()
+        arguments = {name: _given(value) for name, value in zip(names, kept)}  # before the answer runs
+        before = _settings()
+        got = value_facts(run(answer, *given_, on=case.on))
+        changed_settings = _changed_settings(before, _settings())
+        changed = _changed_inputs(names, given_, kept)
+        if not changed and not changed_settings:  # the second call is watched as the first
+            again = value_facts(run(answer, *given_, on=case.on + ", second call"))
+            changed_settings = _changed_settings(before, _settings())
+            changed = _changed_inputs(names, given_, kept)
+        else:
+            again = got
+        record.append({"on": case.on, "given": arguments, "got": got, "again": again,
+                       "changed": changed, "settings": changed_settings})
+    return record
+
+
+# --------------------------------------------------------------------------------------------
+# The judge's side: the inputs rebuilt from the record, the reference and the slips run on them
+# --------------------------------------------------------------------------------------------
+def _rebuilt_input(facts: dict) -> torch.Tensor:
+    """The tensor an input's record describes, made afresh (``facts.tensor_of``: the same
+    numbers, dtype and shape, laid out contiguously, for what a function of tensors computes
+    does not depend on strides; a ``meta`` input, which has no numbers, on ``meta``), on the
+    device it was given on and requiring grad where it did."""
+    if type(facts) is not dict or facts.get("kind") != "tensor":
+        raise ValueError(f"an input recorded as {facts.get('kind') if type(facts) is dict else facts!r}, not a tensor")
+    dtype = getattr(torch, str(facts["dtype"]).removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"an input's dtype {facts['dtype']!r} is no torch dtype")
+    device = torch.device(facts["device"])
+    if "values" not in facts and device.type != "meta":
+        raise ValueError(f"an input on {device} recorded without its numbers")
+    tensor = tensor_of(facts)
+    if device.type not in ("cpu", "meta"):
+        tensor = tensor.to(device)
+    if facts.get("requires_grad") and (dtype.is_floating_point or dtype.is_complex):
+        tensor.requires_grad_(True)
+    return tensor
+
+
+def _worked_out(function: Callable, arguments: list) -> dict:
+    """What ``function`` (the reference or a slip, never the learner's code) gives on the
+    recorded inputs, as facts; the session's random streams and settings left as they were."""
+    with learner_state_preserved(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the check's own computation says nothing to the learner
+        return value_facts(function(*[_rebuilt_input(facts) for facts in arguments]))
+
+
+def _expect_for(reference_of: Callable[[], Callable], names: Sequence[str], inputs: Inputs,
+                slips: Sequence[Slip]):
+    """The judge's first half (``Exercise(expect=...)``): to each case of the record, what the
+    reference gives on its inputs (``expected``) and what each slip gives (``slips``, None
+    where a slip cannot run on them). ``reference_of()`` is the exercise's reference, read now:
+    where the probe runs in a grading kernel, the exercise holds only a stub."""
+
+    def expect(record):
+        if [case["on"] for case in record] != [case.on for case in cases(inputs, names, PRACTICE_SEED)]:
+            raise ValueError("its cases are not the ones this check tries")
+        reference = reference_of()
+        for case in record:
+            arguments = [case["given"][name] for name in names]
+            try:
+                case["expected"] = _worked_out(reference, arguments)
+            except Exception as error:  # a record Exercise.judge says it could not use
+                raise ValueError(f"the reference solution raised {type(error).__name__} on the recorded "
+                                 f"inputs (on {case['on']}): {error}") from None
+            case["slips"] = {}
+            for slip in slips:
+                try:
+                    case["slips"][slip.id] = _worked_out(slip.wrong, arguments)
+                except Exception:  # a slip that cannot run on these inputs explains no answer on them
+                    case["slips"][slip.id] = None
+        return record
+
+    return expect
 
 
 def _tolerance(facts: dict) -> dict:
@@ -186,6 +284,8 @@ def _tolerance(facts: dict) -> dict:
 
 
 def _judge_for(slips: Sequence[Slip]):
+    """The judge's second half: it decides from the record, ``expected`` and ``slips`` added."""
+
     def judge(record):
         for case in record:
             on, got, expected = case["on"], case["got"], case["expected"]
@@ -204,7 +304,7 @@ def _judge_for(slips: Sequence[Slip]):
             if problem:
                 for slip in slips:
                     facts = case["slips"][slip.id]
-                    if tensor_problem(got, facts, **tolerance) is None \
+                    if facts is not None and tensor_problem(got, facts, **tolerance) is None \
                             and tensor_problem(expected, facts, **tolerance) is not None:
                         return Mistake(slip.id, f"{slip.message} (on {on})")
                 return problem
@@ -241,12 +341,15 @@ def tensor_function(
     ``known``: pairs ``(arguments, expected)`` written out by hand, which the reference must
     give (``tests/test_known_answers.py`` runs them, and fails while there is none).
     """
+    # The probe gets the inputs and nothing else; the judge's side reads the reference from the
+    # exercise when it judges (grading withholds it in the kernel, where the probe runs).
     exercise = Exercise(
         name,
         chapter=chapter,
         title=title,
         expects=Function(name, tuple(params), returns=returns),
-        probe=_probe_for(reference, tuple(params), inputs, tuple(slips)),
+        probe=_probe_for(tuple(params), inputs),
+        expect=_expect_for(lambda: exercise.reference, tuple(params), inputs, tuple(slips)),
         judge=_judge_for(tuple(slips)),
         hints=hints,
         reference=reference,
