@@ -411,3 +411,14 @@ def test_a_checks_version_follows_what_computes_the_right_answer():
     twin = copy.copy(tensors.outer_sum)
     twin._expect = another_expect
     assert check_version(twin) != check_version(tensors.outer_sum)
+
+
+def test_a_record_whose_inputs_cannot_be_rebuilt_is_a_verdict_not_an_error_of_the_grader():
+    """A rewritten record whose facts disagree (a shape that is not its values'): rebuilding the
+    input raises torch's RuntimeError on the judge's side; the exercise fails, grading goes on."""
+    from course_utils.exercises.core import ProbeResult
+
+    record = _record(tensors.outer_sum.reference)
+    record["probe"]["data"]["big"]["given"]["a"]["shape"] = [999]
+    verdict = scoring.judge_record("tensors", "outer_sum", ProbeResult.from_plain(record["probe"]))
+    assert verdict is not None and not verdict.passed and "could not read the record" in verdict.message

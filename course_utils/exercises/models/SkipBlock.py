@@ -9,6 +9,7 @@ from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
 from course_utils.exercises.facts import (
+    given,
     not_a_module,
     same_values,
     shape_text,
@@ -69,6 +70,9 @@ def _skip_branches(model, width, hidden):
 
 
 def _probe_skip_block(answer, run):
+    """What the learner's block gives on each batch, the batches themselves, and what the block's
+    formula gives with the learner's own layers ("formula": it depends on the answer, not on the
+    seeds). The shape and dtype a right answer gives are ``_expect_skip_block``'s to add."""
     cases = []
     for seed, (width, hidden) in enumerate(_SKIP_SIZES):
         on = f"SkipBlock({width}, {hidden})"
@@ -90,9 +94,9 @@ def _probe_skip_block(answer, run):
             shape = tuple(x.shape)
             again = " (another batch of the first shape)" if len(calls) == len(xs) - 1 else ""
             call_on = f"{on} called on a batch of shape {shape_text(list(shape))}{again}"
-            given = x.clone()
-            got = run(model, given, on=call_on)
-            call = {"on": call_on, "got": value_facts(got), "x_changed": not torch.equal(given, x)}
+            given_x = x.clone()
+            got = run(model, given_x, on=call_on)
+            call = {"on": call_on, "got": value_facts(got), "x_changed": not torch.equal(given_x, x)}
             # "formula": what the block gives with the learner's own layers. It depends on the
             # answer, so it is no "expected" entry, which the grader compares with its own run.
             with torch.no_grad():
@@ -106,9 +110,7 @@ def _probe_skip_block(answer, run):
                         "relu_on_branch_end": value_facts(x + torch.relu(branch))["values"],
                         "without_relu": value_facts(x + project(inner))["values"],
                     }
-            call["expected"] = {"kind": "tensor", "shape": list(shape), "dtype": "torch.float32",
-                                "device": "cpu", "requires_grad": True}
-            call["x"] = x.numpy().copy()
+            call["given"] = {"x": given(x)}
             calls.append(call)
         case["calls"] = calls
         case["n_branches"] = len(branches)
@@ -145,6 +147,16 @@ def _skip_gradients(model, branches, x, run, on):
             torch.autograd.grad(formula, [mine] + params, upstream, allow_unused=True)))
     record["upstream"] = upstream.numpy().copy()
     return record
+
+
+def _expect_skip_block(cases):
+    """What a right block's output is on each batch the record holds: a float32 tensor shaped
+    like the batch, part of the graph (its values are the "formula" of the learner's layers)."""
+    for case in cases:
+        for call in case.get("calls", []):
+            call["expected"] = {"kind": "tensor", "shape": list(call["given"]["x"]["shape"]),
+                                "dtype": "torch.float32", "device": "cpu", "requires_grad": True}
+    return cases
 
 
 _SKIP_MISTAKES = [
@@ -212,7 +224,7 @@ def _judge_skip_block(cases):
                     f"forward returned the same output as for the first batch (on {on_call}): it "
                     "keeps a result from an earlier call. Compute the output from the x of each call."
                 ))
-            if same_values(values, call["x"], rtol=1e-4, atol=1e-5):
+            if same_values(values, call["given"]["x"]["values"], rtol=1e-4, atol=1e-5):
                 return Mistake("returned-x",
                                f"forward returned its input x unchanged (on {on_call}); expected x + project(relu(expand(x))).")
             for key, message in _SKIP_MISTAKES:
@@ -288,6 +300,7 @@ SkipBlock = Exercise(
     title="A block with a skip connection",
     expects=Function("SkipBlock", ("width", "hidden"), returns="an nn.Module (your class's instance)"),
     probe=_probe_skip_block,
+    expect=_expect_skip_block,
     judge=_judge_skip_block,
     reference=SkipBlock,
     passed_message=(

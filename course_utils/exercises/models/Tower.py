@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
 from course_utils.exercises.facts import (
+    given,
     not_a_module,
     same_values,
     shape_text,
+    tensor_of,
     tensor_problem,
     value_facts,
 )
@@ -43,7 +46,17 @@ class Tower(nn.Module):
 _TOWER_SIZES = [(5, 3), (4, 1), (3, 6)]
 
 
+def _layer_facts(linears) -> list[dict]:
+    """The learner's linear layers as plain data, in the order the model registers them: what
+    ``_expect_tower`` computes the tower's formula with."""
+    return [{"weight": value_facts(layer.weight),
+             "bias": None if layer.bias is None else value_facts(layer.bias)} for layer in linears]
+
+
 def _probe_tower(answer, run):
+    """What the learner's tower gives on each batch, the batches, and the learner's own layers
+    as they are after each call: never what the formula gives with them (``_expect_tower``
+    computes that, and each classic mistake's, on the judge's side)."""
     cases = []
     for seed, (width, depth) in enumerate(_TOWER_SIZES):
         on = f"Tower(width={width}, depth={depth})"
@@ -67,20 +80,10 @@ def _probe_tower(answer, run):
             shape = tuple(x.shape)
             again = " (another batch of the first shape)" if len(calls) == len(xs) - 1 else ""
             call_on = f"{on} called on a batch of shape {shape_text(list(shape))}{again}"
-            given = x.clone()
-            got = run(model, given, on=call_on)
-            call = {"on": call_on, "got": value_facts(got), "x_changed": not torch.equal(given, x)}
-            with torch.no_grad():
-                expected, no_final_relu, first_only = x, x, x
-                for index, layer in enumerate(linears):
-                    expected = torch.relu(layer(expected))
-                    first_only = torch.relu(linears[0](first_only))
-                    no_final_relu = layer(no_final_relu)
-                    if index < len(linears) - 1:
-                        no_final_relu = torch.relu(no_final_relu)
-            call["expected"] = value_facts(expected)
-            call["no_final_relu"] = value_facts(no_final_relu)
-            call["first_only"] = value_facts(first_only)
+            given_x = x.clone()
+            got = run(model, given_x, on=call_on)
+            call = {"on": call_on, "got": value_facts(got), "x_changed": not torch.equal(given_x, x),
+                    "given": {"x": given(x)}, "layers": _layer_facts(linears)}
             calls.append(call)
         case["calls"] = calls
         if not all(_shaped_as(call) for call in calls):
@@ -88,6 +91,37 @@ def _probe_tower(answer, run):
             return cases
         case["on_meta"] = _device_run(model, xs[0], run, f"{on} {_META}")
         cases.append(case)
+    return cases
+
+
+def _through(x, layers, *, last_relu=True, first_only=False):
+    """x through the layers (each followed by ReLU, the last one too unless ``last_relu`` is
+    False; the first layer every time where ``first_only``), as value facts; None where layers
+    of other sizes do not compose."""
+    try:
+        for index, (weight, bias) in enumerate(layers):
+            weight, bias = layers[0] if first_only else (weight, bias)
+            x = F.linear(x, weight, bias)
+            if last_relu or index < len(layers) - 1:
+                x = torch.relu(x)
+    except RuntimeError:
+        return None
+    return value_facts(x)
+
+
+def _expect_tower(cases):
+    """What the tower's formula gives on each recorded batch with the learner's own layers (each
+    in the order registered, each followed by ReLU), and what the classic mistakes give: no ReLU
+    after the last layer, the first layer applied every time."""
+    for case in cases:
+        for call in case.get("calls", []):
+            x = tensor_of(call["given"]["x"])
+            layers = [(tensor_of(layer["weight"]).to(x.dtype),
+                       None if layer["bias"] is None else tensor_of(layer["bias"]).to(x.dtype))
+                      for layer in call["layers"]]
+            call["expected"] = _through(x, layers)
+            call["no_final_relu"] = _through(x, layers, last_relu=False)
+            call["first_only"] = _through(x, layers, first_only=True)
     return cases
 
 
@@ -158,12 +192,14 @@ def _judge_tower(cases):
                         "it keeps a result from an earlier call. Compute the output from the x of "
                         "each call."
                     ))
-                if same_values(got["values"], call["no_final_relu"]["values"], rtol=1e-4, atol=1e-5):
+                if call["no_final_relu"] and same_values(got["values"], call["no_final_relu"]["values"],
+                                                         rtol=1e-4, atol=1e-5):
                     return Mistake("no-final-relu", (
                         f"Your last layer has no ReLU after it (on {on_call}). This tower puts a "
                         "ReLU after every layer, the last one included."
                     ))
-                if depth > 1 and same_values(got["values"], call["first_only"]["values"], rtol=1e-4, atol=1e-5):
+                if depth > 1 and call["first_only"] and same_values(
+                        got["values"], call["first_only"]["values"], rtol=1e-4, atol=1e-5):
                     return Mistake("first-layer-only", (
                         f"Your forward applies the first layer {depth} times (on {on_call}); the "
                         "other layers are registered but never used. Loop over the layers: "
@@ -186,6 +222,7 @@ Tower = Exercise(
     title="A tower of layers made in a loop",
     expects=Function("Tower", ("width", "depth"), returns="an nn.Module (your class's instance)"),
     probe=_probe_tower,
+    expect=_expect_tower,
     judge=_judge_tower,
     reference=Tower,
     passed_message=(

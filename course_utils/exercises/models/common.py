@@ -70,8 +70,10 @@ def _linears(model: nn.Module) -> list[nn.Linear]:
 
 
 def _shaped_as(call) -> bool:
-    got, expected = call["got"], call["expected"]
-    return got["kind"] == "tensor" and got["shape"] == expected["shape"] and not call["x_changed"]
+    """Whether forward's output has the batch's shape (a module probe's record of one call, the
+    batch under "given"), and left the batch as it was: a block of width -> width layers."""
+    got = call["got"]
+    return got["kind"] == "tensor" and got["shape"] == call["given"]["x"]["shape"] and not call["x_changed"]
 
 
 _DEVICE_MISMATCH = ("is not on the expected device", "Expected all tensors to be on the same device")

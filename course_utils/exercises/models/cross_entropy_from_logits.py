@@ -8,7 +8,7 @@ from course_utils.exercises.torch_calls import TorchCallRecorder
 import torch.nn.functional as F
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.models.common import (
     CHAPTER,
     _DEVICE_NOTE,
@@ -54,9 +54,7 @@ def _ce_cases():
 
 
 def _ce_record(on, logits, targets, got, called, logits_changed, targets_changed):
-    probs = logits.softmax(dim=1)
-    n = len(targets)
-    picked_logits = logits[torch.arange(n), targets]
+    """What the answer did on one input, and the input: never what a right answer gives."""
     return {
         "on": on,
         "dtype": str(logits.dtype),
@@ -64,27 +62,25 @@ def _ce_record(on, logits, targets, got, called, logits_changed, targets_changed
         "called": sorted(called),
         "logits_changed": logits_changed,
         "targets_changed": targets_changed,
-        "expected": value_facts(F.cross_entropy(logits, targets)),
-        "softmax_first": value_facts(F.cross_entropy(probs, targets)),
-        "nll_on_logits": value_facts(-picked_logits.mean()),
-        "summed": value_facts(F.cross_entropy(logits, targets, reduction="sum")),
-        "no_minus": value_facts(-F.cross_entropy(logits, targets)),
-        "wrong_dim": value_facts(F.nll_loss(torch.log_softmax(logits, dim=0), targets)),
+        "given": {"logits": given(logits), "targets": given(targets)},
     }
 
 
 def _probe_cross_entropy(answer, run):
+    """What the answer returns on each input (and the gradient backward() gives the logits), and
+    the inputs themselves: ``_expect_cross_entropy`` adds what the reference and each classic
+    mistake give, on the judge's side."""
     cases = []
     for on, logits, targets in _ce_cases():
-        given, given_targets = logits.clone(), targets.clone()
+        given_logits, given_targets = logits.clone(), targets.clone()
         if not logits.is_contiguous():
-            given = logits.t().clone().t()
+            given_logits = logits.t().clone().t()
         recorder = TorchCallRecorder()
         with recorder:
-            got = run(answer, given, given_targets, on=on)
+            got = run(answer, given_logits, given_targets, on=on)
         cases.append(_ce_record(on, logits, targets, got, recorder.names,
-                                not torch.equal(given, logits), not torch.equal(given_targets, targets)))
-        cases[-1]["logits_tracked"] = bool(given.requires_grad)  # the caller's logits did not
+                                not torch.equal(given_logits, logits), not torch.equal(given_targets, targets)))
+        cases[-1]["logits_tracked"] = bool(given_logits.requires_grad)  # the caller's logits did not
     if any(c["logits_changed"] or c["targets_changed"] or c["logits_tracked"]
            or c["got"]["kind"] != "tensor" for c in cases):
         return {"cases": cases, "meta": None}  # judged from these; the next steps would only raise
@@ -99,13 +95,35 @@ def _probe_cross_entropy(answer, run):
     if isinstance(got, torch.Tensor) and got.requires_grad and got.numel() == 1:
         run(got.backward, on=f"backward() from your loss ({_GRADIENT_CASE})")
         case["grad"] = value_facts(leaf.grad)
-    probs = logits.softmax(dim=1)
-    case["expected_grad"] = ((probs - F.one_hot(targets, logits.shape[1])) / len(targets)).numpy()
     cases.append(case)
     if not (case["got"]["kind"] == "tensor" and case["got"]["requires_grad"]):
         return {"cases": cases, "meta": None}
     meta = _on_meta(lambda: run(answer, logits.to("meta"), targets.to("meta"), on=_META_CASE))
     return {"cases": cases, "meta": meta}
+
+
+def _expect_cross_entropy(record):
+    """What the reference gives on each recorded input, what each classic mistake gives, and,
+    for the input with requires_grad=True (the one with "grad"), the gradient backward() from
+    the reference's loss gives the logits: (softmax(logits) - one_hot(targets)) / N."""
+    reference = cross_entropy_from_logits.reference
+    for case in record["cases"]:
+        logits = tensor_of(case["given"]["logits"])
+        targets = tensor_of(case["given"]["targets"])
+        probs = logits.softmax(dim=1)
+        picked_logits = logits[torch.arange(len(targets)), targets]
+        case["expected"] = value_facts(reference(logits, targets))
+        case["softmax_first"] = value_facts(F.cross_entropy(probs, targets))
+        case["nll_on_logits"] = value_facts(-picked_logits.mean())
+        case["summed"] = value_facts(F.cross_entropy(logits, targets, reduction="sum"))
+        case["no_minus"] = value_facts(-F.cross_entropy(logits, targets))
+        case["wrong_dim"] = value_facts(F.nll_loss(torch.log_softmax(logits, dim=0), targets))
+        if "grad" in case:
+            leaf = logits.clone().requires_grad_(True)
+            with torch.enable_grad():
+                reference(leaf, targets).backward()
+            case["expected_grad"] = leaf.grad.numpy().copy()
+    return record
 
 
 _CE_MISTAKES = [
@@ -198,6 +216,7 @@ cross_entropy_from_logits = Exercise(
     expects=Function("cross_entropy_from_logits", ("logits", "targets"),
                      returns="a 0-d tensor: the mean loss"),
     probe=_probe_cross_entropy,
+    expect=_expect_cross_entropy,
     judge=_judge_cross_entropy,
     reference=cross_entropy_from_logits,
     passed_message=(

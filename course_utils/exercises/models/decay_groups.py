@@ -89,17 +89,10 @@ def _decay_models():
 _NORMS = (nn.LayerNorm, nn.BatchNorm1d, nn.GroupNorm)
 
 
-def _expected_decay(model) -> set[str]:
-    names = {id(p): name for name, p in model.named_parameters()}
-    return {
-        names[id(p)]
-        for module in model.modules()
-        for name, p in module.named_parameters(recurse=False)
-        if name == "weight" and isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
-    }
-
-
 def _probe_decay_groups(answer, run):
+    """Where the answer put each parameter of each model (by name), and what it changed: never
+    which parameters a right answer decays (``_expect_decay_groups`` adds that, and the names
+    each classic mistake picks, from the same models rebuilt on the judge's side)."""
     cases, earlier = [], {}
     for on, model, weight_decay in _decay_models():
         names = {id(p): name for name, p in model.named_parameters()}
@@ -110,22 +103,6 @@ def _probe_decay_groups(answer, run):
             "on": on,
             "weight_decay": weight_decay,
             "all": sorted(names.values()),
-            "decay": sorted(_expected_decay(model)),
-            "norm": sorted(
-                names[id(p)]
-                for module in model.modules()
-                if isinstance(module, _NORMS)
-                for p in module.parameters(recurse=False)
-            ),
-            "embedding": sorted(
-                names[id(module.weight)] for module in model.modules() if isinstance(module, nn.Embedding)
-            ),
-            # weights of subclasses of Linear/Conv: what type(m) in (nn.Linear, ...) misses
-            "subclass_weights": sorted(
-                names[id(module.weight)] for module in model.modules()
-                if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
-                and type(module) not in (nn.Linear, nn.Conv1d, nn.Conv2d)
-            ),
             "changed": sorted(
                 name for name, p in model.named_parameters() if not torch.equal(p.detach(), before[name])
             ),
@@ -133,11 +110,6 @@ def _probe_decay_groups(answer, run):
                 name for name, p in model.named_parameters() if p.requires_grad != flags[name]
             ),
             "kind": _module_kind(groups),
-            # what a walk over model.children() alone misses: deeper blocks, the model's own
-            "one_level_misses": sorted(
-                name for name, p in model.named_parameters()
-                if id(p) not in {id(q) for child in model.children() for q in child.parameters(recurse=False)}
-            ),
         }
         if isinstance(groups, (list, tuple)):
             recorded = []
@@ -165,6 +137,40 @@ def _probe_decay_groups(answer, run):
             case["groups"] = recorded
         cases.append(case)
         earlier.update({id(p): f"<{name} of the model of an earlier call>" for name, p in model.named_parameters()})
+    return cases
+
+
+def _expect_decay_groups(cases):
+    """Which parameters of each model (rebuilt as the probe built it) the reference decays, and
+    the names each classic mistake goes by: the normalisation layers' parameters, the Embeddings'
+    weights, the weights of subclasses of Linear/Conv, what a walk over model.children() misses."""
+    with torch.random.fork_rng(devices=[]):  # _decay_models seeds torch's generator
+        models = {on: model for on, model, _ in _decay_models()}
+    for case in cases:
+        model = models[case["on"]]
+        names = {id(p): name for name, p in model.named_parameters()}
+        decayed = decay_groups.reference(model, case["weight_decay"])[0]["params"]
+        case["decay"] = sorted({names[id(p)] for p in decayed})
+        case["norm"] = sorted(
+            names[id(p)]
+            for module in model.modules()
+            if isinstance(module, _NORMS)
+            for p in module.parameters(recurse=False)
+        )
+        case["embedding"] = sorted(
+            names[id(module.weight)] for module in model.modules() if isinstance(module, nn.Embedding)
+        )
+        # weights of subclasses of Linear/Conv: what type(m) in (nn.Linear, ...) misses
+        case["subclass_weights"] = sorted(
+            names[id(module.weight)] for module in model.modules()
+            if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
+            and type(module) not in (nn.Linear, nn.Conv1d, nn.Conv2d)
+        )
+        # what a walk over model.children() alone misses: deeper blocks, the model's own
+        case["one_level_misses"] = sorted(
+            name for name, p in model.named_parameters()
+            if id(p) not in {id(q) for child in model.children() for q in child.parameters(recurse=False)}
+        )
     return cases
 
 
@@ -344,6 +350,7 @@ decay_groups = Exercise(
     expects=Function("decay_groups", ("model", "weight_decay"),
                      returns="a list of two dicts, each {'params': [...], 'weight_decay': ...}"),
     probe=_probe_decay_groups,
+    expect=_expect_decay_groups,
     judge=_judge_decay_groups,
     reference=decay_groups,
     passed_message=(

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.models.common import (
     CHAPTER,
     _DEVICE_NOTE,
@@ -57,51 +57,40 @@ def _ml_cases():
 
 
 def _ml_record(on, logits, targets, got, logits_changed, targets_changed):
-    z = logits.detach().double()
-    t = targets.double()
-    with torch.no_grad():
-        per_entry = F.binary_cross_entropy_with_logits(z, t, reduction="none")
-        probs = torch.sigmoid(logits.detach())
-        variants = {
-            "sigmoid_then_bce": F.binary_cross_entropy(probs, targets.to(probs.dtype)).double(),
-            "sigmoid_twice": F.binary_cross_entropy_with_logits(torch.sigmoid(z), t),
-            "softmax_ce": F.cross_entropy(z, t),
-            "summed": per_entry.sum(),
-            "per_example": per_entry.sum(dim=1).mean(),
-            "no_minus": -per_entry.mean(),
-        }
-    record = {
+    """What the answer did on one input, and the input: never what a right answer gives."""
+    return {
         "on": on,
         "dtype": str(logits.dtype),
         "got": value_facts(got),
         "logits_changed": logits_changed,
         "targets_changed": targets_changed,
-        "expected": value_facts(per_entry.mean()),
+        "given": {"logits": given(logits), "targets": given(targets)},
     }
-    record.update({key: value_facts(value) for key, value in variants.items()})
-    return record
 
 
 def _probe_multilabel_loss(answer, run):
+    """What the answer returns on each input (and the gradient backward() gives the logits), and
+    the inputs themselves: ``_expect_multilabel_loss`` adds what the reference and each classic
+    mistake give, on the judge's side."""
     cases = []
     firsts = None
     for on, logits, targets in _ml_cases():
-        given, given_targets = logits.clone(), targets.clone()
+        given_logits, given_targets = logits.clone(), targets.clone()
         if not logits.is_contiguous():  # keep the caller's layout: a transposed view
-            given, given_targets = logits.t().clone().t(), targets.t().clone().t()
+            given_logits, given_targets = logits.t().clone().t(), targets.t().clone().t()
         if firsts is None:
-            firsts = (given, given_targets, logits, targets)
-        got = run(answer, given, given_targets, on=on)
-        cases.append(_ml_record(on, logits, targets, got, not torch.equal(given, logits),
+            firsts = (given_logits, given_targets, logits, targets)
+        got = run(answer, given_logits, given_targets, on=on)
+        cases.append(_ml_record(on, logits, targets, got, not torch.equal(given_logits, logits),
                                 not torch.equal(given_targets, targets)))
-        cases[-1]["logits_tracked"] = bool(given.requires_grad)
+        cases[-1]["logits_tracked"] = bool(given_logits.requires_grad)
     # the same tensors again: an answer that changed them, or kept something from the first call
-    given, given_targets, logits, targets = firsts
+    given_logits, given_targets, logits, targets = firsts
     on = _ml_cases()[0][0] + _ML_AGAIN
-    got = run(answer, given, given_targets, on=on)
-    cases.append(_ml_record(on, logits, targets, got, not torch.equal(given, logits),
+    got = run(answer, given_logits, given_targets, on=on)
+    cases.append(_ml_record(on, logits, targets, got, not torch.equal(given_logits, logits),
                             not torch.equal(given_targets, targets)))
-    cases[-1]["logits_tracked"] = bool(given.requires_grad)
+    cases[-1]["logits_tracked"] = bool(given_logits.requires_grad)
     if any(c["logits_changed"] or c["targets_changed"] or c["logits_tracked"]
            or c["got"]["kind"] != "tensor" for c in cases):
         return {"cases": cases, "meta": None}  # judged from these; the next steps would only raise
@@ -117,13 +106,42 @@ def _probe_multilabel_loss(answer, run):
     if isinstance(got, torch.Tensor) and got.requires_grad and got.numel() == 1:
         run(got.backward, on=f"backward() from your loss ({_ML_GRADIENT_CASE})")
         case["grad"] = value_facts(leaf.grad)
-    case["expected_grad"] = ((torch.sigmoid(logits) - targets) / targets.numel()).numpy()
     cases.append(case)
     if not (case["got"]["kind"] == "tensor" and case["got"]["requires_grad"]):
         return {"cases": cases, "meta": None}
     _, logits, targets = _ml_cases()[0]
     meta = _on_meta(lambda: run(answer, logits.to("meta"), targets.to("meta"), on=_ML_META_CASE))
     return {"cases": cases, "meta": meta}
+
+
+def _expect_multilabel_loss(record):
+    """What the reference gives on each recorded input (on the inputs widened to float64, so
+    that the right value is exact for every dtype), what each classic mistake gives, and, for
+    the input with requires_grad=True (the one with "grad"), the gradient backward() from the
+    reference's loss gives the logits: (sigmoid(logits) - targets) / (N * C)."""
+    reference = multilabel_loss.reference
+    for case in record["cases"]:
+        logits = tensor_of(case["given"]["logits"])
+        targets = tensor_of(case["given"]["targets"])
+        z, t = logits.double(), targets.double()
+        per_entry = F.binary_cross_entropy_with_logits(z, t, reduction="none")
+        probs = torch.sigmoid(logits)
+        variants = {
+            "expected": reference(z, t),
+            "sigmoid_then_bce": F.binary_cross_entropy(probs, targets.to(probs.dtype)).double(),
+            "sigmoid_twice": F.binary_cross_entropy_with_logits(torch.sigmoid(z), t),
+            "softmax_ce": F.cross_entropy(z, t),
+            "summed": per_entry.sum(),
+            "per_example": per_entry.sum(dim=1).mean(),
+            "no_minus": -per_entry.mean(),
+        }
+        case.update({key: value_facts(value) for key, value in variants.items()})
+        if "grad" in case:
+            leaf = logits.clone().requires_grad_(True)
+            with torch.enable_grad():
+                reference(leaf, targets).backward()
+            case["expected_grad"] = leaf.grad.numpy().copy()
+    return record
 
 
 _ML_MISTAKES = [
@@ -232,6 +250,7 @@ multilabel_loss = Exercise(
     expects=Function("multilabel_loss", ("logits", "targets"),
                      returns="a 0-d tensor: the mean loss, in the logits' dtype"),
     probe=_probe_multilabel_loss,
+    expect=_expect_multilabel_loss,
     judge=_judge_multilabel_loss,
     reference=multilabel_loss,
     passed_message=(

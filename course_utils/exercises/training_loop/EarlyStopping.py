@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.training_loop.common import CHAPTER
 
 
@@ -85,6 +86,8 @@ def _run_stopper(make, patience, losses, run, on):
 
 
 def _probe_early_stopping(answer, run):
+    """What the answer's objects say on each sequence of losses (and the sequences): never what
+    the reference says (``_expect_early_stopping`` adds that, on the judge's side)."""
     # The first sequence twice, on two objects one after the other: state kept on the class or
     # in a global (not on self) carries over from one EarlyStopping to the next.
     on, patience, losses = _STOPPING_CASES[0]
@@ -98,19 +101,33 @@ def _probe_early_stopping(answer, run):
     again = _run_stopper(answer, patience, losses, run, f"{on}, on a second EarlyStopping")
     again["class_attributes_changed"] = changed
     cases = []
+    record = {"cases": cases, "again": again}
     for on, patience, losses in _STOPPING_CASES:
-        cases.append(
-            {
-                "on": f"{on} (patience={patience}, losses {losses})",
-                "patience": patience,
-                "losses": list(losses),
-                "got": first if not cases else _run_stopper(answer, patience, losses, run, on),
-                "expected": _run_stopper(_EarlyStopping, patience, losses, run, on),
-            }
-        )
-        if _judge_early_stopping({"cases": cases, "again": again}) is not None:
-            break  # stop at the first slip shown, so that an error later does not hide it
-    return {"cases": cases, "again": again}
+        try:
+            got = first if not cases else _run_stopper(answer, patience, losses, run, on)
+        except LearnerRaised as raised:
+            # The judge decides: a slip an earlier sequence already shows is the one to report,
+            # not an error a later one led to.
+            record["raised"] = error_record(raised, answer)
+            if record["raised"] is None:
+                raise
+            break
+        cases.append({"on": f"{on} (patience={patience}, losses {losses})", "patience": patience,
+                      "losses": list(losses), "name": on, "got": got})
+    return record
+
+
+def _run_directly(function, *args, on=None):
+    return function(*args)
+
+
+def _expect_early_stopping(record):
+    """What the reference class says on each recorded sequence (its patience and losses): when
+    it stops, its best epoch and loss, as the probe drives an answer (``_run_stopper``)."""
+    for case in record["cases"]:
+        case["expected"] = _run_stopper(EarlyStopping.reference, case["patience"], case["losses"],
+                                        _run_directly, case["name"])
+    return record
 
 
 def _first_rise(losses):
@@ -267,6 +284,8 @@ def _judge_early_stopping(record):
         problem = _after_stop_problem(on, got)
         if problem:
             return problem
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -293,6 +312,7 @@ EarlyStopping = Exercise(
         "EarlyStopping", ("patience",), returns="an object whose step(val_loss) returns True or False"
     ),
     probe=_probe_early_stopping,
+    expect=_expect_early_stopping,
     judge=_judge_early_stopping,
     reference=EarlyStopping,
     passed_message=(

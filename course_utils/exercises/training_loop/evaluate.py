@@ -3,13 +3,12 @@ model's mode put back)."""
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.facts import given, same_values, tensor_of
+from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.training_loop.common import CHAPTER, _returned, _returned_problem
 
 
@@ -69,11 +68,23 @@ _EVAL_CASES = (
 _EVAL_BATCH = 61  # a prime: a mean of equal chunks' means would not be the batch's mean
 
 
+def _model_state(model) -> dict:
+    """A model's parameters and buffers as plain data, by name."""
+    return {name: given(tensor) for name, tensor in model.state_dict().items()}
+
+
 def _probe_evaluate(answer, run):
+    """What the learner's evaluate returned and did to the model, grad mode and batch, and what
+    each call was given: the batch, the loss's label smoothing and the model's state (under
+    "given" for a model just built from the seeds, "model_before" for the model of the call
+    before, which that call may have changed). Never the loss a right answer returns:
+    ``_expect_evaluate`` computes it on the judge's side. A later call that raises is recorded;
+    the judge decides whether an earlier one shows a slip."""
     generator = torch.Generator().manual_seed(71)
     x = torch.randn(_EVAL_BATCH, 5, generator=generator)
     y = torch.randint(0, 3, (_EVAL_BATCH,), generator=generator)
     cases = []
+    record = {"cases": cases}
     model = None
     for on, training, dtype, smoothing, new in _EVAL_CASES:
         if new:  # otherwise the call reuses the previous call's model
@@ -116,30 +127,45 @@ def _probe_evaluate(answer, run):
             # validation does epoch after epoch: a cache keyed on them would answer from memory
             loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing)
             given_x, given_y = x.to(dtype).clone(), y.clone()
-        reference_model = copy.deepcopy(model)
+        state = {"given": {"x": given(x.to(dtype)), "y": given(y), "label_smoothing": smoothing}}
+        if new:
+            state["given"]["model"] = _model_state(model)
+        else:
+            state["model_before"] = {"model": _model_state(model)}
         seen.clear()
         stats_before = _batch_norm_state(model)
         torch.manual_seed(72)  # dropout in train mode draws from here
         grad_before = "no_grad" not in on
         torch.set_grad_enabled(grad_before)
-        returned = run(answer, model, given_x, given_y, loss_fn, on=on)
-        forwards = list(seen)  # before the reference runs its copy (with a copy of the hook)
+        try:
+            returned = run(answer, model, given_x, given_y, loss_fn, on=on)
+        except LearnerRaised as raised:
+            torch.set_grad_enabled(True)
+            if not cases:
+                raise  # the first call: nothing before it to judge
+            # The judge decides: a slip an earlier call already shows is the one to report, not
+            # an error a later input led to.
+            record["raised"] = error_record(raised, answer)
+            if record["raised"] is None:
+                raise
+            break
+        forwards = list(seen)
         grad_enabled_after = torch.is_grad_enabled()
         torch.set_grad_enabled(True)
         case = {
             "on": on,
             "training_before": training,
             "returned": _returned(returned),
-            "expected_loss": _evaluate(reference_model, x.to(dtype), y, loss_fn),
+            **state,
             "forwards": forwards,
             "grad_enabled_before": grad_before,
             "grad_enabled_after": grad_enabled_after,
             "frozen_before": frozen_before,
             "frozen_after": [n for n, p in model.named_parameters() if not p.requires_grad],
             "inputs_changed": [
-                name for name, given, kept in (("x", given_x, x.to(dtype)), ("y", given_y, y))
-                if not (given.shape == kept.shape and given.dtype == kept.dtype
-                        and bool(torch.equal(given, kept)))
+                name for name, given_value, kept in (("x", given_x, x.to(dtype)), ("y", given_y, y))
+                if not (given_value.shape == kept.shape and given_value.dtype == kept.dtype
+                        and bool(torch.equal(given_value, kept)))
             ],
             "training_after": bool(model.training),
             "modules_training_after": [bool(m.training) for m in model.modules()],
@@ -150,12 +176,32 @@ def _probe_evaluate(answer, run):
             "stats_before": stats_before,
             "stats_after": _batch_norm_state(model),
         }
-        if smoothing:
-            case["plain_loss"] = _evaluate(reference_model, x.to(dtype), y, nn.CrossEntropyLoss())
         cases.append(case)
-        if _judge_evaluate(cases) is not None:  # stop at the first input that shows a mistake
-            break
-    return cases
+    return record
+
+
+def _expect_evaluate(record):
+    """The loss the reference returns on each call's batch, with the model rebuilt from the
+    state the call was given (its parameters, buffers and mode) and the loss_fn's label
+    smoothing; with label smoothing, also what plain cross entropy gives (a classic mistake)."""
+    reference = evaluate.reference
+    for case in record["cases"]:
+        start = case["given"] if "model" in case["given"] else case["model_before"]
+        dtype = getattr(torch, case["dtype"])
+        with torch.random.fork_rng(devices=[]):  # _eval_model seeds torch's generator
+            model = _eval_model(dtype)
+        with torch.no_grad():
+            for name, tensor in model.state_dict().items():
+                kept = start["model"].get(name)
+                if kept is not None and kept["shape"] == list(tensor.shape) and "values" in kept:
+                    tensor.copy_(tensor_of(kept))
+        model.train(case["training_before"])
+        x, y = tensor_of(case["given"]["x"]).to(dtype), tensor_of(case["given"]["y"])
+        smoothing = case["given"]["label_smoothing"]
+        case["expected_loss"] = reference(model, x, y, nn.CrossEntropyLoss(label_smoothing=smoothing))
+        if smoothing:
+            case["plain_loss"] = reference(model, x, y, nn.CrossEntropyLoss())
+    return record
 
 
 def _stale_answer(case, previous):
@@ -177,7 +223,8 @@ def _stale_answer(case, previous):
     ))
 
 
-def _judge_evaluate(cases):
+def _judge_evaluate(record):
+    cases = record["cases"]
     for index, case in enumerate(cases):
         on, forwards = case["on"], case["forwards"]
         stale = _stale_answer(case, cases[index - 1] if index else None)
@@ -319,6 +366,8 @@ def _judge_evaluate(cases):
                 "(was_training = model.training) and restore exactly that: "
                 "model.train(was_training)."
             ))
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -328,6 +377,7 @@ evaluate = Exercise(
     title="Evaluate without side effects",
     expects=Function("evaluate", ("model", "x", "y", "loss_fn"), returns="the loss as a Python float"),
     probe=_probe_evaluate,
+    expect=_expect_evaluate,
     judge=_judge_evaluate,
     reference=evaluate,
     passed_message=(

@@ -9,8 +9,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake, PassNote
-from course_utils.exercises.facts import same_values
+from course_utils.exercises.core import Exercise, Function, Mistake, PassNote, Raised, error_record
+from course_utils.exercises.facts import given, same_values, tensor_of
+from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.training_loop.common import CHAPTER, _returned, _returned_problem
 
 
@@ -104,8 +105,48 @@ def _make_optimizer(kind, parameters):
     return torch.optim.Adam(parameters, lr=_ADAM_LR)
 
 
+# The settings of each kind of optimizer that the probe records and ``expect`` rebuilds it with.
+_OPTIMIZER_SETTINGS = {
+    "sgd": ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"),
+    "adam": ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"),
+}
+
+
+def _optimizer_facts(kind, optimizer) -> dict:
+    """An optimizer as plain data: its kind, its settings, and its state (per parameter index)."""
+    group = optimizer.param_groups[0]
+    return {
+        "kind": kind,
+        "settings": {name: group[name] for name in _OPTIMIZER_SETTINGS[kind]},
+        "state": {str(index): {name: given(value) if isinstance(value, torch.Tensor) else value
+                               for name, value in state.items()}
+                  for index, state in optimizer.state_dict()["state"].items()},
+    }
+
+
+def _optimizer_of(facts, parameters):
+    """The optimizer ``_optimizer_facts`` recorded, rebuilt on ``parameters``."""
+    settings = dict(facts["settings"])
+    if "betas" in settings:
+        settings["betas"] = tuple(settings["betas"])
+    made = (torch.optim.SGD if facts["kind"] == "sgd" else torch.optim.Adam)(parameters, **settings)
+    if facts["state"]:
+        state = made.state_dict()
+        state["state"] = {int(index): {name: tensor_of(value) if isinstance(value, dict) else value
+                                       for name, value in entries.items()}
+                          for index, entries in facts["state"].items()}
+        made.load_state_dict(state)
+    return made
+
+
 def _probe_train_step(answer, run):
+    """What the learner's steps did to the model and optimizer they were given, and what each
+    phase started from: the model's parameters, the optimizer's settings and state, the loss's
+    label smoothing and each call's batch ("given"). Never what the reference's steps give:
+    ``_expect_train_step`` rebuilds the model and optimizer and takes those on the judge's side.
+    A later call that raises is recorded; the judge decides whether an earlier one shows a slip."""
     phases = []
+    record = {"lr": _LR, "phases": phases}
     for setting, kind, dtype, smoothing in _STEP_PHASES:
         model = _step_model(dtype)
         if kind == "sgd":  # larger weights: a gradient of norm well above 1 (about 1.8), so
@@ -114,14 +155,21 @@ def _probe_train_step(answer, run):
                 model[2].weight.mul_(5)
         training = _given_training(setting)
         model.train(training)
-        reference_model = copy.deepcopy(model)
         optimizer = _make_optimizer(kind, model.parameters())
-        reference_optimizer = _make_optimizer(kind, reference_model.parameters())
         loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing or 0.0)
-        if smoothing:  # the same steps with a loss of the learner's own instead of loss_fn
-            own_loss_model = copy.deepcopy(model)
-            own_loss_optimizer = _make_optimizer(kind, own_loss_model.parameters())
         counts = {"forwards": 0, "eval_forwards": 0, "train_forwards": 0, "backwards": 0, "steps": 0}
+        calls = []
+        phases.append({
+            "kind": kind,
+            "given": {
+                "dtype": str(dtype).replace("torch.", ""),
+                "training": training,
+                "parameters": [given(p) for p in model.parameters()],
+                "optimizer": _optimizer_facts(kind, optimizer),
+                "label_smoothing": float(smoothing or 0.0),
+            },
+            "calls": calls,
+        })
 
         def count(name, counts=counts):
             counts[name] += 1
@@ -138,19 +186,30 @@ def _probe_train_step(answer, run):
         next(model.parameters()).register_hook(lambda grad, count=count: count("backwards"))
         optimizer.register_step_post_hook(lambda *args, count=count: count("steps"))
 
-        calls = []
-        for index, (on, (x, y)) in enumerate(zip(_STEP_CALLS, _step_batches(dtype))):
+        for on, (x, y) in zip(_STEP_CALLS, _step_batches(dtype)):
             on = f"{on}; {setting}"
-            before = copy.deepcopy(reference_model)
             for name in counts:
                 counts[name] = 0
             given_x, given_y = x.clone(), y.clone()
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                returned = run(answer, model, optimizer, loss_fn, given_x, given_y, on=on)
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    returned = run(answer, model, optimizer, loss_fn, given_x, given_y, on=on)
+            except LearnerRaised as raised:
+                if len(phases) == 1 and not calls:
+                    raise  # the first call: nothing before it to judge
+                # The judge decides: a slip an earlier call already shows is the one to report,
+                # not an error a later input led to.
+                record["raised"] = error_record(raised, answer)
+                if record["raised"] is None:
+                    raise
+                if not calls:
+                    phases.pop()  # a phase is judged from its calls: this one has none
+                return record
             scalar_warning = _shown_unless_scalar_warning(caught)
-            got = {
+            calls.append({
                 "on": on,
+                "given": {"x": given(x), "y": given(y)},
                 "returned": _returned(returned),
                 "parameters": _flat_parameters(model),
                 "gradients": _gradient_state(model),
@@ -163,33 +222,62 @@ def _probe_train_step(answer, run):
                 "training_after": all(m.training for m in model.modules()),
                 "any_training_after": any(m.training for m in model.modules()),
                 "inputs_changed": [
-                    name for name, given, kept in (("x", given_x, x), ("y", given_y, y))
-                    if not (given.shape == kept.shape and given.dtype == kept.dtype
-                            and given.requires_grad == kept.requires_grad
-                            and bool(torch.equal(given, kept)))
+                    name for name, given_value, kept in (("x", given_x, x), ("y", given_y, y))
+                    if not (given_value.shape == kept.shape and given_value.dtype == kept.dtype
+                            and given_value.requires_grad == kept.requires_grad
+                            and bool(torch.equal(given_value, kept)))
                 ],
                 "scalar_warning": scalar_warning,
                 **counts,
-            }
+            })
             torch.set_grad_enabled(True)
-            got["expected_loss"] = _train_step(reference_model, reference_optimizer, loss_fn, x, y)
-            got["expected"] = _flat_parameters(reference_model)
-            got["before"] = _flat_parameters(before)
-            if kind == "sgd":
-                got["gradient"] = _gradient_at(before, x, y)
-            else:
-                if index == 1:  # what a new Adam, made inside the call, would have done
-                    fresh = copy.deepcopy(before)
-                    _train_step(fresh, _make_optimizer(kind, fresh.parameters()), loss_fn, x, y)
-                    got["fresh_optimizer"] = _flat_parameters(fresh)
-                _train_step(own_loss_model, own_loss_optimizer, nn.functional.cross_entropy, x, y)
-                got["own_loss"] = _flat_parameters(own_loss_model)
-            calls.append(got)
-            record = {"lr": _LR, "phases": phases + [{"kind": kind, "calls": calls}]}
-            if _problem(_judge_train_step(record)):  # what is wrong shows already: stop
-                return record  # here, so that an error on a later input does not hide it
-        phases.append({"kind": kind, "calls": calls})
-    return {"lr": _LR, "phases": phases}
+    return record
+
+
+def _model_of(phase_given):
+    """The model a phase gave the learner, rebuilt: the architecture, with the recorded
+    parameters and mode (built inside a forked RNG: it leaves torch's generator alone)."""
+    with torch.random.fork_rng(devices=[]):
+        model = _step_model(getattr(torch, phase_given["dtype"]))
+    with torch.no_grad():
+        for parameter, facts in zip(model.parameters(), phase_given["parameters"], strict=True):
+            parameter.copy_(tensor_of(facts))
+    return model.train(phase_given["training"])
+
+
+def _expect_train_step(record):
+    """What the reference's steps give, from each phase's recorded start (the model, rebuilt
+    with its parameters; the optimizer, rebuilt with its settings and state; the loss_fn) on the
+    recorded batches: the parameters before and after each step and the loss it returns, and the
+    classic mistakes' results (SGD: this batch's gradient; Adam: the step of a new Adam, the steps
+    with plain cross entropy instead of loss_fn)."""
+    reference = train_step.reference
+    with torch.enable_grad():
+        for phase in record["phases"]:
+            start, kind = phase["given"], phase["kind"]
+            model = _model_of(start)
+            optimizer = _optimizer_of(start["optimizer"], model.parameters())
+            loss_fn = nn.CrossEntropyLoss(label_smoothing=start["label_smoothing"])
+            if start["label_smoothing"]:  # the same steps with a loss of the learner's own
+                own_loss_model = _model_of(start)
+                own_loss_optimizer = _optimizer_of(start["optimizer"], own_loss_model.parameters())
+            for index, call in enumerate(phase["calls"]):
+                x, y = tensor_of(call["given"]["x"]), tensor_of(call["given"]["y"])
+                before = copy.deepcopy(model)
+                call["expected_loss"] = reference(model, optimizer, loss_fn, x, y)
+                call["expected"] = _flat_parameters(model)
+                call["before"] = _flat_parameters(before)
+                if kind == "sgd":
+                    call["gradient"] = _gradient_at(before, x, y)
+                else:
+                    if index == 1:  # what a new Adam, made inside the call, would have done
+                        fresh = copy.deepcopy(before)
+                        new_optimizer = _optimizer_of({**start["optimizer"], "state": {}}, fresh.parameters())
+                        reference(fresh, new_optimizer, loss_fn, x, y)
+                        call["fresh_optimizer"] = _flat_parameters(fresh)
+                    reference(own_loss_model, own_loss_optimizer, nn.functional.cross_entropy, x, y)
+                    call["own_loss"] = _flat_parameters(own_loss_model)
+    return record
 
 
 def _judge_step_call(call, *, kind, lr, index, first_gradient):
@@ -371,6 +459,8 @@ def _judge_train_step(record):
             )
             if problem:
                 return problem
+    if record.get("raised"):
+        return Raised(record["raised"])
     if any(call.get("scalar_warning") for phase in record["phases"] for call in phase["calls"]):
         return PassNote(
             "torch warned \"Converting a tensor with requires_grad=True to a scalar may lead to "
@@ -395,11 +485,6 @@ def _shown_unless_scalar_warning(caught) -> bool:
     return found
 
 
-def _problem(judged) -> bool:
-    """A judge's answer that means failed: a message, not None and not a note on a pass."""
-    return judged is not None and not isinstance(judged, PassNote)
-
-
 train_step = Exercise(
     "train_step",
     chapter=CHAPTER,
@@ -408,6 +493,7 @@ train_step = Exercise(
         "train_step", ("model", "optimizer", "loss_fn", "x", "y"), returns="the loss as a Python float"
     ),
     probe=_probe_train_step,
+    expect=_expect_train_step,
     judge=_judge_train_step,
     reference=train_step,
     passed_message=(
