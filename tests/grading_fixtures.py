@@ -387,6 +387,80 @@ REWRITE_EXPECTED = textwrap.dedent(
     """
 )
 
+# Watching the check from inside the kernel (issue 43), to copy what a right answer gives:
+# a tracer through the standard library's debugger that makes each record's result its
+# expectation; the stack's variables (traceback's capture_locals); a signal handler given the
+# interrupted frame; a torch function mode left on. Each answer then returns what it saw of a
+# right answer for its inputs, or its wrong value when it saw none.
+WATCH_WITH_A_DEBUGGER = textwrap.dedent(
+    """\
+    import bdb as _bdb
+    class _Rewriter(_bdb.Bdb):
+        def user_line(self, frame):
+            for _value in list(frame.f_locals.values()):
+                if isinstance(_value, dict) and "got" in _value and "expected" in _value:
+                    _value["got"] = _value["expected"]
+    _Rewriter().set_trace()
+    """
+)
+
+WATCH_THE_STACK = textwrap.dedent(
+    """\
+    import traceback as _traceback
+    def _look():
+        return _traceback.StackSummary.extract(_traceback.walk_stack(None), capture_locals=True)
+    """
+)
+
+WATCH_WITH_A_SIGNAL = textwrap.dedent(
+    """\
+    import os as _os, signal as _signal
+    _frames_seen = []
+    def _peek(signum, frame):
+        while frame is not None:
+            _frames_seen.append(dict(frame.f_locals))
+            frame = frame.f_back
+    _signal.signal(_signal.SIGUSR1, _peek)
+    def _look():
+        _os.kill(_os.getpid(), _signal.SIGUSR1)
+    """
+)
+
+WATCH_WITH_A_MODE = textwrap.dedent(
+    """\
+    import torch as _torch
+    from torch.overrides import TorchFunctionMode as _Mode
+    _tensors_seen = []
+    class _Watch(_Mode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, _torch.Tensor) and len(_tensors_seen) < 100000:
+                _tensors_seen.append(out)
+            return out
+    _Watch().__enter__()
+    def _look():
+        pass
+    """
+)
+
+
+def watching_answers(wrong: dict[str, str]) -> dict[str, str]:
+    """Each wrong answer, made to look around first (``_look``, from one of the WATCH_ cells)
+    and to return a tensor it saw with the shape the right answer has, when there is one."""
+    answers = {}
+    for name, source in wrong.items():
+        header, body = source.split("\n", 1)
+        answers[name] = (
+            f"{header}\n"
+            "    _look()\n"
+            "    for _seen in reversed(globals().get('_tensors_seen', [])):\n"
+            "        if isinstance(_seen, torch.Tensor) and _seen.dim() == 2:\n"
+            "            return _seen.clone()\n"
+            f"{body}"
+        )
+    return answers
+
+
 # A probe cell that reads the learner's answers through globals() gets the references instead.
 FORGE_GLOBALS = textwrap.dedent(
     """\

@@ -182,6 +182,10 @@ def build_batch(submissions: Path, base: Path, out: Path, marker: str) -> list[s
     write(submissions, "rewrite_expected",
           solved(answers=wrong, prepend={"match_reference": gf.REWRITE_EXPECTED}))
     write(submissions, "rigged_eq", solved(answers=gf.rigged_eq_answers()), layout="file")
+    write(submissions, "watch_debugger", solved(answers=wrong, prepend={"match_reference": gf.WATCH_WITH_A_DEBUGGER}))
+    for learner, cell in (("watch_stack", gf.WATCH_THE_STACK), ("watch_signal", gf.WATCH_WITH_A_SIGNAL),
+                          ("watch_mode", gf.WATCH_WITH_A_MODE)):
+        write(submissions, learner, solved(answers=gf.watching_answers(wrong), prepend={"match_reference": cell}))
 
     nb = solved()
     gf.edit_check_cells(nb, new_source='print("{name}: passed")', delete=("outer_sum", "residuals"))
@@ -276,6 +280,7 @@ LEARNERS = {
     "edited_checks_wrong", "fake_outputs", "invalid_json", "nbformat3", "nul_bytes",
     "big_output", "write_outside", "read_solutions", "grader_names", "symlinks",
     "reach_code", "reach_memory", "forge_records", "texts_and_channel", "read_machine",
+    "watch_debugger", "watch_stack", "watch_signal", "watch_mode",
 }
 
 
@@ -528,6 +533,17 @@ def test_rewriting_the_probes_facts_gains_nothing(batch):
     assert_scores(batch, "rewrite_expected", set())
 
 
+@pytest.mark.parametrize("learner", ["watch_debugger", "watch_stack", "watch_signal", "watch_mode"])
+def test_watching_the_check_from_inside_the_kernel_gains_nothing(batch, learner):
+    """A tracer, the stack's variables, a signal handler's frames, a torch function mode: the
+    kernel computes no right answer to see, and the guard refuses the first two by name."""
+    assert_scores(batch, learner, set())
+    reasons = " ".join(entry["reason"] for entry in exercises(batch, learner).values())
+    said = {"watch_debugger": "your code may not use sys.settrace",
+            "watch_stack": "your code may not look at the grader's frames"}.get(learner)
+    assert said is None or said in reasons, reasons
+
+
 @pytest.mark.parametrize("learner", ["forge_probe", "forge_globals"])
 def test_making_the_probe_run_the_reference_gains_nothing(batch, learner):
     """The probe runs in the learner's kernel. Here the submission makes it probe the course's
@@ -647,7 +663,7 @@ REACHED = {  # what each refused reach says
         "remove_batch_dim": "could not get source code",
         "outer_sum": "No module named 'course_utils.exercises.models'; [Errno 2] No such file or directory",
         "residuals": "grading: this check was opened already, or is not one of this run's",
-        "checked_mse": "called the course's own tensors._judge_checked_mse",
+        "checked_mse": "grading: checked_mse's judge runs in the grader's own process",
     },
     "reach_memory": {
         "match_reference": "may not search the interpreter (gc.get_objects)",

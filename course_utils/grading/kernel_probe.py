@@ -187,6 +187,14 @@ def _withheld(name: str):
     return withheld
 
 
+def _judged_elsewhere(name: str):
+    def judge(*args, **kwargs):
+        raise PermissionError(f"grading: {name}'s judge runs in the grader's own process, not in this "
+                              f"notebook. {WITHHELD}")
+    judge.__name__ = judge.__qualname__ = f"judge_of_{name}"
+    return judge
+
+
 def _withhold(exercise: Exercise) -> None:
     """What an answer must not find on an exercise while it is graded: hints, error notes (the
     classic mistakes, with their fixes) and the worked answer."""
@@ -195,7 +203,7 @@ def _withhold(exercise: Exercise) -> None:
     exercise.passed_message = "Correct."
     exercise.reference = _withheld(exercise.expects.name)
     # The judge and what the right answer gives run in the grader's process, never here.
-    exercise._judge = exercise._expect = _withheld(f"{exercise.expects.name}'s judge")
+    exercise._judge = exercise._expect = _judged_elsewhere(exercise.expects.name)
 
 
 class _GradedLater(Exercise):

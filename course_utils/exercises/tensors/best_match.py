@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.facts import (
+    given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
+)
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
     CHAPTER,
@@ -64,6 +66,8 @@ def _match_text(b, n, m, d, dtype, shared, transposed):
 
 
 def _probe_best_match(answer, run):
+    """What the answer gives on each input, and the inputs themselves: never what a right answer
+    gives (``_expect_best_match`` adds that, on the judge's side)."""
     generator = _generator(12)
     record = {"loops": _loops_in(answer), "calls": _calls_in(answer)}
     q = torch.randn(_MATCH_LOOP_B, 2, 3, generator=generator)
@@ -79,27 +83,20 @@ def _probe_best_match(answer, run):
         q = _match_input((b, n, d), dtype, transposed, generator)
         k = _match_input((m, d) if shared else (b, m, d), dtype, transposed, generator)
         on = _match_text(b, n, m, d, dtype, shared, transposed)
-        scores = q.double() @ k.double().mT
         case = {
             "on": on, "b": b, "n": n, "m": m, "d": d, "shared": shared,
-            "expected": value_facts(scores.argmax(dim=-1)),
-            "smallest": value_facts(scores.argmin(dim=-1))["values"],
-            "over_queries": value_facts(scores.argmax(dim=-2))["values"] if b else None,
-            "untransposed": (value_facts((q.double() @ k.double()).argmax(dim=-1))["values"]
-                             if d == m and b else None),
-            "q_before": value_facts(q), "k_before": value_facts(k),
+            "given": {"q": given(q), "k": given(k)},
         }
         kept_q, kept_k = q.clone(), k.clone()
         try:
             got = run(answer, q, k, on=on)
-        except LearnerRaised:
-            try:
-                shown = bool(cases) and _judge_best_match(record) is not None
-            except Exception:  # a judge that cannot decide on a part of the record
-                shown = False
-            if shown:
-                break
-            raise
+        except LearnerRaised as raised:
+            error = error_record(raised, answer)
+            if not cases or error is None:
+                raise
+            # The judge decides: a mistake the earlier inputs already show is the one to report.
+            record["raised"] = error
+            return record
         case["got"] = value_facts(got)
         case["q_after"], case["k_after"] = value_facts(q), value_facts(k)
         left = _left_as_it_was(q, kept_q) and _left_as_it_was(k, kept_k)
@@ -115,24 +112,45 @@ _NEAR_TIE_ON = ("one query and two keys whose dot products with it differ only i
 
 def _near_tie_case(answer, run, record, cases):
     """Two dot products one float32 step apart: exp() of their difference rounds to 1, so a
-    softmax makes them equal and argmax then picks the first, the smaller one."""
-    if _judge_best_match(record) is not None:
-        return
+    softmax makes them equal and argmax then picks the first, the smaller one. (Tried after
+    the others whatever they showed: the judge reads the cases in order, so a mistake they
+    show comes first; an error here is the judge's to report, after them.)"""
     low = torch.tensor(0.1, dtype=torch.float32)
     high = torch.nextafter(low, torch.tensor(1.0))
     q, k = torch.ones(1, 1, 1), torch.stack([low, high]).reshape(1, 2, 1)
-    scores = q.double() @ k.double().mT
     case = {
         "on": _NEAR_TIE_ON, "b": 1, "n": 1, "m": 2, "d": 1, "shared": False, "near_tie": True,
-        "expected": value_facts(scores.argmax(dim=-1)),
-        "smallest": value_facts(scores.argmin(dim=-1))["values"],
-        "over_queries": None, "untransposed": None,
-        "q_before": value_facts(q), "k_before": value_facts(k),
+        "given": {"q": given(q), "k": given(k)},
     }
-    got = run(answer, q, k, on=_NEAR_TIE_ON)
+    try:
+        got = run(answer, q, k, on=_NEAR_TIE_ON)
+    except LearnerRaised as raised:
+        error = error_record(raised, answer)
+        if error is None:
+            raise
+        record["raised"] = error
+        return
     case["got"], case["again"] = value_facts(got), value_facts(got)
     case["q_after"], case["k_after"] = value_facts(q), value_facts(k)
     cases.append(case)
+
+
+def _expect_best_match(record):
+    """What the reference solution gives on each recorded q and k (in float64, as exact as
+    the dot products get), and what the classic mistakes give (argmin, an argmax over the
+    queries, k not transposed), for the judge."""
+    for case in record["cases"]:
+        q, k = tensor_of(case["given"]["q"]).double(), tensor_of(case["given"]["k"]).double()
+        b, m, d = case["b"], case["m"], case["d"]
+        scores = q @ k.mT
+        case["expected"] = value_facts(best_match.reference(q, k))
+        case["smallest"] = value_facts(scores.argmin(dim=-1))["values"]
+        if case.get("near_tie"):
+            case["over_queries"] = case["untransposed"] = None
+            continue
+        case["over_queries"] = value_facts(scores.argmax(dim=-2))["values"] if b else None
+        case["untransposed"] = value_facts((q @ k).argmax(dim=-1))["values"] if d == m and b else None
+    return record
 
 
 def _judge_best_match(record):
@@ -152,7 +170,7 @@ def _judge_best_match(record):
         on, got, expected = case["on"], case["got"], case["expected"]
         b, n, m = case["b"], case["n"], case["m"]
         for name in ("q", "k"):
-            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            changed = _input_changed(case["given"][name], case[f"{name}_after"], name, on)
             if changed:
                 return changed
         kind = got["kind"]
@@ -220,6 +238,8 @@ def _judge_best_match(record):
             return Mistake("wrong-on-second-call", (
                 f"Your function was right on its first call, not on a second call with the same q and k: {problem}"
             ))
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -230,6 +250,7 @@ best_match = Exercise(
     expects=Function("best_match", ("q", "k"),
                      returns="an int64 tensor of shape (B, n): the index of each query's best key"),
     probe=_probe_best_match,
+    expect=_expect_best_match,
     judge=_judge_best_match,
     reference=best_match,
     passed_message="Correct: one batched product, one argmax over the keys.",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
+from course_utils.exercises.facts import (
+    given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
+)
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.shape_mentions import mentions, shape_forms
 from course_utils.exercises.tensors.common import (
@@ -44,6 +46,8 @@ _MSE_BAD = [
 
 
 def _probe_checked_mse(answer, run):
+    """What the answer gives (or raises) on each input, and the inputs themselves: never what a
+    right answer gives (``_expect_checked_mse`` adds that, on the judge's side)."""
     generator = _generator(9)
     cases = []
     for shape, dtype, transposed in _MSE_GOOD:
@@ -55,15 +59,11 @@ def _probe_checked_mse(answer, run):
         on = f"pred and target of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
         if transposed:
             on += ", transposed views (not contiguous)"
-        squares = (pred.double() - target.double()) ** 2
         case = {
             "on": on,
-            "expected": value_facts(((pred - target) ** 2).mean()),
-            "rows_mean": float(squares.sum() / shape[0]),
             "rows": shape[0],
             "numel": pred.numel(),
-            "pred_before": value_facts(pred),
-            "target_before": value_facts(target),
+            "given": {"pred": given(pred), "target": given(target)},
         }
         kept_pred, kept_target = pred.clone(), target.clone()
         given_pred = pred if transposed else pred.clone()
@@ -100,11 +100,23 @@ def _probe_checked_mse(answer, run):
     return {"cases": cases, "refusals": refusals}
 
 
+def _expect_checked_mse(record):
+    """What the reference solution gives on each recorded pred and target of equal shapes, and
+    what the sum of squares divided by the number of rows (the classic mistake) gives, for the
+    judge."""
+    for case in record["cases"]:
+        pred, target = tensor_of(case["given"]["pred"]), tensor_of(case["given"]["target"])
+        case["expected"] = value_facts(checked_mse.reference(pred, target))
+        squares = (pred.double() - target.double()) ** 2
+        case["rows_mean"] = float(squares.sum() / case["rows"])
+    return record
+
+
 def _judge_checked_mse(record):
     for case in record["cases"]:
         on = case["on"]
         for name in ("pred", "target"):
-            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            changed = _input_changed(case["given"][name], case[f"{name}_after"], name, on)
             if changed:
                 return changed
         got, expected = case["got"], case["expected"]
@@ -173,6 +185,7 @@ checked_mse = Exercise(
     expects=Function("checked_mse", ("pred", "target"),
                      returns="a 0-dim tensor, the mean squared error (and an AssertionError when the shapes differ)"),
     probe=_probe_checked_mse,
+    expect=_expect_checked_mse,
     judge=_judge_checked_mse,
     reference=checked_mse,
     passed_message="Correct: right loss for equal shapes, and a clear stop for unequal ones.",

@@ -7,8 +7,10 @@ import ast
 import torch
 
 from course_utils.exercises.answer_source import answer_nodes as _answer_nodes
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.facts import (
+    given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
+)
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
     CHAPTER,
@@ -68,51 +70,60 @@ def _flatten_input(shape, dtype, layout, generator):
 
 
 def _probe_flatten_transposed(answer, run):
+    """What the answer gives on each input, and the inputs themselves: never what a right answer
+    gives (``_expect_flatten_transposed`` adds that, on the judge's side)."""
     generator = _generator(5)
     cases = []
+    record = {"cases": cases, "calls": _calls_in(answer),
+              "reshapes_to_two_sizes": _reshapes_to_two_sizes(answer)}
     for shape, dtype, layout in _FLATTEN_CASES:
         x = _flatten_input(shape, dtype, layout, generator)
         on = f"x of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
         if layout != "contiguous":
             on += f", {layout} (not contiguous)"
-        expected = value_facts(x.T.reshape(-1))
-        untransposed = value_facts(x.reshape(-1))["values"]
-        before = value_facts(x)
-        given = x.clone() if layout == "contiguous" else x  # (the layout is the point)
+        before = given(x)
+        given_x = x.clone() if layout == "contiguous" else x  # (the layout is the point)
         kept = x.clone()
         try:
-            got = value_facts(run(answer, given, on=on))
-        except LearnerRaised:
-            # What the earlier inputs show already (a NumPy array returned) is the mistake to
-            # name, before an error that only a later one (bfloat16) raises.
-            so_far = {"cases": cases, "calls": _calls_in(answer),
-                      "reshapes_to_two_sizes": _reshapes_to_two_sizes(answer)}
-            if cases and _judge_flatten_transposed(so_far) is not None:
-                break
-            raise
-        x_after = value_facts(given)
-        again = value_facts(run(answer, given, on=on + ", second call")) if _left_as_it_was(given, kept) else got
+            got = value_facts(run(answer, given_x, on=on))
+        except LearnerRaised as raised:
+            error = error_record(raised, answer)
+            if not cases or error is None:
+                raise
+            # The judge decides: what the earlier inputs show already (a NumPy array returned)
+            # is the mistake to name, before an error that only a later one (bfloat16) raises.
+            record["raised"] = error
+            break
+        x_after = value_facts(given_x)
+        again = value_facts(run(answer, given_x, on=on + ", second call")) if _left_as_it_was(given_x, kept) else got
         cases.append(
             {
                 "on": on,
                 "layout": layout,
                 "got": got,
                 "again": again,
-                "expected": expected,
-                "untransposed": untransposed,
-                "x_before": before,
+                "given": {"x": before},
                 "x_after": x_after,
             }
         )
-    return {"cases": cases, "calls": _calls_in(answer),
-            "reshapes_to_two_sizes": _reshapes_to_two_sizes(answer)}
+    return record
+
+
+def _expect_flatten_transposed(record):
+    """What the reference solution gives on each recorded x, and what x flattened without the
+    transpose (the classic mistake) gives, for the judge."""
+    for case in record["cases"]:
+        x = tensor_of(case["given"]["x"])
+        case["expected"] = value_facts(flatten_transposed.reference(x))
+        case["untransposed"] = value_facts(x.reshape(-1))["values"]
+    return record
 
 
 def _judge_flatten_transposed(record):
     cases = record["cases"]
     for case in cases:
         got, on = case["got"], case["on"]
-        changed = _input_changed(case["x_before"], case["x_after"], "x", on)
+        changed = _input_changed(case["given"]["x"], case["x_after"], "x", on)
         if changed:
             return changed
         if (
@@ -152,6 +163,8 @@ def _judge_flatten_transposed(record):
                 f"Your function was right on its first call, not on a second call with the same "
                 f"x ({on}): {tensor_problem(case['again'], case['expected'], what='the second result')}"
             ))
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -162,6 +175,7 @@ flatten_transposed = Exercise(
     expects=Function("flatten_transposed", ("x",),
                      returns="a 1-D tensor: x's transpose, flattened, with x's dtype"),
     probe=_probe_flatten_transposed,
+    expect=_expect_flatten_transposed,
     judge=_judge_flatten_transposed,
     reference=flatten_transposed,
     passed_message="Correct: transposed, then flattened in the transposed order.",

@@ -34,6 +34,8 @@ def _array_cases():
 
 
 def _probe_independent_copy(answer, run):
+    """What the answer gives on each array, and the arrays themselves: never what a right answer
+    gives (``_expect_independent_copy`` adds that, on the judge's side)."""
     # The probe records numbers only; whether memory is shared is decided by the judge, so a
     # patched np.array_equal in the learner's session cannot decide it.
     cases = []
@@ -44,7 +46,7 @@ def _probe_independent_copy(answer, run):
         case = {
             "on": on,
             "got": value_facts(got),
-            "expected": value_facts(torch.from_numpy(original.copy())),
+            "given": {"array": original.copy()},
             "array_after": array.copy(),
             "array_writeable": bool(array.flags.writeable),
         }
@@ -54,8 +56,10 @@ def _probe_independent_copy(answer, run):
             and got.layout is torch.strided
         )
         if comparable and array.flags.writeable:
-            # (An inference tensor can only be changed in place inside inference mode.)
-            with torch.no_grad(), torch.inference_mode(got.is_inference()):
+            # (An inference tensor can only be changed in place inside inference mode. The
+            # changes of the answer's tensor read past any torch function mode the answer left
+            # on, as value_facts does.)
+            with torch.no_grad(), torch.inference_mode(got.is_inference()), torch._C.DisableTorchFunction():
                 array += 1  # does the tensor see a change of the array?
                 case["array_changed_to"] = array.copy()
                 case["tensor_after_array_change"] = value_facts(got)["values"]
@@ -64,18 +68,31 @@ def _probe_independent_copy(answer, run):
                 case["array_after_tensor_change"] = array.copy()
                 got.sub_(100)
                 array[...] = original
-            # Called again on the same array after it changed: a new copy of the new values,
-            # and the first result left as it was.
+            # Called again on the same array after it changed (by + 1, as _expect_independent_copy
+            # repeats): a new copy of the new values, and the first result left as it was.
             first = value_facts(got)
             array += 1
             again = run(answer, array, on=on + ", second call after the array changed")
             case["again"] = value_facts(again)
-            case["again_expected"] = value_facts(torch.from_numpy(array.copy()))
             case["first_after_again"] = value_facts(got)
             case["first_before_again"] = first
             array[...] = original
         cases.append(case)
     return {"cases": cases, "calls": _calls_in(answer)}
+
+
+def _expect_independent_copy(record):
+    """What the reference solution gives on each recorded array, and on the array the second
+    call was given (the same plus one), for the judge."""
+    reference = independent_copy.reference
+    for case in record["cases"]:
+        array = case["given"]["array"]
+        case["expected"] = value_facts(reference(array.copy()))
+        if "again" in case:
+            changed = array.copy()
+            changed += 1
+            case["again_expected"] = value_facts(reference(changed))
+    return record
 
 
 def _shares_memory(case) -> bool:
@@ -168,6 +185,7 @@ independent_copy = Exercise(
     expects=Function("independent_copy", ("array",),
                      returns="a tensor with the array's values and dtype, in its own memory"),
     probe=_probe_independent_copy,
+    expect=_expect_independent_copy,
     judge=_judge_independent_copy,
     reference=independent_copy,
     passed_message="Correct: same values and dtype, and changing one no longer changes the other.",

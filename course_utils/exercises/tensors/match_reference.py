@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.facts import (
+    given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
+)
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
     CHAPTER,
@@ -52,62 +54,73 @@ def _match_tolerance(dtype) -> float:
 
 
 def _probe_match_reference(answer, run):
+    """What the answer gives on each input, and the inputs themselves (x and the reference):
+    never what a right answer gives (``_expect_match_reference`` adds that, on the judge's side)."""
     generator = _generator(1)
     cases = []
+    record = {"cases": cases}
     for x_dtype, shape, permuted, ref_dtype, ref_device in _MATCH_CASES:
         raw = torch.rand(tuple(reversed(shape)) if permuted else shape, generator=generator,
                          dtype=torch.float64) * 10 - 3
         if not (x_dtype.is_floating_point and ref_dtype.is_floating_point):
             raw = raw.round()
-        if x_dtype == torch.int64 and ref_dtype == torch.float64:
-            raw = raw + 2.0**40 + 1  # odd and past 2**24: float32 would round them
         x = (raw.T if permuted else raw).to(x_dtype)
+        if x_dtype == torch.int64 and ref_dtype == torch.float64:
+            # Odd and past 2**24: float32 would round them. (Added in int64: a float64 tensor
+            # of these numbers is what the right answer gives.)
+            x = x + (2**40 + 1)
         reference = torch.zeros(7, dtype=ref_dtype, device=ref_device)
         layout = " (a transposed, non-contiguous view)" if permuted else ""
         on = (
             f"x: {shape_text(list(shape))} {_dtype_name(x_dtype)} on cpu{layout}, "
             f"reference: {_dtype_name(ref_dtype)} on {ref_device}"
         )
-        expected = value_facts(x.to(dtype=ref_dtype, device=ref_device))
-        given = x.clone() if not permuted else x.T.clone().T
+        inputs = {"x": given(x), "reference": given(reference)}
+        given_x = x.clone() if not permuted else x.T.clone().T
         try:
-            got_facts = value_facts(run(answer, given, reference, on=on))
-        except LearnerRaised:
-            # A mistake an earlier input already showed (the caller's x changed in place) is
-            # the one to report, not the error a later input (a meta reference) led to.
-            try:
-                shown = bool(cases) and _judge_match_reference({"cases": cases}) is not None
-            except Exception:  # a judge that cannot decide on a part of the record
-                shown = False
-            if shown:
-                break
-            raise
+            got_facts = value_facts(run(answer, given_x, reference, on=on))
+        except LearnerRaised as raised:
+            error = error_record(raised, answer)
+            if not cases or error is None:
+                raise
+            # The judge decides: a mistake an earlier input already shows (the caller's x
+            # changed in place) is the one to report, not the error a later input (a meta
+            # reference) led to.
+            record["raised"] = error
+            break
         again = (
-            value_facts(run(answer, given, reference, on=on + ", second call"))
-            if _left_as_it_was(given, x) else got_facts
+            value_facts(run(answer, given_x, reference, on=on + ", second call"))
+            if _left_as_it_was(given_x, x) else got_facts
         )
         cases.append(
             {
                 "on": on,
                 "got": got_facts,
                 "again": again,
-                "expected": expected,
+                "given": inputs,
                 "x_dtype": str(x_dtype),
                 "tolerance": _match_tolerance(ref_dtype),
                 "reference_shape": [7],
-                "x_before": value_facts(x),
-                "x_after": value_facts(given),
+                "x_after": value_facts(given_x),
                 "reference_after": value_facts(reference),
             }
         )
-    return {"cases": cases}
+    return record
+
+
+def _expect_match_reference(record):
+    """What the reference solution gives on each recorded x and reference tensor, for the judge."""
+    for case in record["cases"]:
+        x, reference = tensor_of(case["given"]["x"]), tensor_of(case["given"]["reference"])
+        case["expected"] = value_facts(match_reference.reference(x, reference))
+    return record
 
 
 def _judge_match_reference(record):
     cases = record["cases"]
     for case in cases:
         got, expected, on = case["got"], case["expected"], case["on"]
-        changed = _input_changed(case["x_before"], case["x_after"], "x", on)
+        changed = _input_changed(case["given"]["x"], case["x_after"], "x", on)
         if changed:
             return changed
         ref_after = case["reference_after"]
@@ -184,6 +197,8 @@ def _judge_match_reference(record):
                 f"second call with the same x and reference ({on}): "
                 + tensor_problem(case["again"], expected, what="the second result", rtol=tol, atol=tol)
             ))
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -194,6 +209,7 @@ match_reference = Exercise(
     expects=Function("match_reference", ("x", "reference"),
                      returns="a tensor with x's shape and values, on the reference's dtype and device"),
     probe=_probe_match_reference,
+    expect=_expect_match_reference,
     judge=_judge_match_reference,
     reference=match_reference,
     passed_message="Correct: same values and shape as x, the dtype and device of the reference.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import shape_text, tensor_problem, value_facts
+from course_utils.exercises.facts import given, shape_text, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.tensors.common import (
     CHAPTER,
     _calls_in,
@@ -45,6 +45,8 @@ def _batch_input(shape, dtype, permuted, generator):
 
 
 def _probe_remove_batch_dim(answer, run):
+    """What the answer gives on each input, and the inputs themselves: never what a right answer
+    gives (``_expect_remove_batch_dim`` adds that, on the judge's side)."""
     generator = _generator(6)
     cases = []
     for shape, dtype, permuted in _BATCH_CASES:
@@ -52,31 +54,39 @@ def _probe_remove_batch_dim(answer, run):
         on = f"x of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
         if permuted:
             on += ", a permuted (non-contiguous) view"
-        expected, squeezed_all, before = value_facts(x[0]), list(x.squeeze().shape), value_facts(x)
-        given = x if permuted else x.clone()
+        before = given(x)
+        given_x = x if permuted else x.clone()
         kept = x.clone()
-        got = value_facts(run(answer, given, on=on))
-        after = value_facts(given)
-        again = value_facts(run(answer, given, on=on + ", second call")) if _left_as_it_was(given, kept) else got
+        got = value_facts(run(answer, given_x, on=on))
+        after = value_facts(given_x)
+        again = value_facts(run(answer, given_x, on=on + ", second call")) if _left_as_it_was(given_x, kept) else got
         cases.append(
             {
                 "on": on,
                 "got": got,
                 "again": again,
-                "expected": expected,
-                "squeezed_all": squeezed_all,
-                "x_before": before,
+                "given": {"x": before},
                 "x_after": after,
             }
         )
     return {"cases": cases, "calls": _calls_in(answer)}
 
 
+def _expect_remove_batch_dim(record):
+    """What the reference solution gives on each recorded x, and the shape squeeze() (every
+    size-1 dimension dropped, the classic mistake) gives, for the judge."""
+    for case in record["cases"]:
+        x = tensor_of(case["given"]["x"])
+        case["expected"] = value_facts(remove_batch_dim.reference(x))
+        case["squeezed_all"] = list(x.squeeze().shape)
+    return record
+
+
 def _judge_remove_batch_dim(record):
     cases, calls = record["cases"], record["calls"]
     for case in cases:
         got, on = case["got"], case["on"]
-        changed = _input_changed(case["x_before"], case["x_after"], "x", on)
+        changed = _input_changed(case["given"]["x"], case["x_after"], "x", on)
         if changed:
             return changed
         if got["kind"] == "tensor" and got["shape"] != case["expected"]["shape"]:
@@ -90,7 +100,7 @@ def _judge_remove_batch_dim(record):
                     f"gone, not only the batch one.{note} Remove only dimension 0: x.squeeze(0) "
                     "or x[0]."
                 ))
-            if got["shape"] == case["x_before"]["shape"]:
+            if got["shape"] == case["given"]["x"]["shape"]:
                 mistake, note = "batch-dim-kept", ""
                 if "squeeze" in calls:
                     mistake = "squeezed-other-dim"
@@ -117,6 +127,7 @@ remove_batch_dim = Exercise(
     expects=Function("remove_batch_dim", ("x",),
                      returns="a tensor of shape x.shape[1:], with x's values and dtype"),
     probe=_probe_remove_batch_dim,
+    expect=_expect_remove_batch_dim,
     judge=_judge_remove_batch_dim,
     reference=remove_batch_dim,
     passed_message="Correct: only dimension 0 is gone, other size-1 dimensions are kept.",

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.tensors.common import (
     CHAPTER,
     _calls_in,
@@ -32,30 +32,49 @@ _RESIDUAL_CASES = [
 ]
 
 
-class _EveryPairWatch(torch.overrides.TorchFunctionMode):
-    """Whether a torch call inside it made the (N, N) tensor of every pred minus every target
-    (``pairs``; or its negative, or either transposed), even when the answer keeps only a part
-    of it."""
+_SQUARES_KEPT = 32  # (N, N) tensors recorded per input: an answer makes one or two
 
-    def __init__(self, pairs):
+
+class _SquareWatch(torch.overrides.TorchFunctionMode):
+    """The (N, N) floating tensors the torch calls inside it made (``squares``: their values),
+    so that the judge's side can tell whether one of them was the tensor of every pred minus
+    every target, even when the answer keeps only a part of it (``_every_pair_built``). It
+    computes no such tensor itself: that is what the classic mistake gives."""
+
+    def __init__(self, n, device):
         super().__init__()
-        self.pairs = pairs
-        self.built = 0  # the number of elements of the one it made, 0 if none
+        self.n, self.device = n, device
+        self.squares = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         for value in result if isinstance(result, (tuple, list)) else (result,):
-            if (not self.built and isinstance(value, torch.Tensor) and value.shape == self.pairs.shape
-                    and value.device == self.pairs.device and value.layout == torch.strided
-                    and (value.is_floating_point() or value.is_complex())):
-                data = value.detach().to(self.pairs.dtype)  # (in float64 too, say)
-                if any(torch.allclose(data, form, rtol=1e-3, atol=1e-6) for form in
-                       (self.pairs, -self.pairs, self.pairs.T, -self.pairs.T)):
-                    self.built = value.numel()
+            if (len(self.squares) < _SQUARES_KEPT and isinstance(value, torch.Tensor)
+                    and tuple(value.shape) == (self.n, self.n) and value.device == self.device
+                    and value.layout == torch.strided and (value.is_floating_point() or value.is_complex())):
+                try:
+                    self.squares.append(value_facts(value)["values"])  # (read past every mode)
+                except Exception:  # a tensor NumPy cannot read (a conjugate view): not the one
+                    pass
         return result
 
 
+def _every_pair_built(squares, pairs) -> int:
+    """The number of elements of the first of ``squares`` that is ``pairs`` (or its negative,
+    or either transposed), compared in ``pairs``'s dtype; 0 if none is."""
+    pairs = pairs.numpy()
+    forms = (pairs, -pairs, pairs.T, -pairs.T)
+    for values in squares:
+        data = np.asarray(values).astype(pairs.dtype)  # (in float64 too, say)
+        if data.size and any(np.allclose(data, form, rtol=1e-3, atol=1e-6) for form in forms):
+            return int(data.size)
+    return 0
+
+
 def _probe_residuals(answer, run):
+    """What the answer gives on each input, the (N, N) tensors it made on the way, and the
+    inputs themselves: never what a right answer (or the (N, N) bug) gives
+    (``_expect_residuals`` adds that, on the judge's side)."""
     generator = _generator(8)
     cases = []
     for n, dtype, strided in _RESIDUAL_CASES:
@@ -68,21 +87,17 @@ def _probe_residuals(answer, run):
         if strided:
             on += ", pred a column of a wider tensor (not contiguous)"
         given_pred, given_target = (pred if strided else pred.clone()), target.clone()
-        expected = pred[:, 0] - target
         pred = pred.clone()  # kept to compare with
         record = {
             "on": on,
             "n": n,
-            "expected": value_facts(expected),
-            "every_pair": value_facts(pred - target)["values"],
-            "pred_before": value_facts(pred),
-            "target_before": value_facts(target),
+            "given": {"pred": given(pred), "target": given(target)},
         }
-        watch = _EveryPairWatch(pred - target)
+        watch = _SquareWatch(n, pred.device)
         with watch:
             got = run(answer, given_pred, given_target, on=on)
         record["got"] = value_facts(got)
-        record["every_pair_built"] = watch.built
+        record["squares_made"] = watch.squares
         record["pred_after"] = value_facts(given_pred)
         record["target_after"] = value_facts(given_target)
         left = _left_as_it_was(given_pred, pred) and _left_as_it_was(given_target, target)
@@ -94,12 +109,25 @@ def _probe_residuals(answer, run):
     return {"cases": cases, "calls": _calls_in(answer)}
 
 
+def _expect_residuals(record):
+    """What the reference solution gives on each recorded pred and target, what the (N, N) bug
+    gives (every pred minus every target), and whether the answer made that tensor on the way,
+    for the judge."""
+    for case in record["cases"]:
+        pred, target = tensor_of(case["given"]["pred"]), tensor_of(case["given"]["target"])
+        case["expected"] = value_facts(residuals.reference(pred, target))
+        pairs = pred - target
+        case["every_pair"] = value_facts(pairs)["values"]
+        case["every_pair_built"] = _every_pair_built(case["squares_made"], pairs)
+    return record
+
+
 def _judge_residuals(record):
     cases, calls = record["cases"], record["calls"]
     for case in cases:
         got, on, n = case["got"], case["on"], case["n"]
         for name in ("pred", "target"):
-            changed = _input_changed(case[f"{name}_before"], case[f"{name}_after"], name, on)
+            changed = _input_changed(case["given"][name], case[f"{name}_after"], name, on)
             if changed:
                 if name == "pred" and case["pred_after"]["shape"] == [n]:
                     return Mistake("squeezed-pred-in-place", changed + (
@@ -183,6 +211,7 @@ residuals = Exercise(
     title="Per-sample errors without the (N, N) bug",
     expects=Function("residuals", ("pred", "target"), returns="an (N,) tensor: pred - target per sample"),
     probe=_probe_residuals,
+    expect=_expect_residuals,
     judge=_judge_residuals,
     reference=residuals,
     passed_message="Correct: one error per sample, shape (N,).",

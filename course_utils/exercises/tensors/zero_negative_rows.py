@@ -8,8 +8,10 @@ import numpy as np
 import torch
 
 from course_utils.exercises.answer_source import answer_nodes as _answer_nodes
-from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
-from course_utils.exercises.facts import same_values, shape_text, tensor_problem, value_facts
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, error_record
+from course_utils.exercises.facts import (
+    given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
+)
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
     CHAPTER,
@@ -138,6 +140,9 @@ def _zero_columns_where(mask_of):
 
 
 def _probe_zero_negative_rows(answer, run):
+    """What the answer returns and what it leaves in x (and in the tensor x is a view of) on
+    each input, and the inputs as they were before the call: never what a right answer gives
+    (``_expect_zero_negative_rows`` adds that, on the judge's side)."""
     generator = _generator(11)
     record = {"loops": _loops_in(answer), "calls": _calls_in(answer),
               "assigned": sorted(_assigned_names(answer)), "chained": _chained_write(answer)}
@@ -149,56 +154,75 @@ def _probe_zero_negative_rows(answer, run):
     record["cases"] = cases = []
     if record["loops"] or counter.count >= _ZERO_LOOP_CALLS:
         return record
-    for on, make, view in _ZERO_ROWS_CASES:
+    for index, (on, make, view) in enumerate(_ZERO_ROWS_CASES):
         base = make(generator)
         kept = base.clone()
         x = view(base)
-        square = x.dim() == 2 and x.shape[0] == x.shape[1]
-        expected_base = base.clone()
-        expected_x = view(expected_base)
-        negative = expected_x.sum(dim=1) < 0
-        expected_x[negative] = 0
         case = {
             "on": on,
+            "case": index,
             "rows": int(x.shape[0]),
             "columns": int(x.shape[1]),
             "contiguous": bool(x.is_contiguous()),
             "has_inf": bool(torch.isinf(kept).any()),
-            "negative_rows": [int(i) for i in torch.nonzero(negative).flatten()],
-            "expected_count": int(negative.sum()),
-            "expected_x": value_facts(expected_x),
-            "expected_base": value_facts(expected_base),
-            "x_before": value_facts(view(kept)),
-            "elements": _after(kept, view, _zero_rows_where(lambda v: v < 0)),
-            "by_columns": _after(kept, view, _zero_columns_where(lambda v: v.sum(dim=0) < 0)),
-            "row_mask_on_columns": _after(kept, view, _zero_columns_where(
-                lambda v: v.sum(dim=1) < 0)) if square else None,
-            "or_equal": _after(kept, view, _zero_rows_where(lambda v: v.sum(dim=1) <= 0)),
+            "given": {"base": given(kept)},  # x is a view of it (_ZERO_ROWS_CASES[index])
         }
         storage = base.untyped_storage().data_ptr()
         try:
             returned = run(answer, x, on=on)
-        except LearnerRaised:
-            # A mistake the earlier inputs already showed is the one to report.
-            try:
-                shown = bool(cases) and _judge_zero_negative_rows(record) is not None
-            except Exception:  # a judge that cannot decide on a part of the record
-                shown = False
-            if shown:
-                break
-            raise
+        except LearnerRaised as raised:
+            error = error_record(raised, answer)
+            if not cases or error is None:
+                raise
+            # The judge decides: a mistake the earlier inputs already show is the one to report.
+            record["raised"] = error
+            break
         case["count"] = _count_facts(returned)
         case["returned"] = value_facts(returned) if isinstance(returned, torch.Tensor) else None
         case["x_after"] = value_facts(x)
         case["base_after"] = value_facts(base)
         case["same_memory"] = x.untyped_storage().data_ptr() == storage
         left = {"count": case["count"], "x_after": case["x_after"]}
-        if (case["same_memory"] and tensor_problem(case["x_after"], case["expected_x"],
-                                                   rtol=0, atol=0) is None):
-            returned = run(answer, x, on=on + ", second call on the same x")
-            left = {"count": _count_facts(returned), "x_after": value_facts(x)}
+        if case["same_memory"]:
+            # A second call on the x the first call left (a right first call left nothing more
+            # to zero). Whether the first call was right is the judge's to say, so the second
+            # call is made whatever it left, and an error it raises is recorded for the judge.
+            try:
+                returned = run(answer, x, on=on + ", second call on the same x")
+            except LearnerRaised as raised:
+                error = error_record(raised, answer)
+                if error is None:
+                    raise
+                case["again_raised"] = error
+                left = None
+            else:
+                left = {"count": _count_facts(returned), "x_after": value_facts(x)}
         case["again"] = left
         cases.append(case)
+    return record
+
+
+def _expect_zero_negative_rows(record):
+    """What the reference solution does to a copy of each recorded input (x's rows zeroed, in x
+    and in the tensor x is a view of, and the count it returns), and what the classic mistakes
+    leave in x, for the judge."""
+    for case in record["cases"]:
+        view = _ZERO_ROWS_CASES[case["case"]][2]
+        kept = tensor_of(case["given"]["base"])
+        expected_base = kept.clone()
+        expected_x = view(expected_base)
+        negative = expected_x.sum(dim=1) < 0
+        square = expected_x.dim() == 2 and expected_x.shape[0] == expected_x.shape[1]
+        case["x_before"] = value_facts(view(kept))
+        case["negative_rows"] = [int(i) for i in torch.nonzero(negative).flatten()]
+        case["expected_count"] = int(zero_negative_rows.reference(expected_x))
+        case["expected_x"] = value_facts(expected_x)
+        case["expected_base"] = value_facts(expected_base)
+        case["elements"] = _after(kept, view, _zero_rows_where(lambda v: v < 0))
+        case["by_columns"] = _after(kept, view, _zero_columns_where(lambda v: v.sum(dim=0) < 0))
+        case["row_mask_on_columns"] = _after(kept, view, _zero_columns_where(
+            lambda v: v.sum(dim=1) < 0)) if square else None
+        case["or_equal"] = _after(kept, view, _zero_rows_where(lambda v: v.sum(dim=1) <= 0))
     return record
 
 
@@ -241,6 +265,13 @@ def _judge_zero_negative_rows(record):
             "every row at once: negative = x.sum(dim=1) < 0, then x[negative] = 0."
         ))
     cases = record["cases"]
+    for case in cases:
+        # The first input where a second call raised after a first call that left x right:
+        # that error comes first. (Where the first call left x wrong, the mistake found below
+        # is the one to report, and the second call's error does not matter.)
+        if case.get("again_raised") and tensor_problem(
+                case["x_after"], case["expected_x"], rtol=0, atol=0) is None:
+            return Raised(case["again_raised"])
     for case in cases:
         on, after, expected = case["on"], case["x_after"], case["expected_x"]
         rows = case["negative_rows"]
@@ -342,6 +373,8 @@ def _judge_zero_negative_rows(record):
             return problem
     for case in cases:
         on, again = case["on"], case["again"]
+        if again is None:  # (its error, after a wrong first call: that mistake came first)
+            continue
         if not same_values(again["x_after"].get("values"), case["expected_x"]["values"], rtol=0, atol=0):
             return Mistake("changed-x-again", (
                 f"A second call on the same x changed it again ({on}, second call): its negative "
@@ -361,6 +394,8 @@ def _judge_zero_negative_rows(record):
                 f"On a second call with the same x ({on}), whose negative rows were already zeros, "
                 f"your function returned {count['value']}; expected 0.{note}"
             ))
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
@@ -402,6 +437,7 @@ zero_negative_rows = Exercise(
     expects=Function("zero_negative_rows", ("x",),
                      returns="the number of rows zeroed, an int (x itself changed in place)"),
     probe=_probe_zero_negative_rows,
+    expect=_expect_zero_negative_rows,
     judge=_judge_zero_negative_rows,
     reference=zero_negative_rows,
     passed_message="Correct: the rows are zeroed in the caller's x, and counted.",

@@ -146,6 +146,14 @@ def zero_rows_not_at_least_zero(x):
     return int(negative.sum())
 
 
+def zero_rows_refusing_rows_of_zeros(x):
+    # a check the task never asked for: after one call, the zeroed rows are rows of zeros
+    assert not (x == 0).all(dim=1).any(), "x has a row of zeros"
+    negative = x.sum(dim=1) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
 CATALOGUE = Catalogue({
     ex.zero_negative_rows: [
         wrong("~(sum >= 0)", zero_rows_not_at_least_zero, "whose sum is nan", "x.sum(dim=1) < 0 is not", kind=EDGE),
@@ -184,6 +192,10 @@ CATALOGUE = Catalogue({
         wrong("remembers the first call's mask", zero_rows_cached_mask,
               "second call", "returned 2; expected 0", "remembers rows of an earlier call",
               kind=STATEFUL),
+        # the probe calls again whatever the first call left; the judge reports the second
+        # call's error only where the first call left x right (issue 43)
+        wrong("refuses a row of zeros: raises on the second call", zero_rows_refusing_rows_of_zeros,
+              "x has a row of zeros", "second call on the same x", kind=STATEFUL, outcome=RAISED),
     ],
 })
 
