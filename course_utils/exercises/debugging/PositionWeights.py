@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE
-from course_utils.exercises.facts import not_a_module, same_values, shape_text, value_facts
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE, judge_side
+from course_utils.exercises.facts import given, not_a_module, same_values, shape_text, tensor_of, value_facts
 from course_utils.exercises.running import LearnerRaised
 
 
@@ -24,10 +24,6 @@ class PositionWeights(nn.Module):
         length = x.shape[1]
         steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
         return x * (steps / length)[:, None]
-
-
-def _position_weights(length: int) -> torch.Tensor:
-    return torch.arange(1, length + 1, dtype=torch.float64) / length
 
 
 def _plain_tensor_attributes(module: nn.Module) -> list[str]:
@@ -46,6 +42,9 @@ def _raised_text(raised: LearnerRaised) -> str:
 
 
 def _probe_position_weights(answer, run):
+    """What the answer's module gave on each input, and the inputs themselves ("given"): never
+    what a right module gives (``_expect_position_weights`` runs the reference on them, on the
+    judge's side)."""
     cases = []
     max_length = 16
     made = f"PositionWeights({max_length})"
@@ -57,9 +56,8 @@ def _probe_position_weights(answer, run):
     x = torch.randn(2, 3, 5, generator=_generator(0)).transpose(1, 2)
     x_in = x.clone()  # clone keeps x's strides: non-contiguous too
     got = run(module, x_in, on=on)
-    expected = (x.double() * _position_weights(5)[:, None]).float()
     cases.append({
-        "on": on, "got": value_facts(got), "expected": value_facts(expected),
+        "on": on, "got": value_facts(got), "given": {"x": given(x)},
         "changed_input": not torch.equal(x_in, x),
         # Parameters an optimizer given model.parameters() would train: weights that drift.
         "trainable": [name for name, p in module.named_parameters() if p.requires_grad],
@@ -69,8 +67,7 @@ def _probe_position_weights(answer, run):
           "requires grad")
     x = torch.randn(3, 4, 2, generator=_generator(2))
     x_in = x.clone().requires_grad_(True)
-    case = {"on": on, "expected": value_facts(x.double() * _position_weights(4)[:, None]),
-            "expected_grad": (torch.ones_like(x, dtype=torch.float64) * _position_weights(4)[:, None]).numpy()}
+    case = {"on": on, "given": {"x": given(x)}}
     try:
         got = run(module, x_in, on=on)
         case["got"] = value_facts(got)
@@ -115,9 +112,7 @@ def _probe_position_weights(answer, run):
     module = run(lambda: module.to(torch.bfloat16), on=f"{made}.to(torch.bfloat16)")
     x = x.to(torch.bfloat16)
     got = run(module, x.clone(), on=on)
-    expected = x.double() * _position_weights(6)[:, None]
-    case = {"on": on, "got": value_facts(got), "expected_values": expected.numpy(),
-            "expected_dtype": "torch.bfloat16"}
+    case = {"on": on, "got": value_facts(got), "given": {"x": given(x)}}
     if isinstance(got, torch.Tensor) and got.dtype != torch.bfloat16:
         # Does a new module, never called in float32, give bfloat16? Then this one kept weights.
         try:
@@ -134,9 +129,31 @@ def _probe_position_weights(answer, run):
     module = run(lambda: module.to(torch.float64), on=f"{made}.to(torch.float64)")
     x = torch.randn(1, 9, 1, generator=_generator(3), dtype=torch.float64)
     got = run(module, x.clone(), on=on)
-    expected = x * _position_weights(9)[:, None]
-    cases.append({"on": on, "got": value_facts(got), "expected_values": expected.numpy(),
-                  "expected_dtype": "torch.float64"})
+    cases.append({"on": on, "got": value_facts(got), "given": {"x": given(x)}})
+    return cases
+
+
+def _expect_position_weights(cases):
+    """What the reference module gives on each recorded input (computed in float64, the
+    values rounded once to the first input's float32), and the gradient out.sum() sends back
+    to x; the output's dtype is the input's."""
+    if "not_a_module" in cases[0]:
+        return cases
+    with judge_side():
+        module = PositionWeights.reference(16)
+        first = cases[0]
+        x = tensor_of(first["given"]["x"])
+        first["expected"] = value_facts(module(x.double()).float())
+        again = cases[1]
+        x = tensor_of(again["given"]["x"]).double().requires_grad_(True)
+        out = module(x)
+        out.sum().backward()
+        again["expected"] = value_facts(out.detach())
+        again["expected_grad"] = x.grad.numpy().copy()
+        for case in cases[3:]:
+            x = tensor_of(case["given"]["x"])
+            case["expected_values"] = module(x.double()).detach().numpy().copy()
+            case["expected_dtype"] = str(x.dtype)
     return cases
 
 
@@ -292,6 +309,7 @@ PositionWeights = Exercise(
     title="A forward that follows its input's device and dtype",
     expects=Function("PositionWeights", ("max_length",), returns="an nn.Module whose forward returns a tensor shaped like x"),
     probe=_probe_position_weights,
+    expect=_expect_position_weights,
     judge=_judge_position_weights,
     reference=PositionWeights,
     passed_message=(

@@ -6,7 +6,8 @@ One module per exercise, named like it (``flat_features.py``, ``PositionWeights.
 is written the way a learner would write it. Every probe builds its own small, seeded models and
 data on the CPU (or on the ``meta`` device, which has shapes and devices but no values, so a
 device mistake raises for real on any machine), runs the learner's code on them, and records
-only plain data.
+only plain data: the inputs it gave and what the learner's code did, never what a right answer
+gives (each exercise's ``expect`` rebuilds the inputs and runs the reference, on the judge's side).
 """
 
 from __future__ import annotations

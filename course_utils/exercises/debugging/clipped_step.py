@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
-from course_utils.exercises.facts import same_values
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, judge_side, load_given
+from course_utils.exercises.facts import given, same_values, tensor_of
 
 
 # ============================================================================================
@@ -22,9 +22,6 @@ def clipped_step(model, optimizer, loss, max_norm):
     total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     optimizer.step()
     return total_norm
-
-
-_clipped_step = clipped_step
 
 
 def _clipped_step_without_zero_grad(model, optimizer, loss, max_norm):
@@ -53,7 +50,7 @@ def _two_steps(step, model, batches, max_norm, call=None, fresh_optimizer=False)
 
 
 def _clip_model(frozen=False):
-    torch.manual_seed(6)
+    torch.manual_seed(_CLIP_SEED)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
     if frozen:  # a frozen first layer: its parameters get no .grad at all
         model[0].requires_grad_(False)
@@ -78,24 +75,31 @@ def _delta_with(model, x, y, clip):
     return (_flat(model) - before).numpy()
 
 
+_CLIP_CASES = [  # (what the input is, the targets' scale, max_norm, a frozen first layer)
+    ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0, False),
+    ("targets far off, max_norm=0.5", 30.0, 0.5, False),
+    ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0, False),
+    ("a model whose first layer is frozen (requires_grad=False, so its .grad stays None), "
+     "targets far off, max_norm=1.0", 30.0, 1.0, True),
+]
+_CLIP_SEED = 6  # the seed _clip_model builds every model with
+_TWICE_OPTIMIZER = {"kind": "SGD", "lr": 0.1, "momentum": 0.9, "state": "empty"}
+
+
 def _probe_clipped_step(answer, run):
+    """How far the answer's step moved each model and what it returned, and what each step
+    started from ("given": the model's parameters, the batch, the optimizer's settings): never
+    what the reference's step, its norm or a classic mistake gives (``_expect_clipped_step``
+    computes those on a rebuilt model, on the judge's side)."""
     cases = []
-    for on, scale, max_norm, frozen in [
-        ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0, False),
-        ("targets far off, max_norm=0.5", 30.0, 0.5, False),
-        ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0, False),
-        ("a model whose first layer is frozen (requires_grad=False, so its .grad stays None), "
-         "targets far off, max_norm=1.0", 30.0, 1.0, True),
-    ]:
+    for on, scale, max_norm, frozen in _CLIP_CASES:
         model = _clip_model(frozen)
         g = _generator(int(scale * 10) + int(max_norm * 10))
         x = torch.randn(16, 4, generator=g)
         y = torch.randn(16, 2, generator=g) * scale
-        pristine = copy.deepcopy(model)
-        probe_copy = copy.deepcopy(model)
-        nn.functional.mse_loss(probe_copy(x), y).backward()
-        grads = [p.grad for p in probe_copy.parameters() if p.grad is not None]
-        total = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+        start = {"seed": _CLIP_SEED, "frozen": frozen, "parameters": [given(p) for p in model.parameters()],
+                 "x": given(x), "y": given(y), "loss": "mse_loss", "max_norm": max_norm,
+                 "optimizer": {"kind": "SGD", "lr": 0.1, "momentum": 0.0, "state": "empty"}}
         before = _flat(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         loss = nn.functional.mse_loss(model(x), y)
@@ -103,25 +107,8 @@ def _probe_clipped_step(answer, run):
         case = {
             "on": on,
             "max_norm": max_norm,
-            "total": total,
+            "given": start,
             "delta": (_flat(model) - before).numpy(),
-            "expected": _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_norm_(m.parameters(), max_norm)),
-            "unclipped": _delta_with(pristine, x, y, lambda m: None),
-            "by_value": _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_value_(m.parameters(), max_norm)),
-            # Scaled to norm max_norm even when it was smaller: clipping that also scales up.
-            "scaled_up": _delta_with(pristine, x, y, lambda m: [
-                p.grad.mul_(max_norm / total) for p in m.parameters() if p.grad is not None
-            ]),
-            # Other norms, and each parameter clipped on its own: steps that point elsewhere.
-            "other_norms": {
-                name: _delta_with(
-                    pristine, x, y, lambda m, t=norm_type: nn.utils.clip_grad_norm_(m.parameters(), max_norm, norm_type=t))
-                for name, norm_type in (("L1 norm (norm_type=1)", 1.0),
-                                        ("largest-value norm (norm_type=inf)", float("inf")))
-            },
-            "per_parameter": _delta_with(pristine, x, y, lambda m: [
-                nn.utils.clip_grad_norm_(p, max_norm) for p in m.parameters() if p.grad is not None
-            ]),
             "kind": _kind(got),
         }
         returned = _number(got)
@@ -132,23 +119,70 @@ def _probe_clipped_step(answer, run):
     on = "two calls in a row on one model and one SGD(lr=0.1, momentum=0.9), max_norm=1.0"
     g = _generator(66)
     batches = [(torch.randn(16, 4, generator=g), torch.randn(16, 2, generator=g) * 30.0) for _ in range(2)]
-    pristine = _clip_model()
-    model = copy.deepcopy(pristine)
+    model = _clip_model()
+    start = {"seed": _CLIP_SEED, "frozen": False, "parameters": [given(p) for p in model.parameters()],
+             "batches": [[given(x), given(y)] for x, y in batches], "loss": "mse_loss", "max_norm": 1.0,
+             "optimizer": dict(_TWICE_OPTIMIZER)}
     after, returned = _two_steps(answer, model, batches, 1.0, call=lambda f, *a, on: run(f, *a, on=f"{_TWICE}, {on}"))
-    expected, expected_norms = _two_steps(_clipped_step, copy.deepcopy(pristine), batches, 1.0)
-    stale, _ = _two_steps(_clipped_step_without_zero_grad, copy.deepcopy(pristine), batches, 1.0)
-    fresh, _ = _two_steps(_clipped_step, copy.deepcopy(pristine), batches, 1.0, fresh_optimizer=True)
-    case = {
+    cases.append({
         "on": on,
         "twice": True,
+        "given": start,
         "after": after,
-        "expected": expected,
-        "stale": stale,
-        "fresh": fresh,
-        "expected_norms": [float(n) for n in expected_norms],
         "returned": [_number(r) if _number(r) is not None else _kind(r) for r in returned],
-    }
-    cases.append(case)
+    })
+    return cases
+
+
+def _rebuilt(start):
+    """The probe's model, rebuilt from its recorded start: the architecture (its first layer
+    frozen where it was), with the recorded parameters loaded."""
+    return load_given(_clip_model(start["frozen"]), start["parameters"])
+
+
+def _expect_clipped_step(cases):
+    """What the reference's step gives on each rebuilt model (the weight change and the norm it
+    returns), what the classic mistakes' steps give (no clipping, clipping by value, scaling
+    small gradients up, other norms, each parameter on its own), and the reference's two steps
+    in a row with those of a step without zero_grad and of a new optimizer each call."""
+    reference = clipped_step.reference
+    with judge_side():
+        for case in cases:
+            start = case["given"]
+            if case.get("twice"):
+                batches = [(tensor_of(x), tensor_of(y)) for x, y in start["batches"]]
+                max_norm = start["max_norm"]
+                expected, expected_norms = _two_steps(reference, _rebuilt(start), batches, max_norm)
+                case["expected"] = expected
+                case["expected_norms"] = [float(n) for n in expected_norms]
+                case["stale"], _ = _two_steps(_clipped_step_without_zero_grad, _rebuilt(start), batches, max_norm)
+                case["fresh"], _ = _two_steps(reference, _rebuilt(start), batches, max_norm, fresh_optimizer=True)
+                continue
+            x, y, max_norm = tensor_of(start["x"]), tensor_of(start["y"]), start["max_norm"]
+            pristine = _rebuilt(start)
+            model = copy.deepcopy(pristine)
+            before = _flat(model)
+            settings = start["optimizer"]
+            optimizer = torch.optim.SGD(model.parameters(), lr=settings["lr"], momentum=settings["momentum"])
+            total = reference(model, optimizer, nn.functional.mse_loss(model(x), y), max_norm)
+            case["total"] = float(total)
+            case["expected"] = (_flat(model) - before).numpy()
+            case["unclipped"] = _delta_with(pristine, x, y, lambda m: None)
+            case["by_value"] = _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_value_(m.parameters(), max_norm))
+            # Scaled to norm max_norm even when it was smaller: clipping that also scales up.
+            case["scaled_up"] = _delta_with(pristine, x, y, lambda m, total=case["total"]: [
+                p.grad.mul_(max_norm / total) for p in m.parameters() if p.grad is not None
+            ])
+            # Other norms, and each parameter clipped on its own: steps that point elsewhere.
+            case["other_norms"] = {
+                name: _delta_with(
+                    pristine, x, y, lambda m, t=norm_type: nn.utils.clip_grad_norm_(m.parameters(), max_norm, norm_type=t))
+                for name, norm_type in (("L1 norm (norm_type=1)", 1.0),
+                                        ("largest-value norm (norm_type=inf)", float("inf")))
+            }
+            case["per_parameter"] = _delta_with(pristine, x, y, lambda m: [
+                nn.utils.clip_grad_norm_(p, max_norm) for p in m.parameters() if p.grad is not None
+            ])
     return cases
 
 
@@ -293,6 +327,7 @@ clipped_step = Exercise(
     title="One step with the gradient norm clipped",
     expects=Function("clipped_step", ("model", "optimizer", "loss", "max_norm"), returns="the total norm that clip_grad_norm_ returns (a tensor or a float)"),
     probe=_probe_clipped_step,
+    expect=_expect_clipped_step,
     judge=_judge_clipped_step,
     reference=clipped_step,
     passed_message=(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
 from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE
-from course_utils.exercises.facts import same_values, shape_text, value_facts
+from course_utils.exercises.facts import given, same_values, shape_text, tensor_of, value_facts
+from course_utils.exercises.running import LearnerRaised
 
 
 # ============================================================================================
@@ -67,23 +68,30 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _probe_drop_non_finite(answer, run):
+    """What the answer returned on each input, and the inputs themselves ("given"): never which
+    examples a right answer keeps (``_expect_drop_non_finite`` computes that, and what the
+    classic mistakes keep, on the judge's side)."""
     cases = []
+    record = {"cases": cases}
     for on, x, y in _non_finite_cases():
         x_in, y_in = x.clone(), y.clone()
-        got = run(answer, x_in, y_in, on=on)
-        rows = x.reshape(len(x), -1)
-        keep = torch.isfinite(rows).all(1)
-        by_sum = torch.isfinite(rows.sum(1)) if x.is_floating_point() else keep
+        try:
+            got = run(answer, x_in, y_in, on=on)
+        except LearnerRaised as raised:
+            # The judge decides: what is already wrong on the simple table is the mistake to
+            # name, before an error that a later, harder input (images, 4-D) led to.
+            error = error_record(raised, answer) if cases else None
+            if error is None:
+                raise
+            record["raised"] = error
+            break
         case = {
             "on": on,
             "n": len(x),
             "dtype": str(x.dtype).removeprefix("torch."),
             "kind": _kind(got),
+            "given": {"x": given(x), "y": given(y)},
             "changed_input": not (_same(x_in, x) and _same(y_in, y)),
-            "expected_x": value_facts(x[keep]),
-            "expected_y": value_facts(y[keep]),
-            "nan_only_rows": int((~torch.isnan(rows).any(1)).sum()) if x.is_floating_point() else len(x),
-            "by_sum": value_facts(x[by_sum]) if not torch.equal(by_sum, keep) else None,
         }
         if isinstance(got, (tuple, list)) and len(got) == 2:
             case["x"] = value_facts(got[0])
@@ -92,14 +100,33 @@ def _probe_drop_non_finite(answer, run):
             case["x_is_input"] = isinstance(got[0], torch.Tensor) and got[0].device.type == "cpu" and _same(
                 torch.Tensor.detach(got[0]), x)
         cases.append(case)
-        # What is already wrong on the simple table is the mistake to name, before an error
-        # that a later, harder input (images, 4-D) would raise.
-        if _judge_drop_non_finite(cases) is not None:
-            return cases
-    return cases
+    return record
 
 
-def _judge_drop_non_finite(cases):
+def _expect_drop_non_finite(record):
+    """What the reference keeps of each recorded input, and what the classic mistakes keep (a
+    test of nan only, a test of each example's sum), for the judge."""
+    for case in record["cases"]:
+        x, y = tensor_of(case["given"]["x"]), tensor_of(case["given"]["y"])
+        expected_x, expected_y = drop_non_finite.reference(x, y)
+        case["expected_x"] = value_facts(expected_x)
+        case["expected_y"] = value_facts(expected_y)
+        rows = x.reshape(len(x), -1)
+        keep = torch.isfinite(rows).all(1)
+        by_sum = torch.isfinite(rows.sum(1)) if x.is_floating_point() else keep
+        case["nan_only_rows"] = int((~torch.isnan(rows).any(1)).sum()) if x.is_floating_point() else len(x)
+        case["by_sum"] = value_facts(x[by_sum]) if not torch.equal(by_sum, keep) else None
+    return record
+
+
+def _judge_drop_non_finite(record):
+    problem = _judge_non_finite_cases(record["cases"])
+    if problem is None and record.get("raised"):
+        return Raised(record["raised"])
+    return problem
+
+
+def _judge_non_finite_cases(cases):
     for case in cases:
         on = case["on"]
         if case["changed_input"]:
@@ -202,6 +229,7 @@ drop_non_finite = Exercise(
     title="Drop the examples that hold a nan or an inf",
     expects=Function("drop_non_finite", ("x", "y"), returns="a tuple of two tensors, x[keep] and y[keep]"),
     probe=_probe_drop_non_finite,
+    expect=_expect_drop_non_finite,
     judge=_judge_drop_non_finite,
     reference=drop_non_finite,
     passed_message=(

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.debugging.common import CHAPTER, _kind
+from course_utils.exercises.debugging.common import CHAPTER, _kind, judge_side
 from course_utils.exercises.facts import shape_text
 
 
@@ -25,8 +25,11 @@ def flat_features(features, sample_shape):
     return out[0].numel()
 
 
+_FLAT_SEED = 0  # the seed the stacks are built with
+
+
 def _flat_cases():
-    torch.manual_seed(0)
+    torch.manual_seed(_FLAT_SEED)
     digits = nn.Sequential(
         nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3), nn.ReLU(),
     )
@@ -81,13 +84,17 @@ def _same_tensor(a, b) -> bool:
 
 
 def _probe_flat_features(answer, run):
+    """What the answer returned for each stack and what it did to the stack and the session,
+    and which stack and sample_shape it was given ("given"): never what a dry run gives
+    (``_expect_flat_features`` rebuilds the stack and runs the reference, on the judge's side)."""
     cases = []
-    for on, features, sample_shape, training in _flat_cases():
+    for index, (on, features, sample_shape, training) in enumerate(_flat_cases()):
         features.train(training)
         before = _module_state(features)
-        reference = copy.deepcopy(features).eval()
-        with torch.no_grad():
-            out = reference(torch.zeros(1, *sample_shape))
+        # The stack, by its place among _flat_cases() (built from the seed), its layers as the
+        # caller made them, and the sample_shape given with it.
+        stack = {"stack": index, "seed": _FLAT_SEED, "layers": repr(features),
+                 "sample_shape": [int(n) for n in sample_shape]}
         # The eval-mode stack is measured by a caller that has autograd off (inside no_grad).
         grad_before = training
         batch_sizes = []  # the batch sizes of the dry runs (copies of the stack share the hook)
@@ -107,8 +114,7 @@ def _probe_flat_features(answer, run):
         after = _module_state(features)
         case = {
             "on": on,
-            "expected": int(out[0].numel()),
-            "output_shape": [int(n) for n in out.shape[1:]],
+            "given": stack,
             "sample_shape": [int(n) for n in sample_shape],
             "kind": _kind(got),
             "buffers_changed": sorted(
@@ -151,6 +157,22 @@ def _probe_flat_features(answer, run):
         ):
             case["shape"] = [int(n) for n in got]
         cases.append(case)
+    return cases
+
+
+def _expect_flat_features(cases):
+    """What the reference returns for each stack, rebuilt from its recorded place and seed, and
+    the shape one example comes out with (a dry run in eval mode), for the judge."""
+    with judge_side():
+        stacks = _flat_cases()
+        for case in cases:
+            _, features, _, training = stacks[case["given"]["stack"]]
+            features.train(training)
+            sample_shape = tuple(case["given"]["sample_shape"])
+            case["expected"] = int(flat_features.reference(copy.deepcopy(features), sample_shape))
+            with torch.no_grad():
+                out = copy.deepcopy(features).eval()(torch.zeros(1, *sample_shape))
+            case["output_shape"] = [int(n) for n in out.shape[1:]]
     return cases
 
 
@@ -300,6 +322,7 @@ flat_features = Exercise(
     title="The flatten size, by a dry run",
     expects=Function("flat_features", ("features", "sample_shape"), returns="an int, the number of features of one example"),
     probe=_probe_flat_features,
+    expect=_expect_flat_features,
     judge=_judge_flat_features,
     reference=flat_features,
     passed_message=(

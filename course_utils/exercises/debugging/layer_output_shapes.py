@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, judge_side
+from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.running import LearnerRaised
 
 
@@ -30,9 +31,6 @@ def layer_output_shapes(model, x):
         for handle in handles:  # also when the forward raised: no hook stays behind
             handle.remove()
     return shapes
-
-
-_layer_output_shapes = layer_output_shapes  # the name becomes the Exercise below
 
 
 class _Block(nn.Module):
@@ -97,8 +95,11 @@ def _shapes_facts(value):
     return {"kind": "pairs", "pairs": pairs}
 
 
+_LAYER_SEED = 12  # the seed the models are built with
+
+
 def _layer_cases():
-    torch.manual_seed(12)
+    torch.manual_seed(_LAYER_SEED)
     straight = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
     return [
         ("an nn.Sequential of Linear(8, 16), ReLU, Linear(16, 4) and x of shape (5, 8)",
@@ -113,9 +114,12 @@ def _layer_cases():
 
 
 def _probe_layer_output_shapes(answer, run):
+    """What the answer returned for each model and what it left on it, and which model and x it
+    was given ("given"): never the shapes a right answer records (``_expect_layer_output_shapes``
+    rebuilds the model and runs the reference, on the judge's side)."""
     cases = []
-    for on, model, x in _layer_cases():
-        expected = _layer_output_shapes(model, x)
+    record = {"cases": cases}
+    for index, (on, model, x) in enumerate(_layer_cases()):
         no_grad = "no_grad" in on
         modes = [m.training for m in model.modules()]
         calls = []
@@ -123,19 +127,29 @@ def _probe_layer_output_shapes(answer, run):
         # The caller's own hook on a layer: the answer must remove its hooks, not every hook.
         first_leaf = next(m for m in model.modules() if not list(m.children()))
         callers = first_leaf.register_forward_hook(lambda module, inputs, output: None)
+        raised = None
         try:
             with torch.no_grad() if no_grad else torch.enable_grad():
                 got = run(answer, model, x, on=on)
                 grad_after = torch.is_grad_enabled()
+        except LearnerRaised as error:
+            # The judge decides: a mistake the earlier models already show is the one to
+            # report, not the error a later one led to.
+            raised = error_record(error, answer) if cases else None
+            if raised is None:
+                raise
         finally:
             counter.remove()
             callers_kept = callers.id in first_leaf._forward_hooks
             callers.remove()
+        if raised is not None:
+            record["raised"] = raised
+            return record
         cases.append({
             "on": on,
+            # The model, by its place among _layer_cases() (built from the seed), and x.
+            "given": {"model": index, "seed": _LAYER_SEED, "x": given(x)},
             "got": _shapes_facts(got),
-            "expected": [[name, list(shape)] for name, shape in expected],
-            "inputs": [[name, list(shape)] for name, shape in _input_shapes(model, x)],
             "containers": [name or "(the model)" for name, m in model.named_modules() if list(m.children())],
             "forwards": len(calls),
             "hooks_left": _hooks_left(model),
@@ -146,8 +160,6 @@ def _probe_layer_output_shapes(answer, run):
         for module in model.modules():  # the next case starts clean, whatever this answer left
             module._forward_hooks.clear()
             module._forward_pre_hooks.clear()
-        if _judge_layer_output_shapes({"cases": cases}) is not None:
-            return {"cases": cases}
     broken = _Breaks()
     on = "a model whose forward raises after its first layer (its second Linear expects 6 features, gets 5)"
     try:
@@ -155,7 +167,22 @@ def _probe_layer_output_shapes(answer, run):
         raised = None
     except LearnerRaised as error:
         raised = type(error.error).__name__
-    return {"cases": cases, "broken": {"on": on, "raised": raised, "hooks_left": _hooks_left(broken)}}
+    record["broken"] = {"on": on, "raised": raised, "hooks_left": _hooks_left(broken)}
+    return record
+
+
+def _expect_layer_output_shapes(record):
+    """The (name, shape) pairs the reference records on each model, rebuilt from its recorded
+    place and seed, with the recorded x, and the layers' input shapes (what an answer that
+    reads the inputs records), for the judge."""
+    with judge_side():
+        models = _layer_cases()
+        for case in record["cases"]:
+            _, model, _ = models[case["given"]["model"]]
+            x = tensor_of(case["given"]["x"])
+            case["expected"] = [[name, list(shape)] for name, shape in layer_output_shapes.reference(model, x)]
+            case["inputs"] = [[name, list(shape)] for name, shape in _input_shapes(model, x)]
+    return record
 
 
 def _input_shapes(model, x):
@@ -247,6 +274,8 @@ def _judge_layer_output_shapes(record):
             f"Your function returned {pairs}; expected {expected} (on {on}): one (name, shape) pair "
             "per layer call, with the name from model.named_modules() and the output's shape."
         ))
+    if record.get("raised"):
+        return Raised(record["raised"])
     broken = record.get("broken")
     if broken is not None:
         on = broken["on"]
@@ -273,6 +302,7 @@ layer_output_shapes = Exercise(
     expects=Function("layer_output_shapes", ("model", "x"),
                      returns="a list of (name, shape) pairs, one per layer call"),
     probe=_probe_layer_output_shapes,
+    expect=_expect_layer_output_shapes,
     judge=_judge_layer_output_shapes,
     reference=layer_output_shapes,
     passed_message=(

@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text, _arrays
+from course_utils.exercises.facts import given, tensor_of
+from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text
 
 
 # ============================================================================================
@@ -126,42 +127,41 @@ def _expected_key(key, renames):
 
 
 def _probe_remap_keys(answer, run):
+    """What the answer returned for each state_dict (its keys, the numbers under each, which
+    given tensor each value is) and what it did to its inputs, and the inputs themselves
+    ("given"): never the keys a right answer makes (``_expect_remap_keys`` runs the reference
+    on them, on the judge's side)."""
     cases = []
     for on, old_model, make_new, renames in _remap_cases():
-        given = old_model.state_dict()
-        keys_before = list(given)
-        tensors = dict(given)
-        values = _arrays(given)
+        given_state = old_model.state_dict()
+        keys_before = list(given_state)
+        tensors = dict(given_state)
         renames_given = dict(renames)
-        got = run(answer, given, renames_given, on=f"{on}, renames={renames}")
         case = {
             "on": on,
+            "given": {"state": [[key, given(tensor)] for key, tensor in tensors.items()],
+                      "renames": dict(renames)},
             "renames": dict(renames),
+        }
+        got = run(answer, given_state, renames_given, on=f"{on}, renames={renames}")
+        case.update({
             "renames_changed": renames_given != renames,
             "keys_before": keys_before,
-            "keys_after_call": list(given),
-            "expected_keys": [_expected_key(k, renames) for k in keys_before],
+            "keys_after_call": list(given_state),
             "kind": _kind(got),
-            "same_object": got is given,
-        }
+            "same_object": got is given_state,
+        })
         if not isinstance(got, dict):
             cases.append(case)
             return cases
         case["keys"] = [str(k) for k in got]
-        originals = {_expected_key(k, renames): t for k, t in tensors.items()}
-        case["copied"] = sorted(
-            str(k) for k, v in got.items()
-            if str(k) in originals and isinstance(v, torch.Tensor) and v.device.type != "meta"
-            and (v.data_ptr() != originals[str(k)].data_ptr() or v.shape != originals[str(k)].shape)
-        )
-        expected_values = {_expected_key(k, renames): v for k, v in values.items()}
-        case["wrong_values"] = sorted(
-            str(k) for k, v in got.items()
-            if str(k) in expected_values and not (
-                isinstance(v, torch.Tensor) and v.device.type != "meta"
-                and np.array_equal(torch.Tensor.detach(v).cpu().numpy(), expected_values[str(k)])
-            )
-        )
+        # The numbers under each returned key (None for what holds none: no tensor, or meta).
+        case["values"] = [[str(k), _numbers(v)] for k, v in got.items()]
+        # Which given tensors each returned tensor is (the same memory and shape): none for a copy.
+        case["sources"] = [
+            [str(k), [old for old, t in tensors.items() if v.data_ptr() == t.data_ptr() and v.shape == t.shape]]
+            for k, v in got.items() if isinstance(v, torch.Tensor) and v.device.type != "meta"
+        ]
         new_model = make_new()
         try:
             new_model.load_state_dict(got, strict=True)
@@ -169,6 +169,37 @@ def _probe_remap_keys(answer, run):
         except Exception as error:
             case["strict_error"] = _error_text(error, 500)
         cases.append(case)
+    return cases
+
+
+def _numbers(value):
+    """A returned value's numbers as a NumPy array; None when it is no tensor or has none."""
+    if not isinstance(value, torch.Tensor) or value.device.type == "meta":
+        return None
+    with torch._C.DisableTorchFunction():
+        tensor = torch.Tensor.detach(value).cpu()
+        if tensor.dtype in (torch.bfloat16, torch.float16):
+            tensor = tensor.float()
+        return tensor.numpy().copy()
+
+
+def _expect_remap_keys(cases):
+    """The keys the reference makes of each recorded state_dict with its renames, and which
+    given key's tensor belongs under each (so which returned values are another tensor, or a
+    copy), for the judge."""
+    for case in cases:
+        state = {key: tensor_of(facts) for key, facts in case["given"]["state"]}
+        remapped = remap_keys.reference(state, dict(case["given"]["renames"]))
+        case["expected_keys"] = list(remapped)
+        if "keys" not in case:
+            continue
+        old_key = {id(tensor): key for key, tensor in state.items()}
+        origin = {str(new): old_key[id(tensor)] for new, tensor in remapped.items()}
+        case["copied"] = sorted(key for key, sources in case["sources"] if key in origin and origin[key] not in sources)
+        case["wrong_values"] = sorted(
+            key for key, numbers in case["values"]
+            if key in origin and not (numbers is not None and np.array_equal(numbers, state[origin[key]].numpy()))
+        )
     return cases
 
 
@@ -362,6 +393,7 @@ remap_keys = Exercise(
     title="Load old weights into renamed layers",
     expects=Function("remap_keys", ("state_dict", "renames"), returns="a new dict of str keys to the same tensors"),
     probe=_probe_remap_keys,
+    expect=_expect_remap_keys,
     judge=_judge_remap_keys,
     reference=remap_keys,
     passed_message=(

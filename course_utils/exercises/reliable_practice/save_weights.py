@@ -3,6 +3,7 @@ exercise ``save_weights``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -13,13 +14,25 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text
+from course_utils.exercises.running import learner_state_preserved
 
 
 def _unpickler_complaint(message: str) -> str:
     """The sentence of a weights-only error that names what was refused, else its first line."""
     found = re.search(r"(Unsupported global: GLOBAL \S+ was not an allowed global by default\.)", message)
     return found.group(1) if found else message.splitlines()[0]
+
+
+@contextlib.contextmanager
+def judge_side():
+    """Where ``_expect_save_weights`` rebuilds the model: on the CPU, in float32; the session's
+    random streams and defaults are put back afterwards (in a notebook it runs in the learner's
+    session)."""
+    with learner_state_preserved(), torch.device("cpu"):
+        torch.set_default_dtype(torch.float32)
+        yield
 
 
 # ============================================================================================
@@ -29,9 +42,13 @@ def save_weights(model, path):
     torch.save(model.state_dict(), path)
 
 
+def _architecture() -> nn.Module:
+    return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+
+
 def _weights_model() -> nn.Module:
     torch.manual_seed(5)
-    model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    model = _architecture()
     with torch.no_grad():  # one batch in training mode: the running statistics move off their defaults
         model(torch.randn(16, 6, generator=torch.Generator().manual_seed(50)))
     return model
@@ -101,7 +118,7 @@ def _file_record(path: str, expected: dict) -> dict:
         for k in record["differ"]
     )
     record["dtypes"] = {k: str(v.dtype).removeprefix("torch.") for k, v in tensors.items()}
-    fresh = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    fresh = _architecture()
     try:
         fresh.load_state_dict(loaded, strict=True)
         record["strict_error"] = None
@@ -111,11 +128,13 @@ def _file_record(path: str, expected: dict) -> dict:
 
 
 def _probe_save_weights(answer, run):
+    """What the answer's file holds and what it did to the model, and the model's state_dict it
+    was given ("given"): never the keys a right file holds (``_expect_save_weights`` saves the
+    rebuilt model with the reference, on the judge's side)."""
     model = _weights_model()
     state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    parameters = [name for name, _ in model.named_parameters()]
     modes = [m.training for m in model.modules()]
-    record = {"expected_keys": list(state), "parameters": parameters}
+    record = {"given": {"state": {name: given(tensor) for name, tensor in state.items()}}}
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "weights.pt")
         run(answer, model, path, on=_WEIGHTS_ON)
@@ -144,6 +163,23 @@ def _probe_save_weights(answer, run):
             "changed": _state_changes(state, model),
             "mode_changed": [m.training for m in model.modules()] != modes,
         }
+    return record
+
+
+def _expect_save_weights(record):
+    """The keys of the file the reference writes for the model rebuilt from its recorded
+    state_dict, and the names of its parameters (what a file of the parameters alone holds),
+    for the judge."""
+    import io
+
+    with judge_side():
+        model = _architecture()
+        model.load_state_dict({name: tensor_of(facts) for name, facts in record["given"]["state"].items()})
+        file = io.BytesIO()
+        save_weights.reference(model, file)
+        file.seek(0)
+        record["expected_keys"] = [str(key) for key in torch.load(file, map_location="cpu", weights_only=True)]
+        record["parameters"] = [name for name, _ in model.named_parameters()]
     return record
 
 
@@ -266,6 +302,7 @@ save_weights = Exercise(
     title="Save the weights, not the object",
     expects=Function("save_weights", ("model", "path"), returns="nothing (None): it writes the file at path"),
     probe=_probe_save_weights,
+    expect=_expect_save_weights,
     judge=_judge_save_weights,
     reference=save_weights,
     passed_message=(

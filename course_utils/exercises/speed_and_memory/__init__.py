@@ -3,8 +3,11 @@ finding out whether the data loader is what you wait for.
 
 Each reference solution is what ``.solution()`` shows, so it is written the way a learner
 would write it. Probes build their own small, seeded models on the CPU and record plain data
-only. The timing exercise is checked against what its fake loader measured of its own waits,
-with wide margins: a busy machine makes every sleep a little longer, never a wrong answer right.
+only: the state a step started from and what the learner's code did, never what a right answer
+gives (each exercise's ``expect`` rebuilds the model from that state and replays the reference,
+on the judge's side). The timing exercise is checked against what its fake loader measured of
+its own waits, with wide margins: a busy machine makes every sleep a little longer, never a
+wrong answer right.
 
 The chapter is a package, one module per exercise (``training_memory_bytes.py``,
 ``accumulation_step.py``, ``split_step_time.py``, ``scaled_clipped_step.py``) and ``common.py``

@@ -9,9 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, values_problem
-from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.facts import given, same_values, tensor_of, values_problem
+from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat, judge_side, load_given
 
 
 # ============================================================================================
@@ -26,7 +27,6 @@ def accumulation_step(model, optimizer, loss_fn, batches):
     optimizer.step()  # once, after all k micro-batches
 
 
-accumulation_step_reference = accumulation_step  # the name becomes the Exercise below
 _STALE = 0.5  # what .grad holds before the call: a previous step's gradient, left there
 
 
@@ -84,14 +84,23 @@ def _batches_problem(given, kept):
 
 
 def _probe_accumulation_step(answer, run):
+    """What the answer's steps did to a model and optimizer the probe built, and the state they
+    started from ("given": parameters, the stale .grad, the optimizer's settings, the
+    micro-batches): never what the reference's step or a classic mistake gives
+    (``_expect_accumulation_step`` replays them on a rebuilt model, on the judge's side)."""
     cases = []
+    record = {"cases": cases}
     for seed, k, micro, sizes, loss_name, momentum, calls in _ACCUMULATION_CASES:
         model, batches, loss_fn = _accumulation_case(seed, k, micro, sizes, loss_name)
-        reference_model = copy.deepcopy(model)
-        reference_optimizer = torch.optim.SGD(reference_model.parameters(), lr=_LR, momentum=momentum)
         for p in model.parameters():
             p.grad = torch.full_like(p, _STALE)
         optimizer = torch.optim.SGD(model.parameters(), lr=_LR, momentum=momentum)
+        start = {  # what the first call starts from: a fresh optimizer, a stale .grad
+            "seed": seed, "sizes": list(sizes), "loss": loss_name,
+            "parameters": [given(p) for p in model.parameters()],
+            "grads": [given(p.grad) for p in model.parameters()],
+            "optimizer": {"kind": "SGD", "lr": _LR, "momentum": momentum, "state": "empty"},
+        }
         steps, backwards, eval_forwards = [], [], []
         # Each hook is bound to this case's lists: a model or optimizer of an earlier case, kept
         # by the learner's code, must not count as the one given now.
@@ -108,27 +117,32 @@ def _probe_accumulation_step(answer, run):
                 + (f"SGD with momentum={momentum}" if momentum else "plain SGD")
             )
             on = setting if calls == 1 else f"{setting}, call {call + 1} of {calls} in a row"
-            big_x = torch.cat([x for x, _ in batches])
-            big_y = torch.cat([y for _, y in batches])
-            big = copy.deepcopy(reference_model)
-            loss_fn(big(big_x), big_y).backward()
+            # A later call starts from where the answer's first call left the model: that is no
+            # input of the probe's (the judge's side replays the reference's own first step).
             case = {
                 "on": on,
                 "k": k,
                 "micro": micro,
                 "call": call,
-                "big_batch": _flat(p.grad for p in big.parameters()),
-                "summed": _grads_of(reference_model, loss_fn, batches, divide=False),
-                "last_only": _grads_of(reference_model, loss_fn, batches[-1:], divide=False) / k,
-                "last_only_undivided": _grads_of(reference_model, loss_fn, batches[-1:], divide=False),
+                "given": {"batches": [[given(x), given(y)] for x, y in batches],
+                          **({"start": start} if call == 0 else {})},
             }
             steps.clear()
             backwards.clear()
             eval_forwards.clear()
             before = _flat(model.parameters())
             learner_batches = [(x.clone(), y.clone()) for x, y in batches]
-            given = list(learner_batches)
-            run(answer, model, optimizer, loss_fn, given, on=on)
+            given_batches = list(learner_batches)
+            try:
+                run(answer, model, optimizer, loss_fn, given_batches, on=on)
+            except LearnerRaised as raised:
+                # The judge decides: a mistake the earlier calls already show is the one to
+                # report, not the error a later call led to.
+                error = error_record(raised, answer) if cases else None
+                if error is None:
+                    raise
+                record["raised"] = error
+                return record
             case["steps"] = len(steps)
             case["backwards"] = len(backwards)
             case["eval_forwards"] = len(eval_forwards)
@@ -136,20 +150,59 @@ def _probe_accumulation_step(answer, run):
             case["update"] = (before - _flat(model.parameters())) / _LR
             case["lr_after"] = [float(group["lr"]) for group in optimizer.param_groups]
             case["grads_after"] = _gradient_state(model)
-            case["batches_changed"] = _batches_problem(given, [(x, y) for x, y in batches])
-            accumulation_step_reference(reference_model, reference_optimizer, loss_fn, batches)
-            case["expected"] = _flat(reference_model.parameters())
+            case["batches_changed"] = _batches_problem(given_batches, [(x, y) for x, y in batches])
             case["parameters"] = _flat(model.parameters())
             cases.append(case)
-            if _judge_accumulation_step(cases) is not None:
-                return cases
-    return cases
+    return record
+
+
+def _rebuilt(start):
+    """The probe's model, rebuilt from its recorded start: the architecture its sizes give, with
+    the recorded parameters and .grad loaded; an optimizer with the recorded settings."""
+    n_in, n_hidden, n_out = start["sizes"]
+    torch.manual_seed(start["seed"])  # inside judge_side(): the session's stream is put back
+    model = nn.Sequential(nn.Linear(n_in, n_hidden), nn.Tanh(), nn.Linear(n_hidden, n_out))
+    load_given(model, start["parameters"], start["grads"])
+    settings = start["optimizer"]
+    optimizer = torch.optim.SGD(model.parameters(), lr=settings["lr"], momentum=settings["momentum"])
+    return model, optimizer
+
+
+def _expect_accumulation_step(record):
+    """What the reference's steps give from the recorded start, call after call (the parameters
+    after each), and, on the same model, the big batch's gradient and what the classic mistakes
+    (no division by k, zero_grad in the loop) accumulate, for the judge."""
+    with judge_side():
+        for case in record["cases"]:
+            batches = [(tensor_of(x), tensor_of(y)) for x, y in case["given"]["batches"]]
+            if case["call"] == 0:
+                start = case["given"]["start"]
+                model, optimizer = _rebuilt(start)
+                loss_fn = F.cross_entropy if start["loss"] == "cross_entropy" else F.mse_loss
+            k = len(batches)
+            big = copy.deepcopy(model)
+            big.zero_grad(set_to_none=True)
+            loss_fn(big(torch.cat([x for x, _ in batches])), torch.cat([y for _, y in batches])).backward()
+            case["big_batch"] = _flat(p.grad for p in big.parameters())
+            case["summed"] = _grads_of(model, loss_fn, batches, divide=False)
+            case["last_only"] = _grads_of(model, loss_fn, batches[-1:], divide=False) / k
+            case["last_only_undivided"] = _grads_of(model, loss_fn, batches[-1:], divide=False)
+            accumulation_step.reference(model, optimizer, loss_fn, batches)
+            case["expected"] = _flat(model.parameters())
+    return record
 
 
 _TOL = {"rtol": 1e-4, "atol": 1e-6}
 
 
-def _judge_accumulation_step(cases):
+def _judge_accumulation_step(record):
+    problem = _judge_accumulation_cases(record["cases"])
+    if problem is None and record.get("raised"):
+        return Raised(record["raised"])
+    return problem
+
+
+def _judge_accumulation_cases(cases):
     for index, case in enumerate(cases):
         on, k, update, big = case["on"], case["k"], case["update"], case["big_batch"]
         if case["batches_changed"]:
@@ -299,6 +352,7 @@ accumulation_step = Exercise(
         returns="nothing: it changes the model's parameters through optimizer.step()",
     ),
     probe=_probe_accumulation_step,
+    expect=_expect_accumulation_step,
     judge=_judge_accumulation_step,
     reference=accumulation_step,
     passed_message=(

@@ -7,9 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.facts import same_values, values_problem
-from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.facts import given, same_values, tensor_of, values_problem
+from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat, judge_side, load_given
 
 
 # ============================================================================================
@@ -27,13 +28,12 @@ def scaled_clipped_step(model, optimizer, scaler, loss_fn, batch, max_norm):
     scaler.update()  # halve the scale after a skipped step, grow it after many good ones
 
 
-scaled_clipped_step_reference = scaled_clipped_step  # the name becomes the Exercise below
 _SCALE = 1024.0  # the probes' initial scale: large enough to matter, small enough not to overflow
 _OVERFLOW_TARGET = 1e4  # targets this far make the float16 gradients overflow
 
 
 def _scaled_setting(kind, seed):
-    """A fresh model, optimizer and scaler of one case; built twice, they are identical."""
+    """A fresh model, optimizer and scaler of one case (the model from the seed)."""
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
     if kind == "adam":
@@ -53,8 +53,8 @@ def _scaled_batch(seed, overflow=False, classes=False):
     return x, (y * _OVERFLOW_TARGET if overflow else y)
 
 
-# Wrong orders, run on a fresh copy of a case's first call, to name a mistake only when the
-# learner's update is exactly what that order gives.
+# Wrong orders, run (on the judge's side) from a case's first start, to name a mistake only when
+# the learner's update is exactly what that order gives.
 def _clips_scaled(model, optimizer, scaler, loss_fn, batch, max_norm):
     x, y = batch
     optimizer.zero_grad()
@@ -138,41 +138,60 @@ def _scaled_state(model):
 
 
 def _probe_scaled_clipped_step(answer, run):
+    """What the answer's steps did to a model, optimizer and scaler the probe built, and the
+    state they started from ("given": parameters, .grad, the optimizer's and the scaler's
+    settings, each batch): never what the reference's step or a wrong order gives
+    (``_expect_scaled_clipped_step`` replays them on a rebuilt model, on the judge's side)."""
     calls = []
+    record = {"calls": calls}
     for on_case, kind, seed, max_norm, kinds, inf_grads in _SCALED_CASES:
         loss_fn = F.cross_entropy if kind == "adam" else F.mse_loss
         model, optimizer, scaler = _scaled_setting(kind, seed)
-        reference = _scaled_setting(kind, seed)
         steps, dtypes = [], []
         optimizer.register_step_post_hook(lambda *args, steps=steps: steps.append(1))
         model[0].register_forward_hook(
             lambda module, inputs, output, seen=dtypes: seen.append(str(output.dtype))
         )
         if inf_grads:
-            for p in list(model.parameters()) + list(reference[0].parameters()):
+            for p in model.parameters():
                 p.grad = torch.full_like(p, float("inf"))
+        start = {  # what the first call starts from: a fresh optimizer and scaler
+            "kind": kind, "seed": seed, "loss": "cross_entropy" if loss_fn is F.cross_entropy else "mse_loss",
+            "parameters": [given(p) for p in model.parameters()],
+            "grads": [None if p.grad is None else given(p.grad) for p in model.parameters()],
+            "optimizer": {"kind": type(optimizer).__name__, "state": "empty",
+                          **{key: float(optimizer.defaults[key]) for key in ("lr", "momentum")
+                             if key in optimizer.defaults}},
+            "scaler": {"init_scale": float(scaler.get_scale()), "growth_factor": float(scaler.get_growth_factor()),
+                       "backoff_factor": float(scaler.get_backoff_factor()),
+                       "growth_interval": int(scaler.get_growth_interval())},
+        }
         for index, batch_kind in enumerate(kinds):
             batch = _scaled_batch(seed * 10 + index, overflow=batch_kind == "overflow",
                                   classes=loss_fn is F.cross_entropy)
             on = f"{on_case}; call {index + 1} of {len(kinds)} in a row ({batch_kind} batch)"
+            # A later call starts from where the answer's earlier calls left the model: that is
+            # no input of the probe's (the judge's side replays the reference's own steps).
             call = {"on": on, "index": index, "overflow": batch_kind == "overflow",
-                    "inf_before": inf_grads and index == 0, "max_norm": max_norm}
-            if index == 0 and inf_grads:  # what each wrong order gives from the same start
-                alternatives = {}
-                for name, wrong in _WRONG_ORDERS.items():
-                    alt_model, alt_optimizer, alt_scaler = _scaled_setting(kind, seed)
-                    alt_model.zero_grad()  # the wrong orders all clear .grad: only the order differs
-                    alt_before = _flat(alt_model.parameters())
-                    wrong(alt_model, alt_optimizer, alt_scaler, loss_fn, batch, max_norm)
-                    alternatives[name] = alt_before - _flat(alt_model.parameters())
-                call["alternatives"] = alternatives
+                    "inf_before": inf_grads and index == 0, "max_norm": max_norm,
+                    "given": {"batch": [given(t) for t in batch], "max_norm": max_norm,
+                              **({"start": start} if index == 0 else {})}}
             before = _flat(model.parameters())
             kept = [t.clone() for t in batch]
             steps.clear()
             dtypes.clear()
             call["scale_before"] = float(scaler.get_scale())
             used_before = getattr(scaler, "_scale", None) is not None  # made by its first scale()
-            run(answer, model, optimizer, scaler, loss_fn, batch, max_norm, on=on)
+            try:
+                run(answer, model, optimizer, scaler, loss_fn, batch, max_norm, on=on)
+            except LearnerRaised as raised:
+                # The judge decides: a mistake the earlier calls already show is the one to
+                # report, not the error a later call led to.
+                error = error_record(raised, answer) if calls else None
+                if error is None:
+                    raise
+                record["raised"] = error
+                return record
             call["scaler_used"] = used_before or getattr(scaler, "_scale", None) is not None
             after, finite = _scaled_state(model)
             call["scale_after"] = float(scaler.get_scale())
@@ -183,17 +202,53 @@ def _probe_scaled_clipped_step(answer, run):
             call["batch_changed"] = not all(torch.equal(a, b) for a, b in zip(batch, kept))
             call["finite"] = finite
             call["update"] = before - after if finite else None
-            ref_model, ref_optimizer, ref_scaler = reference
-            ref_before = _flat(ref_model.parameters())
-            scaled_clipped_step_reference(ref_model, ref_optimizer, ref_scaler, loss_fn,
-                                          [t.clone() for t in kept], max_norm)
-            call["expected"] = ref_before - _flat(ref_model.parameters())
-            call["expected_scale"] = float(ref_scaler.get_scale())
             calls.append(call)
-            problem = _judge_scaled_clipped_step(calls)
-            if problem is not None and getattr(problem, "id", "") != _TWO_SLIPS:
-                return calls  # named already; two slips alike go on to an input that tells them apart
-    return calls
+    return record
+
+
+def _rebuilt(start, grads=True):
+    """The probe's model, optimizer and scaler, rebuilt from a case's recorded start: the
+    architecture, the recorded parameters (and .grad, unless ``grads`` is False: then none),
+    the optimizer's and the scaler's recorded settings."""
+    torch.manual_seed(start["seed"])  # inside judge_side(): the session's stream is put back
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+    load_given(model, start["parameters"], start["grads"] if grads else [None] * len(start["grads"]))
+    settings = start["optimizer"]
+    if settings["kind"] == "Adam":
+        optimizer = torch.optim.Adam(model.parameters(), lr=settings["lr"])
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=settings["lr"], momentum=settings["momentum"])
+    scaler = torch.amp.GradScaler("cpu", **start["scaler"])
+    return model, optimizer, scaler
+
+
+def _expect_scaled_clipped_step(record):
+    """What the reference's steps give from each case's recorded start, call after call (the
+    weight change and the scale after each), and, from the first call's start, what each wrong
+    order of the calls gives, for the judge."""
+    with judge_side():
+        for call in record["calls"]:
+            batch = [tensor_of(t) for t in call["given"]["batch"]]
+            if call["index"] == 0:
+                start = call["given"]["start"]
+                model, optimizer, scaler = _rebuilt(start)
+                loss_fn = F.cross_entropy if start["loss"] == "cross_entropy" else F.mse_loss
+            if call["inf_before"]:  # what each wrong order gives from the same start
+                alternatives = {}
+                for name, wrong in _WRONG_ORDERS.items():
+                    # The wrong orders all clear .grad: only the order differs.
+                    alt_model, alt_optimizer, alt_scaler = _rebuilt(start, grads=False)
+                    alt_before = _flat(alt_model.parameters())
+                    wrong(alt_model, alt_optimizer, alt_scaler, loss_fn, [t.clone() for t in batch],
+                          call["given"]["max_norm"])
+                    alternatives[name] = alt_before - _flat(alt_model.parameters())
+                call["alternatives"] = alternatives
+            before = _flat(model.parameters())
+            scaled_clipped_step.reference(model, optimizer, scaler, loss_fn, [t.clone() for t in batch],
+                                          call["given"]["max_norm"])
+            call["expected"] = before - _flat(model.parameters())
+            call["expected_scale"] = float(scaler.get_scale())
+    return record
 
 
 _SCALED_TOL = {"rtol": 1e-4, "atol": 1e-7}
@@ -221,7 +276,22 @@ def _one_of_two_slips(calls) -> str | None:
     return None
 
 
-def _judge_scaled_clipped_step(calls):
+def _judge_scaled_clipped_step(record):
+    """The first mistake of the calls, read as far as the first call that names one for sure:
+    two slips alike go on to a call that tells them apart, a mistake named for sure ends the
+    reading (the calls after it do not change the verdict), and an error of a later call is the
+    verdict only when the calls before it show no such mistake."""
+    calls = record["calls"]
+    for seen in range(1, len(calls) + 1):
+        problem = _judge_scaled_calls(calls[:seen])
+        if problem is not None and getattr(problem, "id", "") != _TWO_SLIPS:
+            return problem
+    if record.get("raised"):
+        return Raised(record["raised"])
+    return _judge_scaled_calls(calls)
+
+
+def _judge_scaled_calls(calls):
     for call in calls:
         on, update, expected = call["on"], call["update"], call["expected"]
         if call["batch_changed"]:
@@ -389,6 +459,7 @@ scaled_clipped_step = Exercise(
         returns="nothing: it changes the model through scaler.step(optimizer)",
     ),
     probe=_probe_scaled_clipped_step,
+    expect=_expect_scaled_clipped_step,
     judge=_judge_scaled_clipped_step,
     reference=scaled_clipped_step,
     passed_message=(

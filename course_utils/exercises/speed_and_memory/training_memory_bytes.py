@@ -6,9 +6,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
 from course_utils.exercises.facts import same_values
-from course_utils.exercises.speed_and_memory.common import CHAPTER, _flat, _kind, _number
+from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.speed_and_memory.common import CHAPTER, _flat, _kind, _number, judge_side
 
 
 # ============================================================================================
@@ -74,41 +75,89 @@ def _model_state(model) -> dict:
     }
 
 
+def _built(model: dict):
+    """The model a case describes (its recorded construction: "tied", or the MLP's dtypes and
+    frozen layer), seeded as the probe seeds it."""
+    torch.manual_seed(model["seed"])
+    if model.get("tied"):
+        return _tied_model()
+    dtypes = {key: getattr(torch, model[key]) for key in ("dtype", "last_dtype") if key in model}
+    return _mlp(frozen_first=model.get("frozen_first", False), **dtypes)
+
+
+def _construction(options: dict, seed: int = 0) -> dict:
+    """A case's options as plain data (dtypes by name), with the seed the model is built with."""
+    plain = {key: str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else value
+             for key, value in options.items()}
+    return {**plain, "seed": seed}
+
+
 def _probe_training_memory_bytes(answer, run):
+    """What the answer returned for each model, how that model was built ("given") and whether
+    the call left it as it was: never a count of bytes (``_expect_training_memory_bytes``
+    counts those on the rebuilt model, on the judge's side)."""
     cases = []
+    record = {"cases": cases}
     for on, name, options in _MEMORY_CASES:
-        torch.manual_seed(0)
-        model = _tied_model() if options.get("tied") else _mlp(**options)
-        params = list(model.parameters())
-        trainable = [p for p in params if p.requires_grad]
+        construction = _construction(options)
+        model = _built(construction)
         before = _model_state(model)
-        got = run(answer, model, name, on=f"{on}, optimizer_name={name!r}")
+        try:
+            got = run(answer, model, name, on=f"{on}, optimizer_name={name!r}")
+        except LearnerRaised as raised:
+            # The judge decides: a mistake the earlier models already show is the one to
+            # report, not the error a later one led to.
+            error = error_record(raised, answer) if cases else None
+            if error is None:
+                raise
+            record["raised"] = error
+            break
         after = _model_state(model)
-        listed = [p for m in model.modules() for p in m.parameters(recurse=False)]  # shared twice
-        stored = list(model.state_dict().values())  # buffers too, shared weight twice
         cases.append({
             "on": on,
             "optimizer": name,
+            "given": {"model": construction},
             "got": _number(got),
             "got_kind": _kind(got),
-            "param_bytes": sum(p.numel() * p.element_size() for p in params),
-            "trainable_bytes": sum(p.numel() * p.element_size() for p in trainable),
-            "param_elements": sum(p.numel() for p in params),
-            "trainable_elements": sum(p.numel() for p in trainable),
-            "trainable_tensors": len(trainable),
-            "element_size": params[0].element_size(),
-            "element_sizes": sorted({p.element_size() for p in params}),
-            "listed_bytes": sum(p.numel() * p.element_size() for p in listed),
-            "stored_bytes": sum(t.numel() * t.element_size() for t in stored),
             "changed": ([] if same_values(before["values"], after["values"], rtol=0, atol=0) else ["values"])
             + [what for what in ("dtypes", "requires_grad", "grads") if before[what] != after[what]],
         })
-        if _judge_training_memory_bytes(cases) is not None:
-            break
-    return cases
+    return record
 
 
-def _judge_training_memory_bytes(cases):
+def _expect_training_memory_bytes(record):
+    """The byte and element counts of each case's model, rebuilt from its recorded construction
+    (its parameters, the trainable ones, what state_dict() and each layer list), from which the
+    judge computes the right count and each classic mistake's."""
+    with judge_side():
+        for case in record["cases"]:
+            model = _built(case["given"]["model"])
+            params = list(model.parameters())
+            trainable = [p for p in params if p.requires_grad]
+            listed = [p for m in model.modules() for p in m.parameters(recurse=False)]  # shared twice
+            stored = list(model.state_dict().values())  # buffers too, shared weight twice
+            case.update({
+                "param_bytes": sum(p.numel() * p.element_size() for p in params),
+                "trainable_bytes": sum(p.numel() * p.element_size() for p in trainable),
+                "param_elements": sum(p.numel() for p in params),
+                "trainable_elements": sum(p.numel() for p in trainable),
+                "trainable_tensors": len(trainable),
+                "element_size": params[0].element_size(),
+                "element_sizes": sorted({p.element_size() for p in params}),
+                "listed_bytes": sum(p.numel() * p.element_size() for p in listed),
+                "stored_bytes": sum(t.numel() * t.element_size() for t in stored),
+            })
+    return record
+
+
+def _judge_training_memory_bytes(record):
+    problem = _judge_memory_cases(record["cases"])
+    if problem is None and record.get("raised"):
+        return Raised(record["raised"])
+    return problem
+
+
+def _judge_memory_cases(cases):
     for case in cases:
         on, name, got = case["on"], case["optimizer"], case["got"]
         changed = case["changed"]
@@ -214,6 +263,7 @@ training_memory_bytes = Exercise(
         "training_memory_bytes", ("model", "optimizer_name"), returns="a number of bytes (an int)"
     ),
     probe=_probe_training_memory_bytes,
+    expect=_expect_training_memory_bytes,
     judge=_judge_training_memory_bytes,
     reference=training_memory_bytes,
     passed_message=(
