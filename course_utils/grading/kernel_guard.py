@@ -34,8 +34,10 @@ submission ever runs inside it.
 
 What it cannot stop: code that rewrites the course's own functions or torch's in memory to
 watch the values a probe passes through them, a signal handler given the interrupted frame,
-or bytecode rebuilt by hand; INSTRUCTORS.md ("What a submission can reach") lists these. The
-sure answer to them is a kernel that never holds a right answer at all.
+a torch function mode left on, or bytecode rebuilt by hand. That is why no probe computes a
+right answer in the kernel (``Exercise(expect=...)`` computes it in the grader's process): what
+such code can see there is the inputs and the learner's own results. INSTRUCTORS.md ("What a
+submission can reach") says so.
 """
 
 from __future__ import annotations
