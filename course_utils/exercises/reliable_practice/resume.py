@@ -6,6 +6,7 @@ import contextlib
 import os
 import random
 import tempfile
+import warnings
 
 import numpy as np
 import torch
@@ -15,7 +16,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils import checkpoints
 from course_utils.checkpoints import _loader_generators, restore_rng_state, save_checkpoint
+from course_utils.env import random_state_preserved
 from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.facts import given, tensor_of
 # The words of resume's rule (no call of load_checkpoint), shared with its public cases, which an
 # exam release ships: both checks refuse such an answer alike.
 from course_utils.exercises.public_cases.reliable_practice import CALLS_LOAD_CHECKPOINT
@@ -113,46 +116,106 @@ def _other_streams() -> dict:
     }
 
 
+@contextlib.contextmanager
+def _past_modes():
+    """The check's own work (the run that writes the checkpoint, reading what the answer left,
+    training after it) runs past any torch function mode an answer left on, on the CPU, in
+    float32: a mode sees none of it and changes none of it (``facts.value_facts`` reads so too),
+    and a notebook's default dtype or device does not make the judge's side rebuild another run."""
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        with torch._C.DisableTorchFunction():  # a mode's torch.set_default_device is off too
+            yield
+    finally:
+        torch.set_default_dtype(dtype)
+
+
+def _plain_of(value):
+    """A checkpoint's contents (state dicts, tensors, tuples, ints as keys) as plain data that
+    ``_value_of`` turns back into the same objects: each dict as its items, each tuple tagged,
+    each tensor as ``given`` records it."""
+    if isinstance(value, torch.Tensor):
+        return {"tensor": given(value)}
+    if isinstance(value, dict):
+        return {"dict": [[_plain_of(key), _plain_of(item)] for key, item in value.items()]}
+    if isinstance(value, tuple):
+        return {"tuple": [_plain_of(item) for item in value]}
+    if isinstance(value, list):
+        return [_plain_of(item) for item in value]
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    raise TypeError(f"a checkpoint holds {type(value).__name__}, which the record cannot hold")
+
+
+def _value_of(plain):
+    """What ``_plain_of`` recorded, rebuilt (tensors on the CPU)."""
+    if isinstance(plain, list):
+        return [_value_of(item) for item in plain]
+    if not isinstance(plain, dict):
+        return plain
+    (tag, content), = plain.items()
+    if tag == "tensor":
+        return tensor_of(content)
+    if tag == "tuple":
+        return tuple(_value_of(item) for item in content)
+    if tag == "dict":
+        return {_value_of(key): _value_of(item) for key, item in content}
+    raise ValueError(f"a recorded checkpoint holds an unknown entry {tag!r}")
+
+
+def _rng_after(loader) -> dict:
+    """Where every generator the checkpoint holds sits now: torch's global one, Python's and
+    NumPy's, and the loader's own (by where they sit in the loader)."""
+    return {"torch": torch.get_rng_state().numpy().copy(), "others": _other_streams(),
+            "loader": _loader_states(loader)}
+
+
 def _probe_resume(answer, run):
+    """The checkpoint the check wrote and the freshly built objects it gave ("given", as plain
+    data), and what the answer did to them and how training went on after it. Never what the
+    reference's resume leaves, nor an uninterrupted run: ``_expect_resume`` computes both, from
+    the recorded checkpoint, on the judge's side."""
     with _one_thread():
         return _resume_record(answer, run)
 
 
 def _resume_record(answer, run):
-    x, y = _resume_data()
-    torch.manual_seed(0)
-    straight = _resume_parts(x, y)
-    lrs_straight = []
-    for _ in range(_EPOCHS):
-        lrs_straight.append(_lr(straight[1]))
-        _train_epoch(straight)
-    record = {
-        "epochs": _EPOCHS,
-        "saved_epoch": _SAVED_EPOCH,
-        "straight": _arrays(straight[0].state_dict()),
-        "lrs_straight": lrs_straight,
-        "scaler_straight": float(straight[3].get_scale()),
-    }
+    record = {"epochs": _EPOCHS, "saved_epoch": _SAVED_EPOCH}
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "checkpoint.pt")
-        torch.manual_seed(0)
-        first = _resume_parts(x, y)
-        for _ in range(_SAVED_EPOCH + 1):
-            _train_epoch(first)
-        save_checkpoint(path, _SAVED_EPOCH, *first)
-        saved_rng = torch.get_rng_state()
-        saved_others = _other_streams()
-        saved_loader = _loader_states(first[4])
-        record["saved_weights"] = _arrays(first[0].state_dict())
-        record["saved_moments"] = _adam_moments(first[1])
-        record["saved_scaler"] = {k: float(v) for k, v in first[3].state_dict().items()}
-        del first
-        # A new process: other seeds, freshly built objects with their own initial weights.
-        torch.manual_seed(12345)
-        torch.rand(7)
-        random.seed(12345)  # Python's and NumPy's streams start elsewhere in a new process too
-        np.random.seed(12345)
-        fresh = _resume_parts(x, y)
+        with _past_modes():
+            x, y = _resume_data()
+            torch.manual_seed(0)  # the run that saves: every stream it draws from seeded
+            random.seed(0)
+            np.random.seed(0)
+            first = _resume_parts(x, y)
+            lrs_before_save = []
+            for _ in range(_SAVED_EPOCH + 1):
+                lrs_before_save.append(_lr(first[1]))
+                _train_epoch(first)
+            save_checkpoint(path, _SAVED_EPOCH, *first)
+            del first
+            # A new process: other seeds, freshly built objects with their own initial weights.
+            torch.manual_seed(12345)
+            torch.rand(7)
+            random.seed(12345)  # Python's and NumPy's streams start elsewhere in a new process too
+            np.random.seed(12345)
+            fresh = _resume_parts(x, y)
+            record["given"] = {
+                "x": given(x),
+                "y": given(y),
+                "lrs_before_save": lrs_before_save,
+                # what the file holds, read back as the answer reads it
+                "checkpoint": _plain_of(torch.load(path, map_location="cpu", weights_only=True)),
+                "fresh": {
+                    "model": _plain_of(fresh[0].state_dict()),
+                    "optimizer": _plain_of(fresh[1].state_dict()),
+                    "scheduler": _plain_of(fresh[2].state_dict()),
+                    "scaler": _plain_of(fresh[3].state_dict()),
+                    "loader": _loader_states(fresh[4]),
+                },
+            }
         loads = []
         real_load = torch.load
 
@@ -160,47 +223,106 @@ def _resume_record(answer, run):
             loads.append(repr(kwargs.get("weights_only")))
             return real_load(*args, **kwargs)
 
-        fresh_loader = _loader_states(fresh[4])
         torch.load = recording_load
         try:
             with checkpoints.calls_watched() as library_calls:
                 start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
         finally:
             torch.load = real_load
-        record["library_calls"] = sorted(library_calls)
-        record["weights_only"] = loads
-        record["start_kind"] = _kind(start)
-        record["start"] = (
-            int(start) if isinstance(start, (int, np.integer)) and not isinstance(start, (bool, np.bool_))
-            else None
-        )
-        record["weights_after"] = _arrays(fresh[0].state_dict())
-        record["moments_after"] = _adam_moments(fresh[1])
-        record["scaler_after"] = {k: float(v) for k, v in fresh[3].state_dict().items()}
-        record["rng_restored"] = bool(torch.equal(torch.get_rng_state(), saved_rng))
-        others = _other_streams()
-        record["others_not_restored"] = [
-            name for name in saved_others if not np.array_equal(others[name], saved_others[name])
-        ]
-        loader_after = _loader_states(fresh[4])
-        # Moved off the fresh loader's state, yet not to the saved one: drawn from after a restore.
-        record["loader_moved"] = loader_after.keys() == fresh_loader.keys() and not all(
-            np.array_equal(loader_after[key], fresh_loader[key]) for key in fresh_loader
-        )
-        record["loader_saved"] = sorted(saved_loader)
-        record["loader_after"] = sorted(loader_after)
-        record["loader_restored"] = loader_after.keys() == saved_loader.keys() and all(
-            np.array_equal(loader_after[key], saved_loader[key]) for key in saved_loader
-        )
-        if record["start"] is None or not 0 <= record["start"] <= _EPOCHS:
-            return record
-        lrs = []
-        for _ in range(record["start"], _EPOCHS):
-            lrs.append(_lr(fresh[1]))
-            _train_epoch(fresh)
-        record["lrs_resumed"] = lrs
-        record["resumed"] = _arrays(fresh[0].state_dict())
+        with _past_modes():
+            record["rng_after"] = _rng_after(fresh[4])  # where the answer left every generator
+            record["library_calls"] = sorted(library_calls)
+            record["weights_only"] = loads
+            record["start_kind"] = _kind(start)
+            record["start"] = (
+                int(start) if isinstance(start, (int, np.integer)) and not isinstance(start, (bool, np.bool_))
+                else None
+            )
+            record["weights_after"] = _arrays(fresh[0].state_dict())
+            record["moments_after"] = _adam_moments(fresh[1])
+            record["scaler_after"] = {k: float(v) for k, v in fresh[3].state_dict().items()}
+            if record["start"] is None or not 0 <= record["start"] <= _EPOCHS:
+                return record
+            lrs = []
+            for _ in range(record["start"], _EPOCHS):
+                lrs.append(_lr(fresh[1]))
+                _train_epoch(fresh)
+            record["lrs_resumed"] = lrs
+            record["resumed"] = _arrays(fresh[0].state_dict())
     return record
+
+
+def _expect_resume(record):
+    """What the reference's resume leaves, from the recorded checkpoint and fresh objects
+    (rebuilt: the same architecture, the recorded states loaded, the file written again), and
+    the run it continues: its learning rates and weights after the remaining epochs, which a
+    resume that is exact makes those of the uninterrupted run. Whether each of the answer's
+    generators sits where the reference's does, for the judge."""
+    try:
+        with _one_thread(), _past_modes(), random_state_preserved(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference = _reference_run(record["given"])
+    except _UNREADABLE:
+        raise  # the judge's "could not read the record" verdict
+    except Exception as error:  # a record rewritten into what no checkpoint holds: the same verdict
+        raise ValueError(f"the recorded checkpoint cannot be rebuilt ({type(error).__name__}: {error})") from None
+    record.update({key: reference[key] for key in (
+        "saved_weights", "saved_moments", "saved_scaler", "lrs_straight", "straight", "scaler_straight")})
+    after, right = record["rng_after"], reference["rng"]
+    record["rng_restored"] = bool(np.array_equal(after["torch"], right["torch"]))
+    record["others_not_restored"] = [
+        name for name in right["others"] if not np.array_equal(after["others"][name], right["others"][name])
+    ]
+    loader_after, loader_fresh, loader_saved = after["loader"], record["given"]["fresh"]["loader"], right["loader"]
+    # Moved off the fresh loader's state, yet not to the saved one: drawn from after a restore.
+    record["loader_moved"] = loader_after.keys() == loader_fresh.keys() and not all(
+        np.array_equal(loader_after[key], loader_fresh[key]) for key in loader_fresh
+    )
+    record["loader_saved"] = sorted(loader_saved)
+    record["loader_after"] = sorted(loader_after)
+    record["loader_restored"] = loader_after.keys() == loader_saved.keys() and all(
+        np.array_equal(loader_after[key], loader_saved[key]) for key in loader_saved
+    )
+    return record
+
+
+# What Exercise.judge turns into its "could not read the record" verdict.
+_UNREADABLE = (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError)
+
+
+def _reference_run(given_run) -> dict:
+    """The reference's resume on the objects the probe gave, rebuilt, then the remaining epochs."""
+    x, y = tensor_of(given_run["x"]), tensor_of(given_run["y"])
+    fresh = given_run["fresh"]
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "checkpoint.pt")
+        torch.save(_value_of(given_run["checkpoint"]), path)
+        parts = _resume_parts(x, y)
+        model, optimizer, scheduler, scaler, loader = parts
+        model.load_state_dict(_value_of(fresh["model"]))
+        optimizer.load_state_dict(_value_of(fresh["optimizer"]))
+        scheduler.load_state_dict(_value_of(fresh["scheduler"]))
+        scaler.load_state_dict(_value_of(fresh["scaler"]))
+        generators = _loader_generators(loader)[0]
+        if generators.keys() != fresh["loader"].keys():
+            raise ValueError("the recorded loader's generators are not those of the loader the check builds")
+        for key, generator in generators.items():
+            generator.set_state(torch.from_numpy(np.array(fresh["loader"][key], dtype=np.uint8)))
+        start = resume.reference(path, *parts)
+    if type(start) is not int or not 0 <= start <= _EPOCHS:
+        raise ValueError(f"the recorded checkpoint's epoch gives {start!r}, not an epoch of the run")
+    run = {
+        "saved_weights": _arrays(model.state_dict()),
+        "saved_moments": _adam_moments(optimizer),
+        "saved_scaler": {k: float(v) for k, v in scaler.state_dict().items()},
+        "rng": _rng_after(loader),
+    }
+    lrs = [float(lr) for lr in given_run["lrs_before_save"]][:start]
+    for _ in range(start, _EPOCHS):
+        lrs.append(_lr(optimizer))
+        _train_epoch(parts)
+    run.update(lrs_straight=lrs, straight=_arrays(model.state_dict()), scaler_straight=float(scaler.get_scale()))
+    return run
 
 
 def _judge_resume(record):
@@ -337,6 +459,7 @@ resume = Exercise(
     expects=Function("resume", ("path", "model", "optimizer", "scheduler", "scaler", "loader"), returns="an int, the epoch to continue from"),
     probe=_probe_resume,
     judge=_judge_resume,
+    expect=_expect_resume,
     reference=resume,
     passed_message=(
         "Correct: 3 epochs, a checkpoint, a fresh start and 3 more epochs give bit for bit the "
