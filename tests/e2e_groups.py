@@ -55,9 +55,11 @@ GROUPS = {
         tests=("tests/test_grading_hostile.py", "tests/test_grading_options.py",
                "tests/test_grading_class.py", "tests/test_grading_stops.py",
                "tests/test_grading_hardening.py", "tests/test_grading_exam.py",
-               "tests/test_grading_guard.py", "tests/test_grading_sandbox_required.py"),
+               "tests/test_grading_guard.py", "tests/test_grading_sandbox_required.py",
+               "tests/test_grading_shards.py", "tests/test_grading_answer_styles.py"),
         # and the real solutions of chapter 01, which a hostile submission tries to read
-        inputs=("tests/grading_course/", "tests/catalogue/", "solutions/01_tensors.ipynb"),
+        inputs=("tests/grading_course/", "tests/catalogue/", "solutions/01_tensors.ipynb",
+                "tests/answer_cell_styles.py"),
         about="the grader's command line on whole batches: hostile and broken submissions, "
               "limits and stops, a class in shards, exams, the kernel guard"),
     "hosted": Group(

@@ -69,12 +69,20 @@ def autograd(**outcomes) -> dict:
     return notebook({name: outcomes.get(name, entry()) for name in AUTOGRAD_EXERCISES})
 
 
-def results_folder(folder: Path, results: list[dict]) -> Path:
-    """A results folder as a grading run leaves it (what ``merge`` reads)."""
-    for record in results:
-        reports.write_learner(folder, record)
+def results_folder(folder: Path, results: list[dict], shard: tuple[int, int] | None = None,
+                   whole_class: list[str] | None = None, finished: bool = True, record: bool = False) -> Path:
+    """A results folder as a grading run leaves it (what ``merge`` reads): every result out of
+    the assignment of ``results``; with ``shard`` or ``record``, the run's shard.txt too
+    (``whole_class``: the learners of every shard)."""
+    assignment = reports.assignment_of(results)
+    for result in results:
+        reports.write_learner(folder, reports.out_of_assignment(dict(result), assignment))
     everything = reports.read_results(folder)
     reports.write_gradebook(folder, everything, exercise_columns(everything))
+    if shard is not None or record:
+        learners = [r["learner"] for r in results]
+        merge.write_shard_record(folder, merge.shard_record(shard, learners, whole_class or learners, assignment,
+                                                            finished=finished))
     return folder
 
 
@@ -479,6 +487,15 @@ def test_a_regrade_reads_as_a_person_writes_it():
     assert regrade.learner_line(bob) == f"bob: 4/5 → 5/5 ({TENSORS}/outer_sum: 0/1 failed → 1/1 passed)"
 
 
+def test_a_regrade_shows_totals_out_of_the_assignment():
+    """A learner who handed in one chapter of two is out of both, in a regrade's lines too."""
+    before = reports.out_of_assignment(result("bob", {TENSORS: tensors()}), {TENSORS: 5, "02_autograd": 4})
+    after = reports.out_of_assignment(result("bob", {TENSORS: tensors(outer_sum=entry("failed", "no"))}),
+                                      {TENSORS: 5, "02_autograd": 4})
+    [bob] = regrade.compare([before], [after])["learners"]
+    assert regrade.learner_line(bob).startswith("bob: 5/9 → 4/9"), regrade.learner_line(bob)
+
+
 def test_the_audit_says_which_exercise_s_check_changed():
     versions = {TENSORS: {name: f"hash-{name}" for name in IN_NOTEBOOK_ORDER}}
     changed = {TENSORS: {**versions[TENSORS], "outer_sum": "hash-new"}}
@@ -514,3 +531,282 @@ def test_merge_without_update_refuses_two_results_for_one_learner_and_says_what_
     assert merge.main([str(before), str(bob), "--out", str(tmp_path / "final")]) == 1
     error = capsys.readouterr().err
     assert "bob is in two results folders" in error and "--update" in error
+
+
+def test_merge_update_of_runs_that_record_no_shard_still_puts_a_regrade_back(tmp_path, capsys):
+    """A whole-class run and a regrade of one learner, each with its shard.txt (no shard)."""
+    before = results_folder(tmp_path / "results", a_class(bob={"outer_sum": entry("failed")}), record=True)
+    bob = results_folder(tmp_path / "results-bob", [result("bob", {TENSORS: tensors()})], record=True)
+    assert merge.main([str(before), str(bob), "--out", str(tmp_path / "final"), "--update"]) == 0
+    assert f"Replaced bob: 4/5 from {before} replaced by 5/5 from {bob}" in capsys.readouterr().out
+    merged = {r["learner"]: r for r in reports.read_results(tmp_path / "final")}
+    assert set(merged) == {"alice", "bob", "carol"} and merged["bob"]["total"] == 5
+
+
+# --------------------------------------------------------------------------------------------
+# 7. Shards that would lose learners without a word (issue 43)
+# --------------------------------------------------------------------------------------------
+CLASS = ["alice", "bob", "carol"]
+
+
+def shard_folders(tmp_path: Path, n: int, ks, *, copy_of: int | None = None) -> list[Path]:
+    """Shard K of N for each K in ``ks``: learner ``CLASS[i]`` is in shard ``i % n + 1``."""
+    folders = []
+    for k in ks:
+        learners = [result(name, {TENSORS: tensors()}) for i, name in enumerate(CLASS) if i % n + 1 == k]
+        folder = tmp_path / f"n{n}-shard-{k}" if copy_of is None else tmp_path / f"n{n}-shard-{k}-copy"
+        folders.append(results_folder(folder, learners, shard=(k, n), whole_class=CLASS))
+    return folders
+
+
+def test_merge_refuses_an_incomplete_set_of_shards_and_names_what_is_missing(tmp_path, capsys):
+    folders = shard_folders(tmp_path, 3, [1, 3])  # shard 2 of 3 (bob) was not copied back
+    assert merge.main([*map(str, folders), "--out", str(tmp_path / "all")]) == 1
+    error = capsys.readouterr().err
+    assert "incomplete: shard 2 of 3 missing: 1 learner of the class (bob)" in error, error
+    assert "--partial" in error, error
+    assert not (tmp_path / "all" / "gradebook.csv").exists(), "nothing is written"
+
+
+def test_merge_partial_merges_and_the_output_and_class_report_say_so(tmp_path, capsys):
+    folders = shard_folders(tmp_path, 3, [1, 3])
+    assert merge.main([*map(str, folders), "--out", str(tmp_path / "all"), "--partial"]) == 0
+    output = capsys.readouterr().out
+    assert "PARTIAL: shard 2 of 3 missing: 1 learner of the class (bob)" in output, output
+    assert "Merged 2 folders (shards 1 and 3 of 3): 2 learners (partial)" in output, output
+    report = json.loads((tmp_path / "all" / "class_report.json").read_text())
+    assert report["incomplete"] == "shard 2 of 3 missing: 1 learner of the class (bob)", report
+    page = (tmp_path / "all" / "class_report.html").read_text()
+    assert "Incomplete: not the whole class." in page and "(bob)" in page
+    record = merge.read_shard_record(tmp_path / "all")
+    assert record["partial"] and record["shard"] is None and record["learners"] == ["alice", "carol"]
+    # merging that partial merge again is partial too, and needs --partial again
+    assert merge.main([str(tmp_path / "all"), "--out", str(tmp_path / "again")]) == 1
+    assert "is a partial merge" in capsys.readouterr().err
+
+
+def test_a_complete_set_of_shards_merges_and_says_which(tmp_path, capsys):
+    folders = shard_folders(tmp_path, 3, [3, 1, 2])
+    assert merge.main([*map(str, folders), "--out", str(tmp_path / "all")]) == 0
+    output = capsys.readouterr().out
+    assert "Merged 3 folders (shards 1, 2 and 3 of 3): 3 learners;" in output, output
+    assert "PARTIAL" not in output
+    assert "incomplete" not in json.loads((tmp_path / "all" / "class_report.json").read_text())
+
+
+def test_merge_refuses_shards_of_different_n(tmp_path, capsys):
+    folders = shard_folders(tmp_path, 2, [1]) + shard_folders(tmp_path, 3, [2, 3])
+    assert merge.main([*map(str, folders), "--out", str(tmp_path / "all"), "--partial"]) == 1
+    error = capsys.readouterr().err
+    assert "shards of different runs" in error and "is shard 1 of 2" in error and "is shard 2 of 3" in error, error
+
+
+def test_merge_refuses_two_copies_of_one_shard(tmp_path, capsys):
+    folders = shard_folders(tmp_path, 2, [1, 2]) + shard_folders(tmp_path, 2, [1], copy_of=1)
+    assert merge.main([*map(str, folders), "--out", str(tmp_path / "all"), "--partial"]) == 1
+    error = capsys.readouterr().err
+    assert f"{folders[0]} and {folders[2]} are both shard 1 of 2" in error, error
+
+
+def test_merge_refuses_a_shard_that_lacks_a_learner_it_graded(tmp_path, capsys):
+    folders = shard_folders(tmp_path, 2, [1, 2])
+    (folders[0] / "alice.json").unlink()  # a copy that missed a file, or a run stopped part-way
+    assert merge.main([*map(str, folders), "--out", str(tmp_path / "all")]) == 1
+    error = capsys.readouterr().err
+    assert f"{folders[0]} (shard 1 of 2) has no result for 1 learner it grades (alice)" in error, error
+
+
+def test_merge_refuses_a_shard_whose_run_did_not_finish(tmp_path, capsys):
+    folders = shard_folders(tmp_path, 2, [1, 2])
+    record = merge.read_shard_record(folders[1])
+    merge.write_shard_record(folders[1], {**record, "finished": False})
+    assert merge.main([*map(str, folders), "--out", str(tmp_path / "all")]) == 1
+    assert "its run did not finish" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# 8. One maximum per assignment (issue 43)
+# --------------------------------------------------------------------------------------------
+def test_every_learner_is_out_of_the_assignment_s_maximum(tmp_path):
+    """alice handed in 01_tensors alone, bob both chapters: both are out of 7 (5 + 2) on their
+    page, in the gradebook and in canvas.csv; a chapter not handed in counts 0 of its maximum."""
+    learners = [result("alice", {TENSORS: tensors()}), result("bob", {TENSORS: tensors(), AUTOGRAD: autograd()})]
+    shards = [results_folder(tmp_path / f"shard-{k}", [record]) for k, record in enumerate(learners)]
+    merge.merge(shards, tmp_path / "all", lms="canvas")
+    merged = {r["learner"]: r for r in reports.read_results(tmp_path / "all")}
+    assert {learner: reports.out_of(r) for learner, r in merged.items()} == {"alice": 7, "bob": 7}
+    assert merged["alice"]["assignment"] == {TENSORS: 5, AUTOGRAD: 2}
+    page = (tmp_path / "all" / "feedback" / "alice.html").read_text()
+    assert "<h1>alice: 5 / 7</h1>" in page, page
+    assert f"<h2>{AUTOGRAD}: 0 / 2</h2>" in page and "no notebook of this chapter was handed in" in page
+    assert page.index(f"<h2>{TENSORS}") < page.index(f"<h2>{AUTOGRAD}"), "course order"
+    assert "<h1>bob: 7 / 7</h1>" in (tmp_path / "all" / "feedback" / "bob.html").read_text()
+    assert read_csv(tmp_path / "all" / "gradebook.csv")[1][-1] == "7"
+    assert read_csv(tmp_path / "all" / "canvas.csv")[1][-2:] == ["5", "2"]
+
+
+def test_a_learner_the_grader_failed_on_is_out_of_the_same_maximum(tmp_path):
+    failed = {"learner": "dave", "sandbox": "bubblewrap", "grader_version": "1", "notebooks": {}, "total": 0,
+              "max": 0, "problems": ["the grader failed on this learner: TypeError: x; the instructor's log has "
+                                     "the details"]}
+    folder = results_folder(tmp_path / "results", [result("alice", {TENSORS: tensors()}), failed])
+    dave = reports.read_results(folder, ["dave"])[0]
+    assert reports.out_of(dave) == 5
+    page = (folder / "feedback" / "dave.html").read_text()
+    assert "<h1>dave: 0 / 5</h1>" in page and "the grader failed on your submission" in page
+
+
+def test_results_without_an_assignment_are_out_of_their_own_maximum():
+    """Results of a grader before the assignment was recorded, and results of run_batch without
+    one (``Batch.assignment`` None)."""
+    record = result("alice", {TENSORS: tensors()})
+    assert reports.out_of(record) == 5
+    assert reports.out_of(reports.out_of_assignment(dict(record), {TENSORS: 5, AUTOGRAD: 2})) == 7
+    assert "out_of" not in reports.out_of_assignment(dict(record, out_of=7), None)
+
+
+# --------------------------------------------------------------------------------------------
+# 9. The command line: a results folder of another run, a stop under --no-cache (issue 43)
+# --------------------------------------------------------------------------------------------
+@pytest.fixture
+def no_grading(tmp_path, monkeypatch):
+    """The grader's command line with run_batch replaced: it writes each learner a result of
+    01_tensors (``calls`` says whom) and, where ``stop_after`` says, stops as Ctrl-C does."""
+    from course_utils.grading import __main__ as cli
+
+    calls, settings = [], {"stop_after": None}
+
+    def run_batch(batch, learners, workers, report, sandbox):
+        calls.append([learner.id for learner in learners])
+        results = []
+        for learner in learners:
+            if settings["stop_after"] is not None and len(results) == settings["stop_after"]:
+                raise KeyboardInterrupt
+            record = result(learner.id, {TENSORS: tensors()})
+            reports.write_learner(batch.out, record)
+            report(f"{learner.id}: {record['total']}/{record['max']}")
+            results.append(record)
+        return results, 0
+
+    monkeypatch.setattr(cli, "run_batch", run_batch)
+    monkeypatch.setattr(cli, "choose_sandbox", lambda no_sandbox: "bubblewrap")
+    submissions = tmp_path / "submissions"
+    for name in ("alice", "bob", "carol"):
+        folder = submissions / name
+        folder.mkdir(parents=True)
+        (folder / f"{TENSORS}.ipynb").write_text("{}")  # never read: the stand-in grades nothing
+
+    def grade(*args: str) -> int:
+        return cli.main([str(submissions), "--course", str(Path(__file__).parent / "grading_course"), *args])
+
+    return grade, calls, settings
+
+
+def test_a_shard_s_gradebook_lists_its_own_learners_only(tmp_path, no_grading):
+    grade, calls, _ = no_grading
+    out = tmp_path / "results"
+    reports.write_learner(out, result("zed", {TENSORS: tensors()}))  # an earlier run's learner, in the folder
+    assert grade("--out", str(out)) == 0
+    book = [row[0] for row in read_csv(out / "gradebook.csv")[2:]]
+    assert book == ["alice", "bob", "carol"], book
+    record = merge.read_shard_record(out)
+    assert record["shard"] is None and record["learners"] == CLASS and record["finished"]
+
+
+def test_a_run_into_a_folder_of_another_shard_run_is_refused_and_says_what_to_do(tmp_path, no_grading, capsys):
+    grade, calls, _ = no_grading
+    out = tmp_path / "shard-2"
+    assert grade("--out", str(out), "--shard", "2/2") == 0
+    graded = calls[-1]
+    before = (out / "gradebook.csv").read_bytes()
+    assert grade("--out", str(out), "--shard", "2/3") == 2
+    error = capsys.readouterr().err
+    assert f"{out} holds the results of --shard 2/2" in error and "this run is --shard 2/3" in error, error
+    assert "give this run a folder of its own" in error and str(tmp_path / "shard-2-of-3") in error, error
+    assert len(calls) == 1 and (out / "gradebook.csv").read_bytes() == before, "nothing graded, nothing written"
+    for other in (["--shard", "1/2"], []):  # another K, or the whole class
+        assert grade("--out", str(out), *other) == 2
+    assert grade("--out", str(out), "--shard", "2/2") == 0 and calls[-1] == graded, "the same shard again"
+    assert merge.read_shard_record(out)["shard"] == [2, 2]
+
+
+def test_every_shard_grades_out_of_the_whole_class_s_assignment(tmp_path, no_grading):
+    grade, calls, _ = no_grading
+    assert grade("--out", str(tmp_path / "shard-1"), "--shard", "1/2") == 0
+    record = merge.read_shard_record(tmp_path / "shard-1")
+    assert record["class"] == CLASS and record["learners"] == calls[-1] and record["shard"] == [1, 2]
+    assert record["assignment"] == {TENSORS: 7}, record  # tests/grading_course's 01_tensors checks 7
+
+
+@pytest.mark.parametrize("no_cache", [False, True])
+def test_a_stopped_run_says_truly_how_to_grade_the_rest(tmp_path, no_grading, capsys, no_cache):
+    grade, _, settings = no_grading
+    settings["stop_after"] = 1
+    assert grade("--out", str(tmp_path / "results"), *(["--no-cache"] if no_cache else [])) == 130
+    output = capsys.readouterr().out
+    if no_cache:  # the same command, --no-cache, would grade them all again
+        assert "run the same command without --no-cache" in output, output
+        assert "run the same command again" not in output.lower() and "come from the cache" not in output, output
+    else:
+        assert "Run the same command again to grade the rest (the learners graded come from the cache" in output
+    assert "Grading stopped: every worker and kernel ended. 1 of 3 learners graded" in output, output
+    record = merge.read_shard_record(tmp_path / "results")
+    assert record["finished"] is False and record["learners"] == CLASS
+
+
+def test_no_cache_removes_its_learners_cache_entries_so_a_rerun_grades_only_the_rest(tmp_path, monkeypatch):
+    """A --no-cache run stopped after one learner: run again without --no-cache, it grades only
+    the others (the old entries it was told not to use are gone; the new one stands)."""
+    import grading_fixtures as gf
+
+    from course_utils.grading import batch as batch_module
+
+    submissions, out = tmp_path / "submissions", tmp_path / "results"
+    for name in ("alice", "bob"):
+        gf.write_submission(submissions, name, gf.submission(append={"outer_sum": f"# {name}\n"}))
+    from course_utils.grading.submissions import discover
+
+    learners = discover(submissions)
+    sandbox = "none: a test"
+
+    def batch(use_cache: bool):
+        return batch_module.Batch(gf.GRADING_COURSE, submissions, out, Limits(), use_cache=use_cache, no_sandbox=True)
+
+    courses = batch_module.course_notebooks(gf.GRADING_COURSE)
+    entries = {l.id: out / ".cache" / f"{batch_module.cache_key(l, batch(True), courses, sandbox)}.json"
+               for l in learners}
+    for name, path in entries.items():  # what an earlier run left: not to be used
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result(name, {TENSORS: tensors(outer_sum=entry("failed", "old"))})))
+    graded = []
+
+    def pool(todo, batch, sandbox, workers, stop_after=None):
+        for learner, cached in todo:
+            if stop_after is not None and len(graded) == stop_after:
+                raise batch_module.GradingStopped("signal 15")
+            graded.append(learner.id)
+            yield learner, cached, result(learner.id, {TENSORS: tensors()})
+
+    monkeypatch.setattr(batch_module, "load_judges", lambda exam=False: None)
+    monkeypatch.setattr(batch_module, "_grade_in_pool", lambda *args: pool(*args, stop_after=1))
+    with pytest.raises(KeyboardInterrupt):
+        batch_module.run_batch(batch(False), learners, 1, lambda line: None, sandbox)
+    [first] = graded
+    [other] = {"alice", "bob"} - {first}
+    assert json.loads(entries[first].read_text())["total"] == 5, "this run's result is cached"
+    assert not entries[other].exists(), "the entry --no-cache was told not to use is gone"
+    monkeypatch.setattr(batch_module, "_grade_in_pool", pool)
+    graded.clear()
+    results, cached = batch_module.run_batch(batch(True), learners, 1, lambda line: None, sandbox)
+    assert graded == [other] and cached == 1, (graded, cached)
+    assert all(r["total"] == 5 for r in results), "no old result came back"
+
+
+def test_merge_leaves_out_a_result_its_folder_s_run_did_not_grade(tmp_path, capsys):
+    """A shard's folder that still holds an older run's learner: not in that shard's record."""
+    folders = shard_folders(tmp_path, 2, [1, 2])
+    reports.write_learner(folders[0], result("zed", {TENSORS: tensors()}))
+    assert merge.main([*map(str, folders), "--out", str(tmp_path / "all")]) == 0
+    output = capsys.readouterr().out
+    assert f"Left out {folders[0] / 'zed.json'}: its folder's run did not grade that learner" in output, output
+    assert [r["learner"] for r in reports.read_results(tmp_path / "all")] == CLASS

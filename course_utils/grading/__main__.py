@@ -12,12 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-from course_utils.grading.batch import Batch, exercise_columns, in_shard, run_batch
+from course_utils.grading.batch import Batch, assignment_of, course_notebooks, exercise_columns, in_shard, run_batch
 from course_utils.grading.class_report import write_class_report
 from course_utils.grading.lms import (CanvasProblem, add_canvas_options, canvas_option_problem, canvas_options,
                                       write_lms)
 from course_utils.grading.regrade import CHANGED, headline, learner_line, write_regrade
-from course_utils.grading.reports import read_results, write_gradebook
+from course_utils.grading.merge import folder_problem, shard_record, write_shard_record
+from course_utils.grading.reports import counted, read_results, write_gradebook
 from course_utils.grading.sandbox import SANDBOXED, Limits, SandboxUnavailable, choose_sandbox
 from course_utils.grading.submissions import discover
 
@@ -137,24 +138,40 @@ def grade_main(argv: list[str]) -> int:
     batch = Batch(args.course.resolve(), args.submissions.resolve(), args.out.resolve(), limits,
                   not args.no_cache, args.no_sandbox, args.exam, args.reveal_hidden,
                   tuple(path.resolve() for path in args.hide), hints=args.hints or "none")
-    learners = [l for l in discover(batch.submissions) if in_shard(l.id, args.shard)]
+    everyone = discover(batch.submissions)
+    learners = [l for l in everyone if in_shard(l.id, args.shard)]
     clashing = sorted({l.id for l in learners} & REPORT_NAMES)
     if clashing:
         parser.error(f"a learner is named {', '.join(clashing)}, as a report in the results folder "
                      "is: rename that submission")
+    problem = folder_problem(batch.out, args.shard)
+    if problem:  # its gradebook would list another run's learners, and merge would mix them up
+        print(f"Refusing to grade: {problem}", file=sys.stderr)
+        return 2
+    # One maximum for every learner, in every shard: the chapters the whole class handed in.
+    batch.assignment = assignment_of(everyone, course_notebooks(batch.course), batch.exam)
+    record = shard_record(args.shard, [l.id for l in learners], [l.id for l in everyone], batch.assignment)
+    batch.out.mkdir(parents=True, exist_ok=True)
+    write_shard_record(batch.out, record)  # before any result: a stopped run says what it lacks
     print(f"Grading {len(learners)} learners with {args.workers} workers; sandbox: {sandbox}")
     if sandbox != SANDBOXED:
         print("WARNING: not sandboxed (--no-sandbox). Submissions run with limits only: they can "
               "read and change your files and use the network.", file=sys.stderr)
     start = time.perf_counter()
+    done = []
+
+    def tell(line: str) -> None:
+        done.append(line)
+        print(line, flush=True)
+
     try:
-        results, cached = run_batch(batch, learners, args.workers, lambda line: print(line, flush=True), sandbox)
+        results, cached = run_batch(batch, learners, args.workers, tell, sandbox)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (batch.GradingStopped): workers and kernels are ended
-        graded = len(read_results(batch.out))
-        print(f"Grading stopped: every worker and kernel ended. {graded} results are in {batch.out}; "
-              "run the same command again to grade the rest (graded learners come from the cache).", flush=True)
+        print(stopped_message(len(done), len(learners), batch.out, args.no_cache), flush=True)
         return 130
-    everything = read_results(batch.out)
+    write_shard_record(batch.out, {**record, "finished": True})
+    # This run's learners only: the folder may hold results an earlier run wrote there.
+    everything = read_results(batch.out, [l.id for l in learners])
     gradebook = write_gradebook(batch.out, everything, exercise_columns(everything))
     report = write_class_report(batch.out, everything)
     if args.lms:
@@ -172,6 +189,18 @@ def grade_main(argv: list[str]) -> int:
             if item["status"] == CHANGED:
                 print(f"  {learner_line(item)}")
     return 0
+
+
+def stopped_message(graded: int, learners: int, out: Path, no_cache: bool) -> str:
+    """What the console says when grading was stopped: what is kept and how to go on."""
+    said = (f"Grading stopped: every worker and kernel ended. {graded} of {counted(learners, 'learner')} "
+            f"graded; their results are in {out}. ")
+    if not no_cache:
+        return said + ("Run the same command again to grade the rest (the learners graded come from the "
+                       "cache, except any that hit a time or memory limit).")
+    return said + ("To grade only the rest, run the same command without --no-cache: this run removed its "
+                   "learners' earlier cache entries as it started, so the cache now holds only what this run "
+                   f"graded. Run again with --no-cache, it grades all {learners} again.")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,9 @@ class Batch:
     # With ``exam``: the --hints the release was made with; the public verdicts show no hint or
     # error note that release withheld.
     hints: str = "none"
+    # The assignment every learner is graded out of (``assignment_of``: chapter → its maximum,
+    # the chapters the whole class handed in); None: each result is out of its own chapters.
+    assignment: dict | None = None
 
 
 def course_notebooks(course: Path) -> dict[str, nbformat.NotebookNode]:
@@ -81,6 +84,42 @@ def graded_exercises(chapter: str, course_notebook: nbformat.NotebookNode) -> li
     return [probe.exercise for probe in assemble(chapter, course_notebook, {}).probes]
 
 
+
+
+def chapters_graded(learner: Learner, courses: dict) -> set[str]:
+    """The chapters ``grade_learner`` gives ``learner``'s result, found without grading: each
+    readable notebook's chapter (by its answer cells), an unreadable file's where its name is a
+    chapter's, and for a learner with nothing gradable the course's first chapter."""
+    found = set()
+    for path in learner.files:
+        try:
+            nb = read_submission(path)
+        except Unreadable:
+            if path.stem in courses:
+                found.add(path.stem)
+            continue
+        chapter = chapter_of(path, nb, courses)
+        if chapter is not None:
+            found.add(chapter)
+    if not found and courses:
+        found.add(next(iter(courses)))
+    return found
+
+
+def chapter_max(chapter: str, course_notebook: nbformat.NotebookNode, exam: bool = False) -> int:
+    """The most ``chapter`` can score: one point per exercise checked (two in an exam)."""
+    return _nothing_graded(chapter, course_notebook, "", exam)["max"]
+
+
+def assignment_of(learners: list[Learner], courses: dict, exam: bool = False) -> dict[str, int]:
+    """The assignment a class is graded out of: every chapter one of ``learners`` handed in
+    (``chapters_graded``), with its maximum, in course order. Given the whole class (every
+    shard's learners), every shard grades out of the same maximum."""
+    chapters = set()
+    for learner in learners:
+        chapters |= chapters_graded(learner, courses)
+    return {chapter: chapter_max(chapter, notebook, exam) for chapter, notebook in courses.items()
+            if chapter in chapters}
 
 
 def in_shard(learner_id: str, shard: tuple[int, int] | None) -> bool:
@@ -400,10 +439,13 @@ def run_batch(
 
     A learner whose notebook hit a time limit while other notebooks, graded beside it, starved
     its kernel (``_starved``) is graded once more when the others are done, alone; a result in
-    which a time or memory limit ended a run is never cached. Stopped with Ctrl-C or SIGTERM, it ends every worker and kernel
+    which a time or memory limit ended a run is never cached. Every result is out of
+    ``batch.assignment`` where it is given (``reports.out_of_assignment``). Without
+    ``batch.use_cache`` the learners' cache entries are removed as the run starts and written
+    again as each is graded. Stopped with Ctrl-C or SIGTERM, it ends every worker and kernel
     and raises ``GradingStopped``; what was graded until then stays written.
     """
-    from course_utils.grading.reports import write_atomically, write_learner
+    from course_utils.grading.reports import out_of, out_of_assignment, write_atomically, write_learner
 
     sandbox = choose_sandbox(batch.no_sandbox) if sandbox is None else _allowed(sandbox, batch)
     _stop_on_sigterm()
@@ -418,21 +460,27 @@ def run_batch(
             result = json.loads(cached.read_text(encoding="utf-8"))
             result["learner"] = learner.id  # the same bytes may come from another learner
             result["reveal_hidden"] = batch.reveal_hidden  # a choice about the page, not the grade
+            out_of_assignment(result, batch.assignment)
             write_learner(batch.out, result)
             results[learner.id] = result
-            report(f"{learner.id}: {result['total']}/{result['max']} (cached)")
+            report(f"{learner.id}: {result['total']}/{out_of(result)} (cached)")
         else:
+            if not batch.use_cache:
+                # --no-cache: what the cache held for this learner goes now, so that, if this run
+                # is stopped, the cache holds only what this run graded (see __main__).
+                cached.unlink(missing_ok=True)
             todo.append((learner, cached))
     todo = longest_first(todo, lambda item: item[0])
     if sandbox != SANDBOXED or (todo and _start_method() == "fork"):
         load_judges(batch.exam)  # here, before any worker: see load_judges
 
     def keep(learner, cached, result, note=""):
+        out_of_assignment(result, batch.assignment)
         write_learner(batch.out, result)
         if _cacheable(result):
             write_atomically(cached, json.dumps(result))
         results[learner.id] = result
-        report(f"{learner.id}: {result['total']}/{result['max']}{note}")
+        report(f"{learner.id}: {result['total']}/{out_of(result)}{note}")
 
     # fork (Linux): every worker starts with the judges this process loaded above, at once;
     # spawn (elsewhere): each worker loads them as it starts.

@@ -16,7 +16,8 @@ For each exercise, the share of learners in each group:
 In an exam each exercise has a public and a hidden part, each with its own shares and
 mistakes. Per chapter a stacked bar chart of that split, how many learners the chapter has
 (and how many handed it in), and the exercises the class found hardest. Made from the
-learners' results alone, so a merged set of shards gives the same report as one run.
+learners' results alone, so a merged set of shards gives the same report as one run; a partial
+merge of shards (``merge --partial``) says at the top what is missing.
 """
 
 from __future__ import annotations
@@ -216,6 +217,9 @@ def report_html(summary: dict) -> str:
              "td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"
              "table{border-collapse:collapse}</style>",
              f"<h1>Class report: {counted(summary['learners'], 'learner')}</h1>"]
+    if summary.get("incomplete"):
+        parts.append(f"<p>⚠ <b>Incomplete: not the whole class.</b> {e(summary['incomplete'])}. These results "
+                     "were merged with --partial: learners without a result are in no count below.</p>")
     if summary["grader_failed"]:
         parts.append(f"<p>⚠ The grader failed on {counted(len(summary['grader_failed']), 'learner')} "
                      f"({e(', '.join(summary['grader_failed']))}): no result, in no chapter below; "
@@ -238,8 +242,12 @@ def report_html(summary: dict) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_class_report(out: Path, results: list[dict]) -> Path:
+def write_class_report(out: Path, results: list[dict], incomplete: str | None = None) -> Path:
+    """``class_report.json`` and ``.html``; ``incomplete``: what a partial merge lacks (``merge
+    --partial``), said at the top of both."""
     summary = class_summary(results)
+    if incomplete:
+        summary["incomplete"] = incomplete
     write_atomically(out / "class_report.json", json.dumps(summary, indent=1, sort_keys=True))
     path = out / "class_report.html"
     write_atomically(path, report_html(summary))

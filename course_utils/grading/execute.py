@@ -209,6 +209,31 @@ def _kill_everything(km: AsyncKernelManager, folder: RunFolder) -> None:
             pass
 
 
+def _close_sockets(client: nbclient.NotebookClient, km: AsyncKernelManager) -> None:
+    """Close the kernel client's channels and the manager's control socket and ZeroMQ context.
+
+    nbclient stops the client's channels only when it made the kernel manager itself; this one
+    is the grader's (``km=``), so its shell, iopub, stdin and control sockets would stay open
+    until the garbage collector found them, each with a ``ResourceWarning: Unclosed socket`` on
+    the instructor's console. Whatever fails here fails quietly: the run is over."""
+    kc = getattr(client, "kc", None)
+    if kc is not None:
+        try:
+            kc.stop_channels()
+        except Exception:
+            pass
+        client.kc = None
+    try:
+        km._close_control_socket()
+    except Exception:
+        pass
+    try:
+        if getattr(km, "_created_context", False) and not km.context.closed:  # its own, made for this run
+            km.context.destroy(linger=0)
+    except Exception:
+        pass
+
+
 def _process_limit(group: ProcessGroup, sandbox: str) -> str:
     """Which process limit the run had, in words, for the result."""
     if group.path is not None or os.geteuid() == 0:
@@ -310,6 +335,7 @@ async def _run(assembly: Assembly, folder: RunFolder, limits: Limits, sandbox: s
             await asyncio.wait_for(km.shutdown_kernel(now=True), timeout=10)
         except Exception:
             pass
+        _close_sockets(client, km)
         reaper.end_descendants(keep=infrastructure)
         asyncio.get_running_loop().remove_reader(channel.fd)
         channel.close()

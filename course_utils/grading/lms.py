@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_utils.exercises import CHAPTERS
-from course_utils.grading.reports import POINTS_POSSIBLE, counted, handed_in, write_atomically
+from course_utils.grading.reports import POINTS_POSSIBLE, assignment_of, counted, handed_in, write_atomically
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 ASSIGNMENT_PREFIX = "PyTorch course: "
@@ -240,7 +240,7 @@ def canvas_csv(results: list[dict], options: CanvasOptions | None = None) -> tup
     chapters = [c for c in CHAPTERS if any(handed_in(r["notebooks"].get(c)) for r in results)]
     headers = _assignment_headers(chapters, options, roster, notes)
     roster_columns = {c: roster.column_for(headers[c]) for c in chapters} if roster else {}
-    maxima = {c: max(r["notebooks"][c]["max"] for r in results if c in r["notebooks"]) for c in chapters}
+    maxima = assignment_of(results)  # one maximum per chapter, as the gradebook's Points Possible
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CANVAS_IDENTITY + [headers[c] for c in chapters])

@@ -46,7 +46,10 @@ def as_read(part: dict | None) -> str:
 
 
 def _total(result: dict | None) -> str:
-    return NOT_GRADED if result is None else f"{result['total']}/{result['max']}"
+    """A learner's total out of the assignment's maximum (``reports.out_of``), as everywhere."""
+    from course_utils.grading.reports import out_of
+
+    return NOT_GRADED if result is None else f"{result['total']}/{out_of(result)}"
 
 
 def _exercise_changes(old: dict, new: dict) -> list[dict]:

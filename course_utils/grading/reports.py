@@ -9,6 +9,12 @@ exercises' order in the course notebook (``"order"``), and ``read_results`` give
 that order. A page or gradebook made from results read back (``merge``) is then the one a
 single run writes. Results written before ``"order"`` existed get the order in which the
 course's exercise module defines them.
+
+Every learner of a run is graded out of one maximum, the assignment's: ``"assignment"`` (each
+chapter the class handed in, with its maximum) and ``"out_of"`` (their sum), set by the run
+(``out_of_assignment``); a chapter a learner did not hand in counts 0 of its maximum. ``"max"``
+stays what the chapters graded for that learner could score. The console, the feedback page,
+the gradebook's "Points Possible" and canvas.csv show the assignment's maximum.
 """
 
 from __future__ import annotations
@@ -84,15 +90,56 @@ def exercise_order(chapter: str, notebook: dict) -> list[str]:
 def in_course_order(result: dict) -> dict:
     """``result`` with its chapters in course order and each one's exercises in notebook order."""
     notebooks = result.get("notebooks", {})
-    chapters = sorted(notebooks, key=lambda c: (list(CHAPTERS).index(c) if c in CHAPTERS else len(CHAPTERS), c))
     ordered = {}
-    for chapter in chapters:
+    for chapter in chapter_order(notebooks):
         notebook = dict(notebooks[chapter])
         names = exercise_order(chapter, notebook)
         notebook["exercises"] = {name: notebook["exercises"][name] for name in names}
         notebook["order"] = names
         ordered[chapter] = notebook
     return {**result, "notebooks": ordered}
+
+
+def chapter_order(chapters) -> list[str]:
+    """``chapters`` in course order; any the course does not know after them, sorted."""
+    return sorted(chapters, key=lambda c: (list(CHAPTERS).index(c) if c in CHAPTERS else len(CHAPTERS), c))
+
+
+def assignment_of(results: list[dict], *more: dict) -> dict[str, int]:
+    """The assignment the ``results`` were graded as: chapter → its maximum, in course order.
+
+    Every chapter some result has (at the largest maximum it has there), and every chapter a
+    result's ``"assignment"``, or one of ``more`` (what a run recorded), says the assignment has,
+    handed in or not."""
+    maxima: dict[str, int] = {}
+    for assignment in [*(r.get("assignment") or {} for r in results), *more]:
+        for chapter, most in assignment.items():
+            maxima[chapter] = max(maxima.get(chapter, 0), int(most))
+    for result in results:
+        for chapter, notebook in result.get("notebooks", {}).items():
+            maxima[chapter] = max(maxima.get(chapter, 0), notebook["max"])
+    return {chapter: maxima[chapter] for chapter in chapter_order(maxima)}
+
+
+def out_of_assignment(result: dict, assignment: dict[str, int] | None) -> dict:
+    """``result`` graded out of ``assignment`` (chapter → maximum): its ``"assignment"`` and
+    ``"out_of"`` say so. A chapter of the result the assignment lacks is added at the result's
+    own maximum. ``None``: the result is out of its own chapters alone (both keys removed)."""
+    if assignment is None:
+        result.pop("assignment", None)
+        result.pop("out_of", None)
+        return result
+    maxima = dict(assignment)
+    for chapter, notebook in result.get("notebooks", {}).items():
+        maxima.setdefault(chapter, notebook["max"])
+    result["assignment"] = {chapter: maxima[chapter] for chapter in chapter_order(maxima)}
+    result["out_of"] = sum(maxima.values())
+    return result
+
+
+def out_of(result: dict) -> int:
+    """The most ``result`` could score: the assignment's maximum where the run recorded one."""
+    return result.get("out_of", result["max"])
 
 
 def handed_in(notebook: dict | None) -> bool:
@@ -116,10 +163,12 @@ def write_learner(out: Path, result: dict) -> None:
     write_atomically(out / "feedback" / f"{result['learner']}.html", feedback_page(ordered))
 
 
-def read_results(out: Path) -> list[dict]:
-    """The learners' results in ``out``, sorted by learner, each in course order."""
+def read_results(out: Path, learners=None) -> list[dict]:
+    """The learners' results in ``out``, sorted by learner, each in course order; with
+    ``learners`` (their ids), theirs alone (a learner without a result file is left out)."""
     results = []
-    for path in sorted(out.glob("*.json")):
+    paths = sorted(out.glob("*.json")) if learners is None else [out / f"{name}.json" for name in sorted(learners)]
+    for path in paths:
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
@@ -151,7 +200,8 @@ def _scores(result: dict) -> dict[str, int]:
 
 
 def points_possible(results: list[dict], columns: list[str]) -> list:
-    """The most each column can score (blank where no result has it), then their sum."""
+    """The most each column can score (blank where no result has it), then the assignment's
+    maximum (``assignment_of``): their sum, and the maximum every learner's total is out of."""
     best: dict[str, int] = {}
     for result in results:
         for chapter, notebook in result["notebooks"].items():
@@ -159,7 +209,7 @@ def points_possible(results: list[dict], columns: list[str]) -> list:
                 for column, part in _column_parts(chapter, name, entry).items():
                     best[column] = max(best.get(column, 0), part["max"])
     row = [best.get(column, "") for column in columns]
-    return [*row, sum(value for value in row if value != "")]
+    return [*row, max(sum(value for value in row if value != ""), sum(assignment_of(results).values()))]
 
 
 def write_gradebook(out: Path, results: list[dict], columns: list[str]) -> Path:
@@ -187,7 +237,10 @@ HIDDEN_NOT_SHOWN = ("the hidden cases' inputs are not shown (other inputs, shape
 
 
 def feedback_page(result: dict) -> str:
-    """A learner's page: every chapter in course order, every exercise in notebook order."""
+    """A learner's page: every chapter in course order, every exercise in notebook order; a
+    chapter of the assignment that was not graded, as 0 of its maximum."""
+    from course_utils.grading.class_report import grader_failed  # (it imports this module)
+
     e = html.escape
     result = in_course_order(result)
     parts = [
@@ -196,11 +249,19 @@ def feedback_page(result: dict) -> str:
         "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}"
         "td,th{padding:4px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"
         "table{border-collapse:collapse;width:100%}</style>",
-        f"<h1>{e(result['learner'])}: {result['total']} / {result['max']}</h1>",
+        f"<h1>{e(result['learner'])}: {result['total']} / {out_of(result)}</h1>",
     ]
     for problem in result.get("problems", []):
         parts.append(f"<p>⚠ {e(problem)}</p>")
-    for chapter, notebook in result["notebooks"].items():
+    assignment = result.get("assignment") or {}
+    for chapter in chapter_order({*result["notebooks"], *assignment}):
+        if chapter not in result["notebooks"]:
+            why = ("the grader failed on your submission (above)" if grader_failed(result)
+                   else "no notebook of this chapter was handed in")
+            parts.append(f"<h2>{e(chapter)}: 0 / {assignment[chapter]}</h2>")
+            parts.append(f"<p>⚠ Not graded: {why}; it counts 0 towards your total.</p>")
+            continue
+        notebook = result["notebooks"][chapter]
         parts.append(f"<h2>{e(chapter)}: {notebook['score']} / {notebook['max']}</h2>")
         for problem in notebook.get("problems", []):
             parts.append(f"<p>⚠ {e(problem)}</p>")
