@@ -29,7 +29,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from course_utils.grading.reports import counted, handed_in, shortened, write_atomically
+from course_utils.grading.reports import counted, grader_failed, handed_in, shortened, write_atomically
 
 PASSED, FAILED, RAISED, NOT_ATTEMPTED = "passed", "failed", "raised", "not attempted"
 NOT_HANDED_IN, GRADING_PROBLEM = "not handed in or unreadable", "no result: grading problem"
@@ -37,14 +37,7 @@ GROUPS = (PASSED, FAILED, RAISED, NOT_ATTEMPTED, NOT_HANDED_IN, GRADING_PROBLEM)
 MISTAKE_GROUPS = (FAILED, RAISED)  # the learner's own mistakes: listed by mistake id
 COLOURS = {PASSED: "#2e7d32", FAILED: "#c62828", RAISED: "#ef6c00", NOT_ATTEMPTED: "#9e9e9e",
            NOT_HANDED_IN: "#cfd8dc", GRADING_PROBLEM: "#6a1b9a"}
-# What the problems of a result say when the grader itself failed on that learner (batch.py).
-GRADER_FAILED_SIGNS = ("the grader failed on this learner", "the grading worker died")
 MESSAGE_CHARS = 300
-
-
-def grader_failed(result: dict) -> bool:
-    """Whether grading crashed on this learner (then nothing in the result is the learner's)."""
-    return any(sign in problem for problem in result.get("problems", []) for sign in GRADER_FAILED_SIGNS)
 
 
 def group_of(part: dict) -> str:

@@ -231,6 +231,15 @@ def write_gradebook(out: Path, results: list[dict], columns: list[str]) -> Path:
     return path
 
 
+# What the problems of a result say when the grader itself failed on that learner (batch.py).
+GRADER_FAILED_SIGNS = ("the grader failed on this learner", "the grading worker died")
+
+
+def grader_failed(result: dict) -> bool:
+    """Whether grading crashed on this learner (then nothing in the result is the learner's)."""
+    return any(sign in problem for problem in result.get("problems", []) for sign in GRADER_FAILED_SIGNS)
+
+
 _OUTCOME_COLOUR = {"passed": "#2e7d32", "not attempted": "#757575"}
 HIDDEN_NOT_SHOWN = ("the hidden cases' inputs are not shown (other inputs, shapes and dtypes than "
                     "the public ones, and repeated calls)")
@@ -239,8 +248,6 @@ HIDDEN_NOT_SHOWN = ("the hidden cases' inputs are not shown (other inputs, shape
 def feedback_page(result: dict) -> str:
     """A learner's page: every chapter in course order, every exercise in notebook order; a
     chapter of the assignment that was not graded, as 0 of its maximum."""
-    from course_utils.grading.class_report import grader_failed  # (it imports this module)
-
     e = html.escape
     result = in_course_order(result)
     parts = [

@@ -11,6 +11,7 @@ from course_utils.exercises.core import Exercise, Function, Mistake, Raised, err
 from course_utils.exercises.facts import given, same_values, tensor_of, values_problem
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat, judge_side, load_given
+from course_utils.exercises.speed_and_memory.scaled_step_mistakes import _WRONG_ORDERS
 
 
 # ============================================================================================
@@ -52,72 +53,6 @@ def _scaled_batch(seed, overflow=False, classes=False):
     y = 3 * torch.randn(8, 2, generator=generator)  # far from the outputs: a gradient norm above 1
     return x, (y * _OVERFLOW_TARGET if overflow else y)
 
-
-# Wrong orders, run (on the judge's side) from a case's first start, to name a mistake only when
-# the learner's update is exactly what that order gives.
-def _clips_scaled(model, optimizer, scaler, loss_fn, batch, max_norm):
-    x, y = batch
-    optimizer.zero_grad()
-    with torch.autocast("cpu", dtype=torch.float16):
-        loss = loss_fn(model(x), y)
-    scaler.scale(loss).backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # on scaled gradients
-    scaler.step(optimizer)
-    scaler.update()
-
-
-def _no_clip(model, optimizer, scaler, loss_fn, batch, max_norm):
-    x, y = batch
-    optimizer.zero_grad()
-    with torch.autocast("cpu", dtype=torch.float16):
-        loss = loss_fn(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-
-
-def _unscaled_backward(model, optimizer, scaler, loss_fn, batch, max_norm):
-    x, y = batch
-    optimizer.zero_grad()
-    with torch.autocast("cpu", dtype=torch.float16):
-        loss = loss_fn(model(x), y)
-    scaler.scale(loss)  # made, but not back-propagated
-    loss.backward()  # not scaled: unscale_ then divides the true gradients by the scale
-    scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.step(optimizer)
-    scaler.update()
-
-
-def _float32_forward(model, optimizer, scaler, loss_fn, batch, max_norm):
-    x, y = batch
-    optimizer.zero_grad()
-    loss = loss_fn(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.step(optimizer)
-    scaler.update()
-
-
-def _update_before_step(model, optimizer, scaler, loss_fn, batch, max_norm):
-    x, y = batch
-    optimizer.zero_grad()
-    with torch.autocast("cpu", dtype=torch.float16):
-        loss = loss_fn(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.update()  # forgets that unscale_ ran: step() divides by the scale a second time
-    scaler.step(optimizer)
-
-
-_WRONG_ORDERS = {
-    "update_first": _update_before_step,
-    "clips_scaled": _clips_scaled,
-    "no_clip": _no_clip,
-    "unscaled_backward": _unscaled_backward,
-}
 
 # (what the case is, optimizer kind, seed, max_norm, batches: each "normal" or "overflow",
 # and whether .grad holds inf before the first call, as a skipped step leaves it)

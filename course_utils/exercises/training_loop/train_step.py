@@ -13,26 +13,12 @@ from course_utils.exercises.core import Exercise, Function, Mistake, PassNote, R
 from course_utils.exercises.facts import given, same_values, tensor_of
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.training_loop.common import CHAPTER, _returned, _returned_problem
-
-
-def _flat_parameters(model) -> np.ndarray:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy().copy()
-
-
-def _gradient_state(model):
-    """'none' when no parameter holds a gradient, 'zero' when all are zero, else the values."""
-    grads = [p.grad for p in model.parameters()]
-    if all(g is None for g in grads):
-        return "none"
-    flat = torch.cat(
-        [
-            (torch.zeros_like(p) if g is None else g.detach()).reshape(-1)
-            for p, g in zip(model.parameters(), grads)
-        ]
-    )
-    if not bool(flat.any()):
-        return "zero"
-    return flat.numpy().copy()
+from course_utils.exercises.training_loop.model_state import (
+    _flat_parameters,
+    _gradient_state,
+    _optimizer_facts,
+    _optimizer_of,
+)
 
 
 # ============================================================================================
@@ -103,40 +89,6 @@ def _make_optimizer(kind, parameters):
     if kind == "sgd":
         return torch.optim.SGD(parameters, lr=_LR, momentum=0.0)
     return torch.optim.Adam(parameters, lr=_ADAM_LR)
-
-
-# The settings of each kind of optimizer that the probe records and ``expect`` rebuilds it with.
-_OPTIMIZER_SETTINGS = {
-    "sgd": ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"),
-    "adam": ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"),
-}
-
-
-def _optimizer_facts(kind, optimizer) -> dict:
-    """An optimizer as plain data: its kind, its settings, and its state (per parameter index)."""
-    group = optimizer.param_groups[0]
-    return {
-        "kind": kind,
-        "settings": {name: group[name] for name in _OPTIMIZER_SETTINGS[kind]},
-        "state": {str(index): {name: given(value) if isinstance(value, torch.Tensor) else value
-                               for name, value in state.items()}
-                  for index, state in optimizer.state_dict()["state"].items()},
-    }
-
-
-def _optimizer_of(facts, parameters):
-    """The optimizer ``_optimizer_facts`` recorded, rebuilt on ``parameters``."""
-    settings = dict(facts["settings"])
-    if "betas" in settings:
-        settings["betas"] = tuple(settings["betas"])
-    made = (torch.optim.SGD if facts["kind"] == "sgd" else torch.optim.Adam)(parameters, **settings)
-    if facts["state"]:
-        state = made.state_dict()
-        state["state"] = {int(index): {name: tensor_of(value) if isinstance(value, dict) else value
-                                       for name, value in entries.items()}
-                          for index, entries in facts["state"].items()}
-        made.load_state_dict(state)
-    return made
 
 
 def _probe_train_step(answer, run):
