@@ -576,6 +576,17 @@ def error_record(raised: LearnerRaised, answer) -> dict | None:
     return record
 
 
+def later_error(raised: LearnerRaised, answer, earlier=True) -> dict:
+    """What a probe records of an error on a later input, for the judge to weigh against the
+    earlier inputs (``Raised``). With nothing ``earlier`` to weigh, or for the stub's own error
+    (not attempted), the error is the verdict: it is raised again, as if the probe had not
+    caught it."""
+    error = error_record(raised, answer) if earlier else None
+    if error is None:
+        raise raised
+    return error
+
+
 def _first_lines(text: str, limit: int = 600) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."

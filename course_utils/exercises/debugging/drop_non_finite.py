@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE
 from course_utils.exercises.facts import given, same_values, shape_text, tensor_of, value_facts
 from course_utils.exercises.running import LearnerRaised
@@ -80,10 +80,7 @@ def _probe_drop_non_finite(answer, run):
         except LearnerRaised as raised:
             # The judge decides: what is already wrong on the simple table is the mistake to
             # name, before an error that a later, harder input (images, 4-D) led to.
-            error = error_record(raised, answer) if cases else None
-            if error is None:
-                raise
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         case = {
             "on": on,

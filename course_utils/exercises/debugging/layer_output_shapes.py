@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, judge_side
 from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.running import LearnerRaised
@@ -135,9 +135,7 @@ def _probe_layer_output_shapes(answer, run):
         except LearnerRaised as error:
             # The judge decides: a mistake the earlier models already show is the one to
             # report, not the error a later one led to.
-            raised = error_record(error, answer) if cases else None
-            if raised is None:
-                raise
+            raised = later_error(error, answer, cases)
         finally:
             counter.remove()
             callers_kept = callers.id in first_leaf._forward_hooks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, later_error
 from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import same_values, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
@@ -202,10 +202,7 @@ def _probe_device_smoke_test(answer, run):
         except LearnerRaised as raised:
             # The judge decides: a mistake the earlier calls already show is the one to report,
             # not the error a later device led to.
-            error = error_record(raised, answer) if cases else None
-            if error is None:
-                raise
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         finally:
             default_after = torch.get_default_device()

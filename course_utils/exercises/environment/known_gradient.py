@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
@@ -165,10 +165,7 @@ def _probe_known_gradient(answer, run):
         except LearnerRaised as raised:
             # The judge decides: a mistake the earlier calls already show is the one to report,
             # not the error a later input led to.
-            error = error_record(raised, answer) if cases else None
-            if error is None:
-                raise
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         finally:
             grad_mode_after = torch.is_grad_enabled()

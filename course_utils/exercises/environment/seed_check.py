@@ -7,7 +7,7 @@ import random
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, later_error
 from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import shape_text, value_facts
 from course_utils.exercises.running import LearnerRaised
@@ -175,10 +175,7 @@ def _probe_seed_check(answer, run):
         except LearnerRaised as raised:
             # The judge decides: a mistake the earlier calls already show is the one to report,
             # not the error a later draw led to.
-            error = error_record(raised, answer) if cases else None
-            if error is None:
-                raise
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         cases.append(
             {

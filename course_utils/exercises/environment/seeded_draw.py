@@ -7,7 +7,7 @@ import random
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import same_values, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
@@ -49,10 +49,7 @@ def _probe_seeded_draw(answer, run):
         except LearnerRaised as raised:
             # The judge decides: a mistake the earlier calls already show is the one to report,
             # not the error a later call led to.
-            error = error_record(raised, answer) if cases else None
-            if error is None:
-                raise
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         cases.append(
             {

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import given, same_values, tensor_of, values_problem
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat, judge_side, load_given
@@ -122,10 +122,7 @@ def _probe_scaled_clipped_step(answer, run):
             except LearnerRaised as raised:
                 # The judge decides: a mistake the earlier calls already show is the one to
                 # report, not the error a later call led to.
-                error = error_record(raised, answer) if calls else None
-                if error is None:
-                    raise
-                record["raised"] = error
+                record["raised"] = later_error(raised, answer, calls)
                 return record
             call["scaler_used"] = used_before or getattr(scaler, "_scale", None) is not None
             after, finite = _scaled_state(model)

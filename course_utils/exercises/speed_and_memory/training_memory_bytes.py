@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import same_values
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.speed_and_memory.common import CHAPTER, _flat, _kind, _number, judge_side
@@ -107,10 +107,7 @@ def _probe_training_memory_bytes(answer, run):
         except LearnerRaised as raised:
             # The judge decides: a mistake the earlier models already show is the one to
             # report, not the error a later one led to.
-            error = error_record(raised, answer) if cases else None
-            if error is None:
-                raise
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         after = _model_state(model)
         cases.append({

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import (
     given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
 )
@@ -91,11 +91,8 @@ def _probe_best_match(answer, run):
         try:
             got = run(answer, q, k, on=on)
         except LearnerRaised as raised:
-            error = error_record(raised, answer)
-            if not cases or error is None:
-                raise
             # The judge decides: a mistake the earlier inputs already show is the one to report.
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             return record
         case["got"] = value_facts(got)
         case["q_after"], case["k_after"] = value_facts(q), value_facts(k)
@@ -125,10 +122,7 @@ def _near_tie_case(answer, run, record, cases):
     try:
         got = run(answer, q, k, on=_NEAR_TIE_ON)
     except LearnerRaised as raised:
-        error = error_record(raised, answer)
-        if error is None:
-            raise
-        record["raised"] = error
+        record["raised"] = later_error(raised, answer)
         return
     case["got"], case["again"] = value_facts(got), value_facts(got)
     case["q_after"], case["k_after"] = value_facts(q), value_facts(k)

@@ -7,7 +7,7 @@ import ast
 import torch
 
 from course_utils.exercises.answer_source import answer_nodes as _answer_nodes
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import (
     given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
 )
@@ -87,12 +87,9 @@ def _probe_flatten_transposed(answer, run):
         try:
             got = value_facts(run(answer, given_x, on=on))
         except LearnerRaised as raised:
-            error = error_record(raised, answer)
-            if not cases or error is None:
-                raise
             # The judge decides: what the earlier inputs show already (a NumPy array returned)
             # is the mistake to name, before an error that only a later one (bfloat16) raises.
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         x_after = value_facts(given_x)
         again = value_facts(run(answer, given_x, on=on + ", second call")) if _left_as_it_was(given_x, kept) else got

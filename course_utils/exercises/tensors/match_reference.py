@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import (
     given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
 )
@@ -80,13 +80,10 @@ def _probe_match_reference(answer, run):
         try:
             got_facts = value_facts(run(answer, given_x, reference, on=on))
         except LearnerRaised as raised:
-            error = error_record(raised, answer)
-            if not cases or error is None:
-                raise
             # The judge decides: a mistake an earlier input already shows (the caller's x
             # changed in place) is the one to report, not the error a later input (a meta
             # reference) led to.
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         again = (
             value_facts(run(answer, given_x, reference, on=on + ", second call"))

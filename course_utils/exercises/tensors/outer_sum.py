@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
@@ -69,7 +69,7 @@ def _probe_outer_sum(answer, run):
         except LearnerRaised as raised:
             # The judge decides: a mistake the earlier inputs already show is the one to report,
             # not an error a later input (an integer a with a float b) led to.
-            record["raised"] = error_record(raised, answer)
+            record["raised"] = later_error(raised, answer)
             break
         cases.append(
             {

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from course_utils.exercises.answer_source import answer_nodes as _answer_nodes
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, later_error
 from course_utils.exercises.facts import (
     given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
 )
@@ -171,11 +171,8 @@ def _probe_zero_negative_rows(answer, run):
         try:
             returned = run(answer, x, on=on)
         except LearnerRaised as raised:
-            error = error_record(raised, answer)
-            if not cases or error is None:
-                raise
             # The judge decides: a mistake the earlier inputs already show is the one to report.
-            record["raised"] = error
+            record["raised"] = later_error(raised, answer, cases)
             break
         case["count"] = _count_facts(returned)
         case["returned"] = value_facts(returned) if isinstance(returned, torch.Tensor) else None
@@ -190,10 +187,7 @@ def _probe_zero_negative_rows(answer, run):
             try:
                 returned = run(answer, x, on=on + ", second call on the same x")
             except LearnerRaised as raised:
-                error = error_record(raised, answer)
-                if error is None:
-                    raise
-                case["again_raised"] = error
+                case["again_raised"] = later_error(raised, answer)
                 left = None
             else:
                 left = {"count": _count_facts(returned), "x_after": value_facts(x)}

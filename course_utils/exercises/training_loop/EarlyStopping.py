@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.training_loop.common import CHAPTER
 
@@ -108,7 +108,7 @@ def _probe_early_stopping(answer, run):
         except LearnerRaised as raised:
             # The judge decides: a slip an earlier sequence already shows is the one to report,
             # not an error a later one led to.
-            record["raised"] = error_record(raised, answer)
+            record["raised"] = later_error(raised, answer)
             if record["raised"] is None:
                 raise
             break

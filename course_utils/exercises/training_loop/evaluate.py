@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, error_record
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import given, same_values, tensor_of
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.training_loop.common import CHAPTER, _returned, _returned_problem
@@ -145,7 +145,7 @@ def _probe_evaluate(answer, run):
                 raise  # the first call: nothing before it to judge
             # The judge decides: a slip an earlier call already shows is the one to report, not
             # an error a later input led to.
-            record["raised"] = error_record(raised, answer)
+            record["raised"] = later_error(raised, answer)
             if record["raised"] is None:
                 raise
             break
