@@ -42,10 +42,25 @@ def _live() -> bool:
     if not in_notebook_kernel() or not _front_end_attached():
         return False
     try:
-        import ipywidgets  # noqa: F401
+        import ipywidgets
     except ImportError:
         return False
-    return True
+    return front_end_renders(getattr(ipywidgets, "__version__", "0"), os.environ)
+
+
+def front_end_renders(ipywidgets_version: str, environ) -> bool:
+    """Whether the front end can draw this kernel's widgets: ipywidgets 8 everywhere; ipywidgets
+    7 only on Colab, whose own front end renders its models. JupyterLab 4 and Notebook 7 (a hub,
+    VS Code) carry ipywidgets 8's manager, which shows ipywidgets 7's widgets as "Click to show
+    javascript error" (``@jupyter-widgets/controls ^1.5.0 is not registered``): the kernel cannot
+    see the front end, so with ipywidgets 7 anywhere else the explorers stay static."""
+    from course_utils import hosting
+
+    try:
+        major = int(str(ipywidgets_version).split(".")[0])
+    except ValueError:
+        return False
+    return major >= 8 or hosting.where(dict(environ), course_folder=False).kind == hosting.COLAB
 
 
 def _setting(name: str) -> bool:

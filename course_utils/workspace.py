@@ -122,6 +122,11 @@ def describe(chapter: str, merged: Merge, saved: Path) -> list[str]:
     if merged.outputs_cleared:
         lines.append(f"  the outputs of {merged.outputs_cleared} of the course's cells were cleared "
                      "(the course ships them empty): run the notebook again to see them")
+    if merged.checks_cleared:
+        checks = "1 of them was a check" if merged.checks_cleared == 1 else f"{merged.checks_cleared} of them were checks"
+        lines.append(f"  {checks}: the exercises you passed are still "
+                     "recorded (course_utils.progress() lists them), and running a check again shows "
+                     "its verdict with the course's new version of it")
     return lines
 
 

@@ -42,6 +42,7 @@ class Merge:
     new_templates: list[str] = field(default_factory=list)
     # The course's cells come without their outputs: how many had some in the learner's copy.
     outputs_cleared: int = 0
+    checks_cleared: int = 0  # of those, check cells: their ✅ are still in the progress file
 
 
 def content_hash(data: bytes) -> str:
@@ -159,11 +160,11 @@ def merge(mine, course, record: dict) -> Merge:
             runs.setdefault(anchor, []).append(cell)
             kept["cell of your own"] += 1
     mine_by_id = {c.get("id"): c for c in mine.cells if c.get("cell_type") == "code"}
-    result.outputs_cleared = sum(
-        1 for cell in out.cells
-        if cell.get("cell_type") == "code" and not cell.get("outputs")
-        and mine_by_id.get(cell.get("id"), {}).get("outputs")
-    )
+    cleared = [cell for cell in out.cells
+               if cell.get("cell_type") == "code" and not cell.get("outputs")
+               and mine_by_id.get(cell.get("id"), {}).get("outputs")]
+    result.outputs_cleared = len(cleared)
+    result.checks_cleared = sum(1 for cell in cleared if section(cell, "nbgrader").get("grade"))
     out.cells = place(out.cells, removed, runs, result)
     return result
 

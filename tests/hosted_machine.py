@@ -69,12 +69,20 @@ def _locked(path: Path):
     return handle
 
 
-def platform_python(torch_version: str | None = None) -> Path:
-    """The platform's Python, made on first use (the test workers share it, one makes it)."""
+def platform_python(torch_version: str | None = None, profile: str | None = None) -> Path:
+    """The platform's Python, made on first use (the test workers share it, one makes it): our
+    pins (requirements-hosted.txt), with another torch, or a platform's own package set
+    (``hosted_profiles.PROFILES``)."""
     name, requirements = "hosted", REQUIREMENTS
-    if torch_version:
+    text = None
+    if profile:
+        from hosted_profiles import PROFILES
+
+        name, text = f"hosted-{profile}", PROFILES[profile].requirements()
+    elif torch_version:
         name = f"hosted-torch-{torch_version}"
         text = re.sub(r"^torch==.*$", f"torch=={torch_version}", REQUIREMENTS.read_text(), flags=re.M)
+    if text is not None:
         requirements = ROOT / ".course" / f"requirements-{name}.txt"
         requirements.parent.mkdir(parents=True, exist_ok=True)
         if not requirements.exists() or requirements.read_text() != text:
@@ -163,6 +171,17 @@ class HostedRun:
 
     def text(self) -> str:
         return "\n".join(self.outputs)
+
+    def warnings(self) -> list[str]:
+        """The warnings a learner would see in red: each cell's stderr output that names one
+        (``UserWarning: ...``), as "cell ID: first line"."""
+        found = []
+        for cell in self.notebook.cells:
+            for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                text = output.get("text", "") if output.get("name") == "stderr" else ""
+                lines = [line for line in text.splitlines() if re.search(r"\w*Warning:", line)]
+                found += [f"{cell.get('id')}: {line.strip()[:200]}" for line in lines[:1]]
+        return found
 
 
 def _cell_text(cell) -> str:

@@ -120,8 +120,16 @@ def test_full_length_turns_the_test_commands_smoke_setting_off():
 def test_a_weekly_job_runs_every_chapter_alone_on_the_oldest_torch_claimed_and_the_newest():
     job = jobs()["hosted-torch-versions"]
     assert "schedule" in job["if"]
-    versions = job["strategy"]["matrix"]["torch"]
+    runs = job["strategy"]["matrix"]["include"]
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     oldest = re.search(r'"torch>=([\d.]+)"', pyproject).group(1)
-    assert versions[0].startswith(oldest + ".")
-    assert any("tools/hosted_matrix.py ${{ matrix.torch }}" in step.get("run", "") for step in job["steps"])
+    assert runs[0]["args"].startswith(oldest + ".")
+    assert any("tools/hosted_matrix.py ${{ matrix.args }}" in step.get("run", "") for step in job["steps"])
+
+
+def test_the_weekly_job_runs_every_chapter_on_every_platform_profile():
+    from hosted_profiles import PROFILES
+
+    runs = jobs()["hosted-torch-versions"]["strategy"]["matrix"]["include"]
+    assert {run["args"] for run in runs} >= {f"--profile {name}" for name in PROFILES}
+    assert len({run["name"] for run in runs}) == len(runs)

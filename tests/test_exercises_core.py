@@ -473,3 +473,49 @@ def test_a_warning_raised_inside_the_course_or_torch_names_no_course_file(capsys
     said = capsys.readouterr().err
     assert said.count("is not a leaf Tensor is being accessed") == 1
     assert "course_utils" not in said and "Triggered internally" not in said
+
+
+def test_checks_read_the_default_device_as_a_torch_before_2_10_allows(monkeypatch):
+    """Chapter 06 runs torch.set_default_device("meta") then (None); on torch 2.6 to 2.9,
+    torch.get_default_device() then raises AttributeError, and every later check failed with
+    "could not handle your answer", the worked answers too. Here torch's function as it was
+    before 2.10 (it reads the thread's device context without looking for None)."""
+    from course_utils.exercises import debugging, tensors
+
+    def get_default_device_before_2_10():
+        context = torch._GLOBAL_DEVICE_CONTEXT
+        if hasattr(context, "device_context"):
+            device = context.device_context.device  # None after set_default_device(None)
+            return device if device.index is not None else torch.tensor([]).device
+        return torch.device("cpu")
+
+    monkeypatch.setattr(torch, "get_default_device", get_default_device_before_2_10)
+    torch.set_default_device("meta")
+    torch.set_default_device(None)
+    with pytest.raises(AttributeError):
+        torch.get_default_device()
+    for exercise in (debugging.layer_output_shapes, debugging.drop_non_finite, debugging.flat_features,
+                     tensors.outer_sum):
+        verdict = exercise.verdict(exercise.reference)
+        assert verdict.passed, verdict
+    assert torch.zeros(1).device.type == "cpu"
+
+
+def test_a_check_that_cannot_run_on_this_torch_says_so_instead_of_blaming_the_answer():
+    """A probe that trips over the worked answer too (a torch it was not written for) names the
+    machine, not the answer; one that trips only over the answer's odd result still names that."""
+    def probe_of_another_torch(answer, run):
+        run(answer, torch.ones(3))
+        return torch.an_api_this_torch_lacks()
+
+    exercise = make_exercise(probe=probe_of_another_torch)
+    verdict = exercise.verdict(lambda x: x * 2)
+    assert verdict.outcome is Outcome.FAILED
+    assert verdict.message.startswith(f"This check cannot run on this machine (torch {torch.__version__}")
+    assert "it fails on the worked answer too" in verdict.message and "could not handle" not in verdict.message
+
+    def probe_of_the_result(answer, run):
+        return {"sum": float(run(answer, torch.ones(3)).sum())}
+
+    odd = make_exercise(probe=probe_of_the_result, judge=lambda data: None).verdict(lambda x: "not a tensor")
+    assert "could not handle what your function returned" in odd.message, odd.message

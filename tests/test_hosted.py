@@ -82,6 +82,7 @@ def _chapter_class(index, chapter):
                               machine=PASTED_RUNS_MACHINE)
             assert_set_up_alone(run, platform)
             assert run.report["torch_build"] == {"cuda": "13.0", "hip": None, "gpu": False}, run.report
+            assert run.warnings() == [], "a learner reads a red warning as an error"
 
     HostedChapter.__name__ = HostedChapter.__qualname__ = f"TestChapter{chapter}"
     HostedChapter.__doc__ = f"{chapter}, alone on a {platform_name}-like machine."
@@ -90,6 +91,29 @@ def _chapter_class(index, chapter):
 
 for _index, _chapter in enumerate(CHAPTERS):
     globals()[f"TestChapter{_chapter}"] = _chapter_class(_index, _chapter)
+
+
+# One chapter per platform profile (tests/hosted_profiles.py), the worked answers pasted in: a
+# change that breaks torch 2.6, numpy 1.x, an old matplotlib or ipywidgets 7 fails here before
+# it lands (every chapter on every profile: tools/hosted_matrix.py --profile, weekly).
+PROFILE_RUNS = (("kaggle-like", "kaggle", "06_debugging"), ("colab-like", "colab", "05_speed_and_memory"),
+                ("colab-like", "colab", "00_environment"))
+
+
+class TestChapterOnAPlatformsOwnPackages:
+    @pytest.mark.parametrize("profile,platform_name,chapter", PROFILE_RUNS,
+                             ids=[f"{run[0]}-{run[2][:2]}" for run in PROFILE_RUNS])
+    def test_every_pasted_solution_passes_and_nothing_warns(self, profile, platform_name, chapter, wheel, tmp_path):
+        from hosted_profiles import PROFILES
+
+        platform = hosted.platform_python(profile=profile)
+        run = run_chapter(chapter, "pasted", platform, wheel, tmp_path, platform_name)
+        assert_set_up_alone(run, platform)
+        assert run.report["torch"][0].split("+")[0] == PROFILES[profile].packages["torch"]
+        assert run.report["numpy"][0] == PROFILES[profile].packages["numpy"]
+        assert run.warnings() == [], "a learner reads a red warning as an error"
+        if chapter == "00_environment":  # PyPI's torch records 2.9.0 and reports 2.9.0+cu128: one build
+            assert "problems: none" in run.text(), run.text()
 
 
 @pytest.fixture(scope="class")

@@ -409,3 +409,14 @@ def test_show_graph_draws_in_a_headless_kernel_too(monkeypatch, capsys):
     x = torch.ones(3, requires_grad=True)
     widgets.show_graph((x**3).sum(), {"x": x})
     assert any(isinstance(item, IPython.display.Image) for item in shown)
+
+
+def test_ipywidgets_7_is_live_only_where_the_front_end_can_draw_it():
+    """A kernel with ipywidgets 7 (Colab's) behind JupyterLab 4 (a hub, VS Code) shows "Click to
+    show javascript error": the explorers stay static there; Colab's own front end draws them."""
+    from course_utils.widgets import front_end_renders
+
+    assert front_end_renders("8.1.5", {}) and front_end_renders("8.1.9", {"COLAB_RELEASE_TAG": "x"})
+    assert not front_end_renders("7.7.1", {})
+    assert not front_end_renders("7.7.1", {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
+    assert front_end_renders("7.7.1", {"COLAB_RELEASE_TAG": "release-colab"})

@@ -527,6 +527,7 @@ def test_the_report_says_what_the_learner_would_not_notice(tmp_path):
     nb.cells.remove(by_id(nb, "mul"))  # deleted by the learner
     setup = by_id(nb, "setup-code")
     setup.outputs = [new_output("stream", name="stdout", text="ready\n")]
+    by_id(nb, "check_add").outputs = [new_output("stream", name="stdout", text="✅ add: passed\n")]
     save(path, nb)
     course = old_course()
     course.cells[3].source = "def add(a, b):\n    # YOUR CODE HERE: a + b, elementwise\n    raise NotImplementedError()"
@@ -536,7 +537,8 @@ def test_the_report_says_what_the_learner_would_not_notice(tmp_path):
     said = "\n".join(outcome.lines)
     assert "answer cells you had deleted are back, with the course's starting code: mul" in said
     assert "changed the starting code of add; your answer is kept" in said
-    assert "the outputs of 1 of the course's cells were cleared" in said
+    assert "the outputs of 2 of the course's cells were cleared" in said
+    assert "1 of them was a check: the exercises you passed are still recorded" in said
     merged = load(path)
     assert by_id(merged, "add").source == "def add(a, b):\n    return a + b"
     assert "raise NotImplementedError()" in by_id(merged, "mul").source

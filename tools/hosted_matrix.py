@@ -9,6 +9,10 @@ must pass). A platform of each torch version is made once in ``.course/venvs/hos
 
     .venv/bin/python tools/hosted_matrix.py 2.6.0 2.15.0
     .venv/bin/python tools/hosted_matrix.py 2.6.0 --chapters 04_training_loop --variants pasted
+    .venv/bin/python tools/hosted_matrix.py --profile colab-like --profile kaggle-like
+
+A ``--profile`` is a platform's own package set (torch, numpy, matplotlib, ipywidgets,
+ipykernel: tests/hosted_profiles.py), not our pins with another torch.
 
 On a machine whose pip is capped to the torch it has on disk (a constraints file in pip's
 configuration), run it with ``PIP_CONFIG_FILE=/dev/null``. Prints one line per run and a
@@ -33,33 +37,44 @@ import hosted_machine as hosted  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("torch", nargs="+", help="torch versions, e.g. 2.6.0 2.15.0")
+    parser.add_argument("torch", nargs="*", help="torch versions, e.g. 2.6.0 2.15.0")
+    parser.add_argument("--profile", action="append", default=[], metavar="NAME",
+                        help="a platform's package set from tests/hosted_profiles.py (colab-like, kaggle-like)")
     parser.add_argument("--chapters", nargs="*", help="default: every chapter")
     parser.add_argument("--variants", nargs="*", default=["learner", "pasted"], choices=["learner", "pasted"])
     parser.add_argument("--json", type=Path, help="write every run's figures to this file")
     parser.add_argument("--keep", type=Path, help="keep each run's folder (the executed notebook) here")
     args = parser.parse_args(argv)
+    if not args.torch and not args.profile:
+        parser.error("name a torch version or a --profile")
+    platforms = [("torch", version) for version in args.torch] + [("profile", name) for name in args.profile]
     chapters = args.chapters or sorted(p.stem for p in (hosted.ROOT / "notebooks").glob("*.ipynb"))
     results, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="hosted-matrix-") as scratch:
         scratch = Path(scratch)
         wheel = hosted.build_wheel(scratch / "wheel")
-        for version in args.torch:
+        for kind, version in platforms:
             started = time.perf_counter()
-            platform = hosted.platform_python(version)
-            print(f"torch {version}: platform ready in {time.perf_counter() - started:.0f} s "
+            platform = (hosted.platform_python(version) if kind == "torch"
+                        else hosted.platform_python(profile=version))
+            print(f"{kind} {version}: platform ready in {time.perf_counter() - started:.0f} s "
                   f"({platform})", flush=True)
             for chapter in chapters:
                 for variant in args.variants:
                     folder = scratch / f"{version}-{chapter}-{variant}"
-                    row = {"torch": version, "chapter": chapter, "variant": variant}
+                    row = {kind: version, "chapter": chapter, "variant": variant}
                     try:
                         run = hosted.run_alone(hosted.chapter_notebook(chapter, variant), chapter,
                                                platform=platform, wheel=wheel, folder=folder,
                                                settings=hosted.chapter_settings(variant))
                         row.update(ok=True, seconds=round(run.seconds, 1),
                                    setup_seconds=round(run.setup_seconds, 1),
-                                   torch_seen=run.report["torch"][0], installed=run.installed)
+                                   torch_seen=run.report["torch"][0], installed=run.installed,
+                                   warnings=run.warnings())
+                        if row["warnings"]:  # a learner reads a red warning as an error
+                            failed += 1
+                            row["ok"] = False
+                            print("    warnings shown to the learner:\n      " + "\n      ".join(row["warnings"]))
                     except Exception as error:  # the run's own error: show it, go on
                         failed += 1
                         row.update(ok=False, error=f"{type(error).__name__}: {error}"[-4000:])
@@ -68,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                         shutil.copytree(folder / "work", args.keep / folder.name, dirs_exist_ok=True)
                     results.append(row)
                     status = (f"passed in {row['seconds']} s (set-up cell {row['setup_seconds']} s, "
-                              f"torch {row['torch_seen']})" if row["ok"] else "FAILED")
+                              f"torch {row['torch_seen']})" if row["ok"] else
+                              "FAILED (warnings)" if row.get("warnings") else "FAILED")
                     print(f"  {chapter:<22} {variant:<8} {status}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

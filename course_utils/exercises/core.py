@@ -414,10 +414,25 @@ class Exercise:
                 return ProbeResult(Status.NOT_ATTEMPTED)
             return ProbeResult(Status.RAISED, error=record)
         except Exception as error:  # the probe tripped over what the answer returned
+            if answer is not self.reference and self._trips_on_the_reference():
+                return ProbeResult(Status.BAD_ANSWER, error={"message": _check_cannot_run(error)})
             return ProbeResult(
                 Status.BAD_ANSWER, error={"message": self._unusable(runner, error)}
             )
         return ProbeResult(Status.OK, plain.to_plain(data))
+
+    def _trips_on_the_reference(self) -> bool:
+        """Whether the probe trips over the worked answer too, here: then what failed is the
+        check on this machine (a torch it was not written for), not the learner's answer.
+        False where the worked answer cannot run (grading withholds it)."""
+        try:
+            with learner_state_preserved(), time_limit(self.time_limit_s), warnings_said_once():
+                self._probe(self.reference, Runner())
+        except (CheckTimeout, LearnerRaised):
+            return False
+        except Exception:
+            return True
+        return False
 
     def _unusable(self, runner: Runner, error: Exception) -> str:
         """The check's own failure on an odd returned value: what came back, what was expected.
@@ -560,6 +575,18 @@ class Exercise:
     def solution(self) -> None:
         """Show the reference solution as code."""
         show(_Note(f"Solution: {self.title}", self.solution_text(), code=True))
+
+
+def _check_cannot_run(error: Exception) -> str:
+    """The message when the check itself fails here, on every answer (``_trips_on_the_reference``)."""
+    import platform
+
+    import torch
+
+    return (f"This check cannot run on this machine (torch {torch.__version__}, Python "
+            f"{platform.python_version()}): it fails on the worked answer too, so it says nothing "
+            f"about yours ({type(error).__name__}: {_first_lines(str(error), 200)}). The course "
+            "supports torch 2.6 and later: please report this, with the torch version.")
 
 
 def error_record(raised: LearnerRaised, answer) -> dict | None:

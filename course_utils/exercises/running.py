@@ -113,6 +113,20 @@ def time_limit(seconds: float):
         yield
 
 
+def default_device():
+    """torch's default device, read the way every supported torch answers.
+
+    Before torch 2.10, ``torch.get_default_device()`` raises ``AttributeError`` once
+    ``torch.set_default_device(None)`` has run (a lesson of chapter 06 does): every check that
+    asked it then failed, and blamed the answer. A factory's tensor says the same thing."""
+    import torch
+
+    try:
+        return torch.get_default_device()
+    except AttributeError:
+        return torch.empty(0).device
+
+
 @contextlib.contextmanager
 def learner_state_preserved():
     """Checking must not change the learner's session: random streams, grad mode, default
@@ -123,16 +137,16 @@ def learner_state_preserved():
 
     grad_enabled = torch.is_grad_enabled()
     default_dtype = torch.get_default_dtype()
-    default_device = torch.get_default_device()
+    device_before = default_device()
     try:
         with random_state_preserved():
             yield
     finally:
         torch.set_grad_enabled(grad_enabled)
         torch.set_default_dtype(default_dtype)
-        if torch.get_default_device() != default_device:
+        if default_device() != device_before:
             # None takes the setting away altogether, as a session that never set one has it
-            torch.set_default_device(None if default_device.type == "cpu" else default_device)
+            torch.set_default_device(None if device_before.type == "cpu" else device_before)
 
 
 def describe_input(value) -> str:

@@ -7,7 +7,7 @@ import torch
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, later_error
 from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import same_values, tensor_problem, value_facts
-from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.running import LearnerRaised, default_device
 
 
 # ============================================================================================
@@ -193,7 +193,7 @@ def _probe_device_smoke_test(answer, run):
     record = {"cases": cases}
     for device, on, name in _smoke_test_calls():
         context_before = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
-        default_before = torch.get_default_device()
+        default_before = default_device()
         recorder = _device_recorder()
         try:
             with recorder.factories, recorder:
@@ -205,7 +205,7 @@ def _probe_device_smoke_test(answer, run):
             record["raised"] = later_error(raised, answer, cases)
             break
         finally:
-            default_after = torch.get_default_device()
+            default_after = default_device()
             if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not context_before:
                 # torch.set_default_device inside the answer: put the learner's default back
                 torch.set_default_device(None if context_before is None else context_before.device)
