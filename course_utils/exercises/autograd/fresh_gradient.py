@@ -27,6 +27,15 @@ _FIRST, _SECOND, _STALE, _DOUBLE = (
     "a call on a w whose .grad holds an old gradient",
     "a float64 w and a non-contiguous float64 x",
 )
+# The other states an existing w.grad may be in (what a training loop leaves there): zeros
+# (after zero_grad(set_to_none=False)), a huge gradient (float32 cannot hold old + new exactly
+# then, so anything that lets backward() add into it and takes the old one back out loses the
+# new one), and an overflowed one (inf and nan: 0 * inf is nan).
+_ZEROS, _HUGE, _NONFINITE = (
+    "a call on a w whose .grad holds zeros",
+    "a call on a w whose .grad holds a huge old gradient (about 1e8, float32)",
+    "a call on a w whose .grad holds an overflowed old gradient (inf, -inf and nan)",
+)
 
 
 def _probe_fresh_gradient(answer, run):
@@ -44,6 +53,7 @@ def _probe_fresh_gradient(answer, run):
         if calls and not calls[-1]["w_leaf"]:
             return None  # an earlier call broke w; the judge reports that call
         start = weight.detach().clone()
+        grad_before = None if weight.grad is None else weight.grad.detach().numpy().copy()
         given = x.clone() if x.is_contiguous() else x.t().clone().t()
         stored = [0]  # backward() stores into w.grad; torch.autograd.grad and formulas do not
         handle = weight.register_post_accumulate_grad_hook(lambda p: stored.__setitem__(0, stored[0] + 1))
@@ -64,6 +74,9 @@ def _probe_fresh_gradient(answer, run):
             "x_changed": not torch.equal(given, x),
             "w_changed": not torch.equal(weight.detach(), start),
             "w_leaf": bool(weight.is_leaf and weight.requires_grad),
+            # What w.grad held before the call, and what the call left there.
+            "grad_before": grad_before,
+            "grad_after": None if weight.grad is None else value_facts(weight.grad),
         })
         return got
 
@@ -73,6 +86,13 @@ def _probe_fresh_gradient(answer, run):
     first_later = value_facts(first)
     w.grad = stale.clone()
     call(w, x3, _STALE)
+    for on, old in (
+        (_ZEROS, torch.zeros(_W_SHAPE)),
+        (_HUGE, torch.full(_W_SHAPE, 1e8) + torch.arange(6.0).reshape(_W_SHAPE) * 64),
+        (_NONFINITE, torch.tensor([[float("inf"), 1.0, float("nan")], [-2.0, float("-inf"), 3.0]])),
+    ):
+        w.grad = old
+        call(w, torch.randn(_W_SHAPE, generator=generator), on)
     call(w64, x4, _DOUBLE)
     return {
         "calls": calls,
@@ -80,6 +100,33 @@ def _probe_fresh_gradient(answer, run):
         "first_changed": first_copy is not None and "values" in first_later
         and not np.array_equal(first_later["values"], first_copy),
     }
+
+
+def _old_grad_problem(values, x, before, on):
+    """Why a wrong gradient depends on the old w.grad, where the numbers show how; else None."""
+    if before is None:
+        return None
+    if np.isfinite(before).all() and not same_values(values, x) and same_values(
+            values, (before.astype(np.float32) + x.astype(np.float32)) - before.astype(np.float32)):
+        return Mistake("subtracted-old-grad", (
+            f"Your gradient was wrong when w.grad held an old gradient (on {on}): it came out "
+            "as (old + new) - old, the old gradient taken back out of what backward() added "
+            "into it. In floating point that is not the new gradient: with an old gradient of "
+            "1e8, float32 keeps about 7 digits, so old + new rounds and the new part is "
+            "lost. Don't let backward() add into the old one: clear it first, "
+            "`w.grad = None`."
+        ))
+    if not np.isfinite(before).all():
+        wrong_at = ~np.isclose(values, x, rtol=1e-5, atol=1e-6, equal_nan=False)
+        if wrong_at.any() and np.isnan(values[wrong_at]).all() and (~np.isfinite(before[wrong_at])).all():
+            return Mistake("old-grad-leaked", (
+                f"Your gradient is nan where the old w.grad held inf or nan (on {on}): the "
+                "old gradient still took part in your result, and an overflowed one does "
+                "not cancel (0 * inf, inf - inf and anything with nan are nan). Clear it "
+                "before backward() so that it takes no part: `w.grad = None` (or "
+                "w.grad.zero_(), which writes zeros whatever was there)."
+            ))
+    return None
 
 
 def _judge_fresh_gradient(record):
@@ -138,9 +185,29 @@ def _judge_fresh_gradient(record):
                 f"Your gradient is twice the right one (on {on}): two backward() calls add up. "
                 "Call backward() once."
             ))
+        before = call.get("grad_before")
+        with np.errstate(invalid="ignore"):
+            leaked = _old_grad_problem(values, x, before, on)
+        if leaked:
+            return leaked
         problem = tensor_problem(got, {**template, "values": x}, what="your gradient", on=on)
         if problem:
             return problem + " The gradient of (w * x).sum() with respect to w is x itself."
+        left = call.get("grad_after")
+        if left is not None and not (left.get("kind") == "tensor" and "values" in left
+                                     and same_values(left["values"], x)):
+            if before is not None and "values" in left and same_values(left["values"], before + x):
+                what = "the old gradient plus this call's one: backward() added into it"
+            elif before is not None and "values" in left and same_values(left["values"], before):
+                what = "the old gradient again: it was put back after backward()"
+            else:
+                what = "something else than this call's gradient"
+            return Mistake("old-grad-left-in-w", (
+                f"Your result was right, but after the call (on {on}) w.grad held {what}. The "
+                "task asks for the gradient computed by backward() on this very w, so that it "
+                "lands in w.grad: that is what the caller's next optimizer step reads. Clear the "
+                "old one before backward(), `w.grad = None`, and leave the new one there."
+            ))
         if call["returned_x"] and call["stored"]:
             return Mistake("returned-x", (
                 f"Your function returned x itself (on {on}), after backward(): the numbers are "

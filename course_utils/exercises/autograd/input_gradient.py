@@ -90,8 +90,11 @@ def _probe_input_gradient(answer, run):
             "params_after": {name: _grad_facts(p) for name, p in parameters.items()} if f is layer else None,
             # "Leave no trace" covers f too: its parameters' requires_grad and its train/eval mode.
             "frozen_params": sorted(name for name, p in parameters.items()
-                                    if flags_before[name] != p.requires_grad),
+                                    if flags_before[name] and not p.requires_grad),
+            "unfrozen_params": sorted(name for name, p in parameters.items()
+                                      if not flags_before[name] and p.requires_grad),
             "mode_changed": layer.training != training_before,
+            "training_before": training_before,
         })
         for name, p in parameters.items():  # the next call starts from the flags it should find
             p.requires_grad_(flags_before[name])
@@ -112,6 +115,15 @@ def _probe_input_gradient(answer, run):
          "the same layer and an x of shape (1, 3) that requires grad, with old gradients in "
          "x.grad and in the layer's .grad", 2)
     call(layer, _IG_LINEAR, one, _IG_TWICE, 2)
+    # f as a caller may hand it in: in eval mode (measuring), with a parameter frozen
+    # (fine-tuning). Afterwards both must be exactly as they were, not put back to the defaults.
+    layer.eval()
+    layer.bias.requires_grad_(False)
+    call(layer, _IG_LINEAR, torch.randn(3, 3, generator=generator),
+         "the Linear layer handed in eval mode, with its bias frozen (requires_grad=False), and an "
+         "x of shape (3, 3)", 6)
+    layer.train()
+    layer.bias.requires_grad_(True)
     wide = torch.rand(3, 4, generator=generator, dtype=torch.float64) * 6 - 3
     call(_x_sin_x, _IG_X_SIN_X, wide.t(),
          "f(t) = t * sin(t) on a non-contiguous float64 x of shape (4, 3)", 12)
@@ -201,6 +213,23 @@ def _judge_input_gradient(record):
                 "the caller's training would no longer compute their gradients. Leave no trace "
                 "on f either: torch.autograd.grad(f(x).sum(), x) asks for x's gradient alone, "
                 "with f as it is."
+            ))
+        if call.get("unfrozen_params"):
+            name = call["unfrozen_params"][0]
+            return Mistake("unfroze-params", (
+                f"Your function switched requires_grad back on for a parameter the caller had "
+                f"frozen (layer.{name} had requires_grad=False; on {on}): the caller's training "
+                "would now compute its gradient and its optimizer would change it. Put back what "
+                "each parameter had (not True for all), or better leave f alone: "
+                "torch.autograd.grad(f(x).sum(), x) asks for x's gradient only."
+            ))
+        if call.get("mode_changed") and call.get("training_before") is False:
+            return Mistake("eval-mode-not-kept", (
+                f"f was handed in in eval mode, and your function left it in train mode (on "
+                f"{on}): f.train() does not put back the mode you found, it switches to train "
+                "mode. Dropout and batch norm would then behave differently in the caller's next "
+                "forward pass. Remember f.training before and call f.train(that) afterwards, or "
+                "leave the mode alone."
             ))
         if call.get("mode_changed"):
             return Mistake("changed-f-mode", (
@@ -308,6 +337,15 @@ input_gradient = Exercise(
             "the tensor you asked the gradient for is not the one f was called on: call f on "
             "the very leaf you pass to torch.autograd.grad.",
             "gradient-of-another-tensor",
+        ),
+        (
+            "- expected device",
+            "the tensor you passed as the gradient of f(x) (grad_outputs= of torch.autograd.grad, "
+            "or the tensor given to backward()) is on another device than f(x) itself: the "
+            "error names both, f(x)'s as expected and yours as got. torch.ones(shape) and "
+            "torch.tensor(...) make a tensor on the CPU unless given device=. Make it from the "
+            "output itself, torch.ones_like(out), which takes out's device, dtype and shape.",
+            "grad-outputs-on-other-device",
         ),
         (
             "meta",

@@ -27,7 +27,14 @@ _SOFTPLUS_CASES = [
 # there to float32 precision, so clamping x, or switching to x too early, shows.
 _SOFTPLUS_WIDE = (
     "x = [-30, -21, -8, 0.5, 6, 12, 21, 30] with requires_grad=True (softplus(x) is about x for large x)",
-    [-30.0, -21.0, -8.0, 0.5, 6.0, 12.0, 21.0, 30.0],  # no 0: a stable form has a kink there
+    [-30.0, -21.0, -8.0, 0.5, 6.0, 12.0, 21.0, 30.0],
+)
+# Exact zeros, both signs: the stable forms are built of pieces with a kink at 0 (clamp, relu,
+# abs, where(x > 0, ...)), where autograd takes one side's derivative; softplus has none there,
+# its gradient at 0 is sigmoid(0) = 0.5. Beside them, subnormals just off 0 on either side.
+_SOFTPLUS_ZEROS = (
+    "x = [-1.5, 0.0, -0.0, 1e-40, -1e-40, 0.25, 2.0] with requires_grad=True (exact zeros of both signs, float32 subnormals)",
+    [-1.5, 0.0, -0.0, 1e-40, -1e-40, 0.25, 2.0],
 )
 
 
@@ -82,9 +89,35 @@ def _probe_softplus(answer, run):
     start = torch.tensor(values)
     upstream = torch.rand(start.shape, generator=generator) + 0.5
     call(on, start, upstream, start.clone().requires_grad_(True))
+    on, values = _SOFTPLUS_ZEROS
+    start = torch.tensor(values)
+    upstream = torch.rand(start.shape, generator=generator) + 0.5
+    call(on, start, upstream, start.clone().requires_grad_(True))
     start, upstream, x = first_x
     call("the first x again, a second call (x.grad cleared in between)", start, upstream * 2, x)
     return cases
+
+
+def _wrong_only_at_zero(grad, right, x, upstream, on):
+    """The mistake of a gradient right everywhere but at the exact zeros of x, else None."""
+    if grad["kind"] != "tensor" or "values" not in grad or grad["shape"] != list(x.shape):
+        return None
+    got = np.asarray(grad["values"], dtype=np.float64)
+    wrong = ~np.isclose(got, right, rtol=1e-4, atol=1e-5)
+    zero = x == 0
+    if not wrong.any() or (wrong & ~zero).any():
+        return None
+    slopes = sorted({float(np.round(s, 4)) for s in (got / upstream)[wrong]})
+    said = " and ".join(f"{s:g}" for s in slopes)
+    return Mistake("kink-at-zero", (
+        f"Your values are right, and so is the gradient except at x = 0 exactly (on {on}): "
+        f"there softplus's derivative came out as {said} instead of sigmoid(0) = 0.5. Softplus "
+        "has no kink at 0, but your expression does: built from pieces like clamp(x, min=0), "
+        "relu, abs or where(x > 0, ...), autograd takes one side's derivative at 0 (clamp passes "
+        "all of it, relu none, abs's is 0). Use a form without a kink there, "
+        "torch.log1p(torch.exp(x)) or F.softplus, or torch.maximum(x, torch.zeros_like(x)), "
+        "which splits the gradient of a tie evenly."
+    ))
 
 
 def _judge_softplus(cases):
@@ -149,6 +182,9 @@ def _judge_softplus(cases):
                 "change made through .data (or under torch.no_grad()) is invisible to "
                 "autograd's version check. Use an out-of-place `e + 1` instead."
             ))
+        kink = _wrong_only_at_zero(grad, right, x, upstream, on)
+        if kink:
+            return kink
         problem = tensor_problem(
             grad, {**template, "values": right}, what="the gradient x.grad", on=on, rtol=1e-4, atol=1e-5
         )

@@ -198,6 +198,45 @@ def as_numpy(w, x):
     return w.grad.numpy()
 
 
+# -- round 4 (issue 45): the states an existing w.grad may be in, and what is left there -------
+def subtracts_the_old_gradient_in_place(w, x):
+    old = None if w.grad is None else w.grad.clone()
+    (w * x).sum().backward()
+    if old is not None:
+        w.grad -= old  # "take the old part back out"
+    return w.grad.clone()
+
+
+def puts_the_old_gradient_back(w, x):
+    old = w.grad  # "the caller's gradient is none of my business"
+    w.grad = None
+    (w * x).sum().backward()
+    gradient = w.grad
+    w.grad = old
+    return gradient
+
+
+def old_gradient_times_zero(w, x):
+    if w.grad is not None:
+        w.grad.mul_(0)  # "scale the old one away"
+    (w * x).sum().backward()
+    return w.grad.clone()
+
+
+def zero_grad_through_set_to_none_false(w, x):
+    torch.optim.SGD([w], lr=0.1).zero_grad(set_to_none=False)
+    (w * x).sum().backward()
+    return w.grad.clone()
+
+
+def fills_with_zeros(w, x):
+    if w.grad is not None:
+        w.grad.fill_(0.0)
+    loss = (x * w).sum()
+    loss.backward()
+    return w.grad.detach().clone()
+
+
 CATALOGUE = Catalogue({
     ex.fresh_gradient: [
         right("zero if present, return a copy", zero_if_present_then_copy),
@@ -223,7 +262,8 @@ CATALOGUE = Catalogue({
         wrong("backward twice without retain_graph", second_backward_on_old_graph,
               "Trying to backward through the graph a second time", "Likely cause: a second backward()",
               outcome=Outcome.RAISED),
-        right("the old gradient subtracted", subtracts_the_old_gradient),
+        wrong("the old gradient subtracted", subtracts_the_old_gradient, "w.grad held the old gradient plus",
+              "lands in w.grad", "w.grad = None", kind=STATEFUL),
         right("backward(inputs=[w]) under enable_grad", backward_with_inputs),
         wrong("backward(), then x returned", backward_then_x, "returned x itself", "after backward()",
               kind=EDGE),
@@ -242,6 +282,14 @@ CATALOGUE = Catalogue({
               "attempting to assign a gradient with dtype", "Likely cause: w.grad set to a tensor of another dtype",
               kind=EDGE, outcome=Outcome.RAISED),
         wrong("a NumPy array returned", as_numpy, "numpy.ndarray", "expected a torch.Tensor"),
+        wrong("the old gradient subtracted from w.grad in place", subtracts_the_old_gradient_in_place,
+              "(old + new) - old", "about 1e8", "w.grad = None", kind=EDGE),
+        wrong("the old gradient put back afterwards", puts_the_old_gradient_back,
+              "w.grad held the old gradient again", "lands in w.grad", kind=STATEFUL),
+        wrong("the old gradient multiplied by 0", old_gradient_times_zero, "nan where the old w.grad held inf or nan",
+              "w.grad = None", kind=EDGE),
+        right("an optimizer's zero_grad(set_to_none=False)", zero_grad_through_set_to_none_false),
+        right("fill_(0) if present, then backward", fills_with_zeros),
     ],
 })
 

@@ -155,6 +155,66 @@ def uses_x_itself_when_it_requires_grad(f, x):
     return torch.autograd.grad(f(leaf).sum(), leaf)[0]
 
 
+# -- round 4 (issue 45): f handed in eval mode with a frozen parameter; grad_outputs on the CPU ---
+def eval_then_train(f, x):
+    if isinstance(f, torch.nn.Module):
+        f.eval()  # "no dropout while measuring"
+    leaf = x.detach().requires_grad_(True)
+    gradient = torch.autograd.grad(f(leaf).sum(), leaf)[0]
+    if isinstance(f, torch.nn.Module):
+        f.train()  # "and back"
+    return gradient
+
+
+def train_mode_for_the_gradient(f, x):
+    if isinstance(f, torch.nn.Module):
+        f.train(True)  # "gradients are a training thing"
+    leaf = x.detach().requires_grad_(True)
+    return torch.autograd.grad(f(leaf).sum(), leaf)[0]
+
+
+def freeze_then_unfreeze(f, x):
+    if isinstance(f, torch.nn.Module):
+        f.requires_grad_(False)  # "so that no .grad of f fills up"
+    leaf = x.detach().requires_grad_(True)
+    f(leaf).sum().backward()
+    if isinstance(f, torch.nn.Module):
+        f.requires_grad_(True)  # "and back"
+    return leaf.grad
+
+
+def every_parameter_unfrozen_afterwards(f, x):
+    parameters = list(f.parameters()) if isinstance(f, torch.nn.Module) else []
+    for p in parameters:
+        p.requires_grad = False
+    leaf = x.detach().requires_grad_(True)
+    gradient = torch.autograd.grad(f(leaf).sum(), leaf)[0]
+    for p in parameters:
+        p.requires_grad = True
+    return gradient
+
+
+def grad_outputs_made_on_the_cpu(f, x):
+    leaf = x.detach().requires_grad_()
+    out = f(leaf)
+    return torch.autograd.grad(out, leaf, grad_outputs=torch.ones(out.shape, dtype=out.dtype))[0]
+
+
+def states_saved_and_put_back(f, x):
+    module = f if isinstance(f, torch.nn.Module) else None
+    if module is not None:
+        mode, flags = module.training, [p.requires_grad for p in module.parameters()]
+        module.eval()
+        module.requires_grad_(False)
+    leaf = x.detach().requires_grad_(True)
+    gradient = torch.autograd.grad(f(leaf).sum(), leaf)[0]
+    if module is not None:
+        module.train(mode)
+        for p, flag in zip(module.parameters(), flags):
+            p.requires_grad_(flag)
+    return gradient
+
+
 CATALOGUE = Catalogue({
     ex.input_gradient: [
         wrong("freezes f's parameters", input_gradient_freezing_f, "changed requires_grad of f's parameters",
@@ -196,6 +256,17 @@ CATALOGUE = Catalogue({
         wrong("f(x) itself", the_output_itself, "shape (4, 2); expected (4, 3)"),
         wrong("x itself used when it requires grad", uses_x_itself_when_it_requires_grad, "changed x.grad",
               kind=EDGE),
+        wrong("eval() for the gradient, then train()", eval_then_train, "handed in in eval mode",
+              "left it in train mode", kind=EDGE),
+        wrong("train(True) for the gradient", train_mode_for_the_gradient, "left it in train mode", kind=EDGE),
+        wrong("frozen, then requires_grad_(True) for all", freeze_then_unfreeze,
+              "switched requires_grad back on", "layer.bias had requires_grad=False", kind=EDGE),
+        wrong("every parameter's requires_grad set to True afterwards", every_parameter_unfrozen_afterwards,
+              "switched requires_grad back on", "not True for all", kind=EDGE),
+        wrong("grad_outputs made on the CPU", grad_outputs_made_on_the_cpu, "expected device meta but got cpu",
+              "Likely cause: the tensor you passed as the gradient of f(x)", "torch.ones_like(out)",
+              kind=EDGE, outcome=Outcome.RAISED),
+        right("mode and requires_grad saved and put back", states_saved_and_put_back),
     ],
 })
 
@@ -203,3 +274,12 @@ CATALOGUE = Catalogue({
 @pytest.mark.parametrize("case", CATALOGUE.cases, ids=str)
 def test_catalogue(case):
     case.assert_holds()
+
+
+def test_grad_outputs_on_the_cpu_is_not_blamed_on_moving_x():
+    """The answer keeps x where it is (x.detach().requires_grad_()): advice to do just that, or
+    not to go through .cpu()/.numpy(), would already be true of it; the message names the
+    tensor that is on the other device."""
+    message = ex.input_gradient.verdict(grad_outputs_made_on_the_cpu).message
+    assert "keep x where it is" not in message and ".numpy()" not in message, message
+    assert "grad_outputs=" in message and "on another device than f(x)" in message, message

@@ -165,12 +165,30 @@ def detached_then_tracked(x):
     return torch.log(torch.exp(x) + 1).detach().requires_grad_()
 
 
+# -- round 4 (issue 45): exact zeros, where the stable forms have a kink -----------------------
+def relu_stable_form(x):
+    return torch.relu(x) + torch.log1p(torch.exp(-torch.abs(x)))
+
+
+def where_stable_form(x):
+    return torch.where(x > 0, x, torch.zeros_like(x)) + torch.log1p(torch.exp(-x.abs()))
+
+
+def maximum_stable_form(x):
+    return torch.maximum(x, torch.zeros_like(x)) + torch.log1p(torch.exp(-x.abs()))
+
+
+def two_branches(x):
+    return torch.where(x > 0, x + torch.log1p(torch.exp(-x)), torch.log1p(torch.exp(x)))
+
+
 CATALOGUE = Catalogue({
     ex.softplus: [
         right("F.softplus", F.softplus),
         right("log1p of exp", log1p),
         right("in place on a copy", in_place_on_a_copy),
-        right("the stable form by hand", stable_by_hand),
+        wrong("the stable form by hand", stable_by_hand, "except at x = 0 exactly", "came out as 1 instead of",
+              "sigmoid(0) = 0.5", kind=EDGE),
         right("logaddexp with 0", via_logaddexp),
         wrong("the bug itself", the_bug,
               "one of the variables needed for gradient computation has been modified by an inplace operation",
@@ -203,7 +221,8 @@ CATALOGUE = Catalogue({
         right("nn.Softplus()", softplus_module),
         right("an element-wise loop, stacked", elementwise_loop),
         right("-log(sigmoid(-x))", minus_log_sigmoid),
-        right("clamp plus log1p of exp(-|x|)", clamped_stable_form),
+        wrong("clamp plus log1p of exp(-|x|)", clamped_stable_form, "except at x = 0 exactly", "sigmoid(0) = 0.5",
+              kind=EDGE),
         wrong("softplus with beta=2", softplus_beta_two, "wrong values", "softplus(x) = log(exp(x) + 1)"),
         wrong("1.0001 instead of 1", one_point_0001, "wrong values"),
         wrong("calls backward() itself", calls_backward_itself, "calls backward() itself",
@@ -211,6 +230,12 @@ CATALOGUE = Catalogue({
         wrong("straight-through: values detached around x", straight_through, "derivative came out as 1",
               "recorded no exp()", kind=EDGE),
         wrong("detached, then requires_grad_()", detached_then_tracked, "x.grad is still None"),
+        wrong("relu plus log1p of exp(-|x|)", relu_stable_form, "except at x = 0 exactly", "came out as 0 instead of",
+              kind=EDGE),
+        wrong("where(x > 0, x, 0) plus log1p of exp(-|x|)", where_stable_form, "except at x = 0 exactly",
+              "sigmoid(0) = 0.5", kind=EDGE),
+        right("maximum(x, 0) plus log1p of exp(-|x|)", maximum_stable_form),
+        right("two branches split at 0", two_branches),
     ],
 })
 
