@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import torch
@@ -103,8 +104,16 @@ def _probe_clipped_step(answer, run):
         before = _flat(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         loss = nn.functional.mse_loss(model(x), y)
-        got = run(answer, model, optimizer, loss, max_norm, on=on)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = run(answer, model, optimizer, loss, max_norm, on=on)
+        for warning in caught:  # said again, for the course's own once-only display
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
         case = {
+            # The .grad of a tensor that is no parameter (the loss) was read: it stays None.
+            "read_non_leaf_grad": any("not a leaf Tensor is being accessed" in str(w.message) for w in caught),
+            "grads_all_zero": bool(grads) and all(not torch.Tensor.any(g) for g in grads),
             "on": on,
             "max_norm": max_norm,
             "given": start,
@@ -243,6 +252,15 @@ def _judge_clipped_step(cases):
             continue
         on, max_norm, total = case["on"], case["max_norm"], case["total"]
         delta = case["delta"]
+        if not np.any(delta) and case.get("grads_all_zero") and total > 0:
+            return Mistake("zero-gradient-step", (
+                f"The parameters did not move (on {on}): the gradient in .grad after your "
+                f"function is zero everywhere, though this loss's gradient has norm {total:.3g}. "
+                "What backward() ran on does not depend on the parameters: a loss clipped by "
+                "value (loss.clamp(max=...), min(loss, ...)) has a zero gradient wherever the "
+                "clip holds. Clip the gradients, not the loss: loss.backward(), then "
+                "clip_grad_norm_(model.parameters(), max_norm)."
+            ))
         if not np.any(delta):
             return Mistake("no-effective-step", (
                 f"The parameters did not move (on {on}): call optimizer.step() after clipping, "
@@ -251,6 +269,16 @@ def _judge_clipped_step(cases):
         if not same_values(delta, case["expected"], rtol=1e-4, atol=1e-7):
             if total > max_norm and same_values(delta, case["unclipped"], rtol=1e-4, atol=1e-7):
                 returned = case.get("returned")
+                if case.get("read_non_leaf_grad") and returned is not None and returned == 0:
+                    return Mistake("clipped-the-loss", (
+                        f"The parameters moved by the unclipped gradient (on {on}: its norm is "
+                        f"{total:.3g}, above max_norm={max_norm:g}), and your function returned 0: "
+                        "clip_grad_norm_ was given a tensor that is no parameter, such as the "
+                        "loss, whose .grad stays None (torch warned that a non-leaf tensor's .grad "
+                        "was read), so it found no gradient and clipped nothing. Clip the "
+                        "parameters' gradients: clip_grad_norm_(model.parameters(), max_norm), "
+                        "after loss.backward() and before optimizer.step()."
+                    ))
                 if returned is not None and same_values(returned, total, rtol=1e-4, atol=1e-6):
                     when = ("The norm your function returned is that very gradient's, so "
                             "clip_grad_norm_ ran after optimizer.step(), which had already used "

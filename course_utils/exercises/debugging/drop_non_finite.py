@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
@@ -113,6 +114,10 @@ def _expect_drop_non_finite(record):
         by_sum = torch.isfinite(rows.sum(1)) if x.is_floating_point() else keep
         case["nan_only_rows"] = int((~torch.isnan(rows).any(1)).sum()) if x.is_floating_point() else len(x)
         case["by_sum"] = value_facts(x[by_sum]) if not torch.equal(by_sum, keep) else None
+        # The mask turned into numbers (keep.long(), .int()) and used as indices: x[0] and x[1].
+        case["mask_as_indices"] = value_facts(x[keep.long()])
+        # The input as given, to tell replaced bad values from other changes.
+        case["finite_as_given"] = value_facts(x) if x.is_floating_point() else None
     return record
 
 
@@ -121,6 +126,17 @@ def _judge_drop_non_finite(record):
     if problem is None and record.get("raised"):
         return Raised(record["raised"])
     return problem
+
+
+def _finite_in_place(x, given_x) -> bool:
+    """True when every finite value of the input is still in its place in x (only the nan and
+    inf were changed): what replacing the bad values gives."""
+    if given_x is None or x["shape"] != given_x["shape"] or "values" not in x or "values" not in given_x:
+        return True  # nothing to tell replacing from other changes: the usual message
+    got = np.asarray(x["values"], dtype=np.float64)
+    given = np.asarray(given_x["values"], dtype=np.float64)
+    finite = np.isfinite(given)
+    return bool(np.array_equal(got[finite], given[finite]))
 
 
 def _judge_non_finite_cases(cases):
@@ -167,6 +183,20 @@ def _judge_non_finite_cases(cases):
                 f"{case['n'] - want} of them hold a nan or an inf: nothing was dropped. Keep an "
                 "example only when every one of its values is finite: torch.isfinite, reduced "
                 "with .all() over each example's values."
+            ))
+        if kept == case["n"] and want != case["n"] and same_values(x["values"], case["mask_as_indices"]["values"]):
+            return Mistake("mask-as-indices", (
+                f"Your x has all {case['n']} examples, each one a copy of example 0 or example 1 "
+                f"(on {on}): your True/False mask was used as numbers, so x[mask.long()] (or "
+                "index_select with it) picks example 1 for every True and example 0 for every "
+                "False. Index with the boolean mask itself, x[keep], which keeps the examples "
+                "where it is True."
+            ))
+        if kept == case["n"] and want != case["n"] and not _finite_in_place(x, case.get("finite_as_given")):
+            return Mistake("wrong-keep-mask", (
+                f"Your x has all {case['n']} examples, but not the examples you were given (on "
+                f"{on}); {want} of them are finite. Keep exactly those, in their order: "
+                "x[keep] with a boolean mask, one True/False per example."
             ))
         if kept == case["n"] and want != case["n"]:
             return Mistake("replaced-bad-values", (

@@ -82,17 +82,22 @@ def _shapes_facts(value):
     """A list of (name, shape) pairs as plain data, or the kind of what came back."""
     if not isinstance(value, (list, tuple)):
         return {"kind": _kind(value)}
-    pairs = []
+    pairs, not_tuple = [], None
     for item in value:
         if not (isinstance(item, (list, tuple)) and len(item) == 2):
             return {"kind": f"a list holding {_kind(item)}"}
         name, shape = item
         try:
-            shape = [int(n) for n in shape]
+            ints = [int(n) for n in shape]
         except (TypeError, ValueError):
             return {"kind": f"a pair holding {_kind(shape)} as its shape"}
-        pairs.append([str(name), shape])
-    return {"kind": "pairs", "pairs": pairs}
+        if not isinstance(shape, tuple) and not_tuple is None:  # torch.Size is a tuple too
+            not_tuple = {"name": str(name), "kind": type(shape).__name__}
+        pairs.append([str(name), ints])
+    facts = {"kind": "pairs", "pairs": pairs}
+    if not_tuple is not None:
+        facts["shape_not_tuple"] = not_tuple
+    return facts
 
 
 _LAYER_SEED = 12  # the seed the models are built with
@@ -127,6 +132,13 @@ def _probe_layer_output_shapes(answer, run):
         # The caller's own hook on a layer: the answer must remove its hooks, not every hook.
         first_leaf = next(m for m in model.modules() if not list(m.children()))
         callers = first_leaf.register_forward_hook(lambda module, inputs, output: None)
+        # What each layer receives: a non-tensor means a hook replaced the layer before's output.
+        received, watchers = [], []
+        for name, module in model.named_modules():
+            if not list(module.children()):
+                watchers.append(module.register_forward_pre_hook(
+                    lambda module, inputs, name=name: received.append(
+                        (name, inputs[0] if inputs and not isinstance(inputs[0], torch.Tensor) else None))))
         raised = None
         try:
             with torch.no_grad() if no_grad else torch.enable_grad():
@@ -135,8 +147,13 @@ def _probe_layer_output_shapes(answer, run):
         except LearnerRaised as error:
             # The judge decides: a mistake the earlier models already show is the one to
             # report, not the error a later one led to.
-            raised = later_error(error, answer, cases)
+            replaced = _replaced_output(received)
+            raised = later_error(error, answer, cases or replaced is not None)
+            if replaced is not None:
+                record["replaced_output"] = dict(replaced, on=on)
         finally:
+            for watcher in watchers:
+                watcher.remove()
             counter.remove()
             callers_kept = callers.id in first_leaf._forward_hooks
             callers.remove()
@@ -167,6 +184,15 @@ def _probe_layer_output_shapes(answer, run):
         raised = type(error.error).__name__
     record["broken"] = {"on": on, "raised": raised, "hooks_left": _hooks_left(broken)}
     return record
+
+
+def _replaced_output(received):
+    """The layer whose output a hook replaced, and by what, from what each layer received in
+    the order they ran; None when every layer received a tensor."""
+    for index, (name, value) in enumerate(received):
+        if value is not None and index > 0:
+            return {"layer": received[index - 1][0], "next": name, "kind": _kind(value)}
+    return None
 
 
 def _expect_layer_output_shapes(record):
@@ -234,6 +260,13 @@ def _judge_layer_output_shapes(record):
                 "pairs, one per layer call, e.g. [('0', (5, 16)), ('1', (5, 16)), ...]."
             ))
         pairs = got["pairs"]
+        if pairs == expected and got.get("shape_not_tuple"):
+            wrong = got["shape_not_tuple"]
+            return Mistake("shape-not-tuple", (
+                f"Your shapes hold the right numbers, but the one for {wrong['name']!r} is a "
+                f"{wrong['kind']}, not a tuple (on {on}): the task asks for each shape as a tuple, "
+                "tuple(output.shape) (output.shape, a torch.Size, is a tuple too)."
+            ))
         if pairs == expected:
             continue
         if pairs == case["inputs"]:
@@ -273,6 +306,17 @@ def _judge_layer_output_shapes(record):
             "per layer call, with the name from model.named_modules() and the output's shape."
         ))
     if record.get("raised"):
+        replaced = record.get("replaced_output")
+        if replaced:
+            error = record["raised"]
+            return Mistake("hook-returned-value", (
+                f"Your code raised {error['type']}: {error['message']} (on {replaced['on']}). "
+                f"Your hook returned a value ({replaced['kind']}) after layer {replaced['layer']!r}: "
+                "a forward hook that returns something other than None replaces that layer's "
+                f"output, so the next layer, {replaced['next']!r}, received {replaced['kind']} "
+                "instead of a tensor. A hook that only watches returns nothing: append to your "
+                "list, and leave out the `return`."
+            ))
         return Raised(record["raised"])
     broken = record.get("broken")
     if broken is not None:

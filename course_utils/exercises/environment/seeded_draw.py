@@ -32,6 +32,33 @@ def _seeded_elsewhere(seed) -> list[str]:
     return seeded
 
 
+_SEEDED_BEFORE = 9_000_001  # the seeds the probe leaves torch's global generator at before each call
+
+
+def _global_seeded_unused(seed) -> bool:
+    """True when torch's global generator was seeded with ``seed`` during the call and nothing
+    was drawn from it afterwards: the numbers came from another generator."""
+    import torch
+
+    return torch.initial_seed() == seed and torch.equal(
+        torch.default_generator.get_state(), torch.Generator().manual_seed(seed).get_state())
+
+
+def _other_generator(cases):
+    """The verdict for an answer that seeds torch's global generator but draws from another one."""
+    for case in cases:
+        if case.get("global_seeded_unused"):
+            return Mistake("drew-from-another-generator", (
+                f"Your function seeds torch's global generator with torch.manual_seed(seed), but "
+                f"draws nothing from it (on {case['on']}): your numbers come from another "
+                "generator, which torch.manual_seed does not touch (a new torch.Generator() "
+                "starts from its own fixed seed, whatever seed you set globally). Draw from the "
+                "seeded one, torch.randn(n), or seed your own with that seed: "
+                "torch.randn(n, generator=torch.Generator().manual_seed(seed))."
+            ))
+    return None
+
+
 def _probe_seeded_draw(answer, run):
     """Each seed and n given and what the answer drew: never the numbers a right answer draws
     (``_expect_seeded_draw`` draws them with the same seed, on the judge's side)."""
@@ -42,6 +69,8 @@ def _probe_seeded_draw(answer, run):
     record = {"cases": cases}
     first = None
     for index, (seed, n) in enumerate(calls):
+        # Other cells seeded and drew before (a seed none of the calls use, another each time).
+        torch.manual_seed(_SEEDED_BEFORE + index)
         torch.rand(1)  # move the global stream on, as other notebook cells would
         on = f"seed={seed}, n={n}" + (", a second call" if index == 1 else "")
         try:
@@ -57,6 +86,7 @@ def _probe_seeded_draw(answer, run):
                 "on": on,
                 "got": value_facts(got),
                 "seeded_elsewhere": _seeded_elsewhere(seed),
+                "global_seeded_unused": _global_seeded_unused(seed),
                 "same_object_as_first": index == 1 and got is first and got is not None,
             }
         )
@@ -114,6 +144,8 @@ def _judge_seeded_draw(record):
             "up in the other. Draw fresh numbers on every call."
         ))
     if not same_values(first, again, rtol=0, atol=0):
+        if _other_generator(cases):
+            return _other_generator(cases)
         elsewhere = cases[1]["seeded_elsewhere"]
         mistake, note = "not-seeded-before-draw", ""
         if elsewhere:
@@ -127,6 +159,8 @@ def _judge_seeded_draw(record):
             f"torch.manual_seed(seed).{note}"
         ))
     if same_values(first, other, rtol=0, atol=0):
+        if _other_generator(cases):
+            return _other_generator(cases)
         return Mistake("fixed-seed", (
             "seed=0 and seed=1 gave the same numbers: your function ignores its seed argument. "
             "Pass `seed` to torch.manual_seed, not a fixed number."
@@ -140,6 +174,8 @@ def _judge_seeded_draw(record):
             ))
         problem = tensor_problem(got, case["expected"], what="your draw", on=case["on"])
         if problem:
+            if _other_generator(cases):
+                return _other_generator(cases)
             return problem + " Seed with torch.manual_seed(seed), then call torch.randn(n)."
     if record.get("raised"):
         return Raised(record["raised"])

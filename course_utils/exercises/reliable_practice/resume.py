@@ -223,12 +223,30 @@ def _resume_record(answer, run):
             loads.append(repr(kwargs.get("weights_only")))
             return real_load(*args, **kwargs)
 
+        assigned = []
+        real_load_state_dict = torch.nn.Module.load_state_dict
+
+        def recording_load_state_dict(module, *args, **kwargs):  # assign=True replaces parameters
+            if kwargs.get("assign") or (len(args) > 2 and args[2]):
+                assigned.append(type(module).__name__)
+            return real_load_state_dict(module, *args, **kwargs)
+
         torch.load = recording_load
+        torch.nn.Module.load_state_dict = recording_load_state_dict
         try:
             with checkpoints.calls_watched() as library_calls:
                 start = run(answer, path, *fresh, on="a checkpoint saved after epoch 2 and freshly built objects")
         finally:
             torch.load = real_load
+            torch.nn.Module.load_state_dict = real_load_state_dict
+        # The tensors the optimizer steps must be the model's own: a model whose parameters were
+        # replaced (load_state_dict(..., assign=True), new nn.Parameters) trains nothing.
+        stepped = {id(p) for group in fresh[1].param_groups for p in group["params"]}
+        record["parameters_replaced"] = [name for name, p in fresh[0].named_parameters() if id(p) not in stepped]
+        record["assigned"] = assigned
+        if record["parameters_replaced"]:
+            record["start_kind"] = _kind(start)
+            return record
         with _past_modes():
             record["rng_after"] = _rng_after(fresh[4])  # where the answer left every generator
             record["library_calls"] = sorted(library_calls)
@@ -258,6 +276,8 @@ def _expect_resume(record):
     the run it continues: its learning rates and weights after the remaining epochs, which a
     resume that is exact makes those of the uninterrupted run. Whether each of the answer's
     generators sits where the reference's does, for the judge."""
+    if record.get("parameters_replaced"):
+        return record  # the judge's verdict needs no reference run
     try:
         with _one_thread(), _past_modes(), random_state_preserved(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -327,6 +347,21 @@ def _reference_run(given_run) -> dict:
 
 def _judge_resume(record):
     saved = record["saved_epoch"]
+    replaced = record.get("parameters_replaced")
+    if replaced:
+        how = ("model.load_state_dict(..., assign=True) puts the checkpoint's tensors in the model "
+               "in place of its parameters" if record.get("assigned") else
+               "something in your function put new tensors in the model in place of its parameters")
+        return Mistake("parameters-replaced", (
+            f"After your function the optimizer no longer holds the model's parameters "
+            f"({', '.join(replaced[:3])}{', ...' if len(replaced) > 3 else ''} are other tensors): "
+            f"{how}, while the optimizer you were given still steps the old ones, so training "
+            "on would update tensors the model no longer uses. Load the weights into the "
+            "existing parameters and keep them: " + (
+                "model.load_state_dict(checkpoint['model']), without assign=True, copies into them."
+                if record.get("assigned") else
+                "model.load_state_dict(checkpoint['model']) copies into them; do not set new ones.")
+        ))
     if "load_checkpoint" in record.get("library_calls", []):
         return CALLS_LOAD_CHECKPOINT  # the task's rule, in the words the exam's check uses too
     if record["start"] is None:

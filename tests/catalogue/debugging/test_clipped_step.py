@@ -213,6 +213,38 @@ def clip_grads_set_to_none_by_hand(model, optimizer, loss, max_norm):
     return total
 
 
+# -- issue 45 ----------------------------------------------------------------------------------
+def clip_the_loss(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(loss, max_norm)
+    optimizer.step()
+    return total
+
+
+def clip_the_loss_in_a_list(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = nn.utils.clip_grad_norm_([loss], max_norm)
+    optimizer.step()
+    return total
+
+
+def clamp_the_loss(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.clamp(max=max_norm).backward()
+    total = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total
+
+
+def clip_with_set_to_none_false(model, optimizer, loss, max_norm):
+    optimizer.zero_grad(set_to_none=False)
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=float(max_norm), error_if_nonfinite=True)
+    optimizer.step()
+    return total.item()
+
 CATALOGUE = Catalogue({
     ex.clipped_step: [
         wrong("clip before backward()", clips_before_backward, "clip_grad_norm_ ran before loss.backward()"),
@@ -244,6 +276,11 @@ CATALOGUE = Catalogue({
               kind=STATEFUL),
         right("returns a 0-d NumPy array", clip_returns_a_numpy_array),
         right("grads set to None by hand, keyword max_norm", clip_grads_set_to_none_by_hand),
+        # -- issue 45: the loss clipped instead of the gradients
+        wrong("clip_grad_norm_ on the loss", clip_the_loss, "no parameter, such as the loss", "model.parameters()"),
+        wrong("clip_grad_norm_ on [loss]", clip_the_loss_in_a_list, "no parameter, such as the loss"),
+        wrong("the loss clamped to max_norm", clamp_the_loss, "zero everywhere", "Clip the gradients, not the loss"),
+        right("zero_grad(set_to_none=False), a list, .item()", clip_with_set_to_none_false),
     ],
 })
 

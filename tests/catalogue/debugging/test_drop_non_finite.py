@@ -157,6 +157,26 @@ def drop_with_numpy(x, y):
     return x[keep], y[keep]
 
 
+# -- issue 45 ----------------------------------------------------------------------------------
+def drop_with_the_mask_as_long(x, y):
+    keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1)
+    return x[keep.long()], y[keep.long()]
+
+
+def drop_with_index_select_of_the_mask(x, y):
+    keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1).int()
+    return x.index_select(0, keep), y.index_select(0, keep)
+
+
+def drop_with_where_one_zero(x, y):
+    keep = torch.where(torch.isfinite(x).reshape(len(x), -1).all(1), 1, 0)
+    return x[keep], y[keep]
+
+
+def drop_with_a_list_of_bools(x, y):
+    keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1).tolist()
+    return x[keep], y[keep]
+
 CATALOGUE = Catalogue({
     ex.drop_non_finite: [
         wrong("isnan().any(dim=1)", drop_nan_rows_per_feature, "it finds nan but not inf"),
@@ -197,6 +217,12 @@ CATALOGUE = Catalogue({
         wrong("tests the mean of each example", drop_by_the_mean, "dropped an example whose values are all finite",
               "a sum or mean of large values overflows", kind=EDGE),
         right("np.isfinite on the NumPy view", drop_with_numpy),
+        # -- issue 45: the boolean mask used as numbers
+        wrong("the mask as long indices", drop_with_the_mask_as_long, "used as numbers", "x[keep]", kind=EDGE),
+        wrong("index_select with the mask as int", drop_with_index_select_of_the_mask, "used as numbers", kind=EDGE),
+        wrong("torch.where(mask, 1, 0) as indices", drop_with_where_one_zero, "copy of example 0 or example 1",
+              kind=EDGE),
+        right("a Python list of bools", drop_with_a_list_of_bools),
     ],
 })
 

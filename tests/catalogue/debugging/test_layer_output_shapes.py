@@ -107,6 +107,49 @@ def _hooked(record_input=False, remove=True, in_finally=True, containers=False, 
     return answer
 
 
+# -- issue 45 ----------------------------------------------------------------------------------
+def _shapes_issue45(shape_as=tuple, returns=None):
+    def answer(model, x):
+        shapes, handles = [], []
+        for name, module in model.named_modules():
+            if not list(module.children()):
+                def hook(m, args, out, name=name):
+                    shapes.append((name, shape_as(out.shape)))
+                    if returns == "pair":
+                        return name, tuple(out.shape)
+                    if returns == "shape":
+                        return out.shape
+                    if returns == "list":
+                        return shapes
+                handles.append(module.register_forward_hook(hook))
+        try:
+            model(x)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return shapes
+    return answer
+
+
+def shapes_as_lists_afterwards(model, x):
+    return [[name, list(shape)] for name, shape in _shapes_issue45()(model, x)]
+
+
+def shapes_hook_returns_its_output(model, x):
+    shapes, handles = [], []
+    for name, module in model.named_modules():
+        if not list(module.children()):
+            def hook(m, args, out, name=name):
+                shapes.append((name, tuple(out.shape)))
+                return out  # the same tensor back: nothing replaced
+            handles.append(module.register_forward_hook(hook))
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [(name, shape) for name, shape in shapes]
+
 CATALOGUE = Catalogue({
     ex.layer_output_shapes: [
         right("handles as context managers in an ExitStack, torch.Size", shapes_with_handles_in_an_exit_stack),
@@ -127,6 +170,15 @@ CATALOGUE = Catalogue({
         wrong("model.eval() first", _hooked(eval_first=True), "changed the model's train/eval mode"),
         wrong("every hook cleared afterwards", shapes_then_every_hook_cleared, "removed a hook it had not registered",
               kind=EDGE),
+        # -- issue 45
+        wrong("shapes as lists", _shapes_issue45(shape_as=list), "is a list, not a tuple", kind=EDGE),
+        wrong("pairs and shapes as lists", shapes_as_lists_afterwards, "not a tuple", kind=EDGE),
+        wrong("the hook returns the pair", _shapes_issue45(returns="pair"), "Your hook returned a value",
+              "replaces that layer's output"),
+        wrong("the hook returns the shape", _shapes_issue45(returns="shape"), "Your hook returned a value",
+              "received torch.Size"),
+        wrong("the hook returns the list", _shapes_issue45(returns="list"), "Your hook returned a value"),
+        right("the hook returns its output unchanged", shapes_hook_returns_its_output),
     ],
 })
 

@@ -121,6 +121,34 @@ def draw_one_more_and_drop_it(seed, n):
     return torch.randn(n + 1)[1:]
 
 
+# -- issue 45 ----------------------------------------------------------------------------------
+def draw_from_a_fresh_generator(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n, generator=torch.Generator())
+
+
+def draw_from_a_generator_seeded_at_random(seed, n):
+    torch.manual_seed(seed)
+    generator = torch.Generator()
+    generator.seed()
+    return torch.randn(n, generator=generator)
+
+
+def draw_from_a_generator_seeded_with_0(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n, generator=torch.Generator().manual_seed(0))
+
+
+def draw_from_a_generator_seeded_with_seed_plus_1(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed + 1))
+
+
+def draw_from_a_generator_seeded_in_two_lines(seed, n):
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return torch.randn(n, generator=generator)
+
 CATALOGUE = Catalogue({
     ex.seeded_draw: [
         right("inside torch.random.fork_rng()", draw_in_fork_rng),
@@ -148,6 +176,16 @@ CATALOGUE = Catalogue({
                                                                    torch.randn(size=[n]))[1]),
         wrong("seed + 1", draw_with_the_next_seed, "right shape but wrong values", "torch.manual_seed(seed)"),
         wrong("draws n + 1 and drops the first", draw_one_more_and_drop_it, "right shape but wrong values"),
+        # -- issue 45: torch.manual_seed(seed) called, the numbers drawn from another generator
+        wrong("seeds torch, draws from a fresh torch.Generator()", draw_from_a_fresh_generator,
+              "draws nothing from it", "torch.Generator()", kind=EDGE),
+        wrong("seeds torch, draws from a generator seeded at random", draw_from_a_generator_seeded_at_random,
+              "draws nothing from it", kind=EDGE),
+        wrong("seeds torch, draws from a generator seeded with 0", draw_from_a_generator_seeded_with_0,
+              "draws nothing from it", kind=EDGE),
+        wrong("seeds torch, draws from a generator seeded with seed + 1", draw_from_a_generator_seeded_with_seed_plus_1,
+              "draws nothing from it", kind=EDGE),
+        right("a torch.Generator() seeded on its own line", draw_from_a_generator_seeded_in_two_lines),
     ],
 })
 

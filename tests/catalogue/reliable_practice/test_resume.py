@@ -188,6 +188,41 @@ def resume_by_the_library(path, model, optimizer, scheduler, scaler, loader):
     return library.load_checkpoint(path, model, optimizer, scheduler, scaler, loader)
 
 
+# -- issue 45 ----------------------------------------------------------------------------------
+def resume_assigning_the_weights(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(checkpoint["model"], assign=True)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def resume_with_new_parameters(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    for name, _ in list(model.named_parameters()):
+        owner, _, attribute = name.rpartition(".")
+        setattr(model.get_submodule(owner), attribute, torch.nn.Parameter(checkpoint["model"][name].clone()))
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def resume_copying_the_weights(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            tensor.copy_(checkpoint["model"][name])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return int(checkpoint["epoch"]) + 1
+
 CATALOGUE = Catalogue({
     ex.resume: [
         wrong("calls load_checkpoint", resume_by_the_library, "the course's worked answer to this very exercise",
@@ -239,6 +274,12 @@ CATALOGUE = Catalogue({
         right("the random state first, int(epoch), model.train()", resume_rng_first_then_train_mode),
         wrong("loads the whole checkpoint into the model", resume_loads_the_whole_checkpoint_into_the_model,
               "Unexpected key(s)", "model.load_state_dict(checkpoint['model'])", outcome=Outcome.RAISED),
+        # -- issue 45: the model's parameters replaced, the optimizer left with the old ones
+        wrong("load_state_dict(..., assign=True)", resume_assigning_the_weights, "assign=True",
+              "no longer holds the model's parameters", kind=EDGE),
+        wrong("new nn.Parameters set on the model", resume_with_new_parameters,
+              "no longer holds the model's parameters", kind=EDGE),
+        right("copy_ into the model's state_dict tensors", resume_copying_the_weights),
     ],
 })
 
