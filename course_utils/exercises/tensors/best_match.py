@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
@@ -99,34 +100,55 @@ def _probe_best_match(answer, run):
         left = _left_as_it_was(q, kept_q) and _left_as_it_was(k, kept_k)
         case["again"] = value_facts(run(answer, q, k, on=on + ", second call")) if left else case["got"]
         cases.append(case)
-    _near_tie_case(answer, run, record, cases)
+    for on, q, k in _near_ties():
+        if not _near_tie_case(answer, run, record, cases, on, q, k):
+            break
     return record
 
 
 _NEAR_TIE_ON = ("one query and two keys whose dot products with it differ only in the last bit "
                 "of float32 (0.1 and the next float32 above it)")
+_NEAR_TIE_64_ON = ("q of shape (1, 2, 2), k of shape (1, 3, 2), float64: two queries, each with two "
+                   "keys whose dot products with it differ only in the last bit of float64, the "
+                   "larger first for one query and last for the other")
 
 
-def _near_tie_case(answer, run, record, cases):
-    """Two dot products one float32 step apart: exp() of their difference rounds to 1, so a
-    softmax makes them equal and argmax then picks the first, the smaller one. (Tried after
-    the others whatever they showed: the judge reads the cases in order, so a mistake they
-    show comes first; an error here is the judge's to report, after them.)"""
+def _near_ties():
+    """Dot products one step of the inputs' own dtype apart, each exact whatever adds it up
+    (q holds ones and zeros): exp() of their difference rounds to 1, so a softmax makes them
+    equal; so does a float32 copy of float64 scores. argmax then picks the first of the equals,
+    the smaller one for query 0 of the float64 case; an argmax that picks the last of equals
+    picks the smaller one for query 1."""
     low = torch.tensor(0.1, dtype=torch.float32)
     high = torch.nextafter(low, torch.tensor(1.0))
-    q, k = torch.ones(1, 1, 1), torch.stack([low, high]).reshape(1, 2, 1)
+    yield _NEAR_TIE_ON, torch.ones(1, 1, 1), torch.stack([low, high]).reshape(1, 2, 1)
+    one = torch.tensor(1.0, dtype=torch.float64)
+    low, top = torch.tensor(0.1, dtype=torch.float64), torch.tensor(0.7, dtype=torch.float64)
+    q = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]], dtype=torch.float64)
+    k = torch.tensor([[[low, float(top)],
+                       [float(torch.nextafter(low, one)), 0.25],
+                       [0.05, float(torch.nextafter(top, -one))]]], dtype=torch.float64)
+    yield _NEAR_TIE_64_ON, q, k
+
+
+def _near_tie_case(answer, run, record, cases, on, q, k):
+    """One near tie, recorded as a case; False where the answer raised. (Tried after the others
+    whatever they showed: the judge reads the cases in order, so a mistake they show comes
+    first; an error here is the judge's to report, after them.)"""
+    b, n, d = q.shape
     case = {
-        "on": _NEAR_TIE_ON, "b": 1, "n": 1, "m": 2, "d": 1, "shared": False, "near_tie": True,
+        "on": on, "b": b, "n": n, "m": k.shape[-2], "d": d, "shared": False, "near_tie": True,
         "given": {"q": given(q), "k": given(k)},
     }
     try:
-        got = run(answer, q, k, on=_NEAR_TIE_ON)
+        got = run(answer, q, k, on=on)
     except LearnerRaised as raised:
         record["raised"] = later_error(raised, answer)
-        return
+        return False
     case["got"], case["again"] = value_facts(got), value_facts(got)
     case["q_after"], case["k_after"] = value_facts(q), value_facts(k)
     cases.append(case)
+    return True
 
 
 def _expect_best_match(record):
@@ -207,11 +229,17 @@ def _judge_best_match(record):
                         "not its keys. Transpose k's last two dimensions: q @ k.mT."
                     ))
                 if case.get("near_tie"):
+                    got_flat = np.asarray(values).reshape(-1)
+                    want_flat = np.asarray(expected["values"]).reshape(-1)
+                    query = int(np.flatnonzero(got_flat != want_flat)[0])
                     return Mistake("near-tie-rounded", (
-                        f"Your index is the first key, with the smaller dot product ({on}): "
-                        "something between the dot products and argmax (a softmax, a lower "
-                        "precision, a rounding) made the two equal, and argmax takes the first of "
-                        "equals. argmax the dot products themselves: (q @ k.mT).argmax(dim=-1)."
+                        f"Your index for query {query} is key {int(got_flat[query])}, whose dot "
+                        f"product is smaller than key {int(want_flat[query])}'s by one step of "
+                        f"{case['given']['q']['dtype'].removeprefix('torch.')} "
+                        f"({on}): something between the dot products and argmax (a softmax, a "
+                        "lower precision, a rounding) made the two equal, and argmax then took "
+                        "one of the equals. argmax the dot products themselves, in the inputs' "
+                        "own dtype: (q @ k.mT).argmax(dim=-1)."
                     ))
                 if same_values(values, case["smallest"], rtol=0, atol=0):
                     return Mistake("argmin-not-argmax", (

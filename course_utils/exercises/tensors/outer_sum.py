@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
@@ -35,6 +36,67 @@ _OUTER_CASES = [
     (0, 3, torch.float32),
     (3, 2, (torch.int64, torch.float32)),  # mixed: the result has the dtype a + b has
 ]
+_INF, _NAN = float("inf"), float("nan")
+
+
+def _float_edges(dtype):
+    """a and b at the float dtype's edges: subnormals, -0.0, its largest values (sums that
+    overflow to inf, or cancel to 0), large magnitudes whose exp() overflows, inf, -inf, nan."""
+    info = torch.finfo(dtype)
+    tiny = float(torch.nextafter(torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype)))
+    big = {torch.float16: 12.0, torch.bfloat16: 90.0, torch.float32: 90.0}.get(dtype, 710.0)
+    a = [0.0, -0.0, tiny, -tiny, info.max, -info.max, big, -8 * big, 1.0, _INF, -_INF, _NAN]
+    b = [info.max, -info.max, tiny, -tiny, big, -8 * big, _INF, -_INF, 0.25]
+    return torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype)
+
+
+def _int_edges(dtype):
+    """a and b with magnitudes beyond what a float of the same width holds exactly (2**53 past
+    float64's, 2**24 past float32's) and sums up to the dtype's own extremes (none past them)."""
+    half = 2 ** 62 if dtype == torch.int64 else 2 ** 30
+    exact = 2 ** 53 if dtype == torch.int64 else 2 ** 24
+    a = [half, -half, exact + 1, -(exact + 1), 0, 7]
+    b = [half - 1, -half, 1, -1, 3]
+    return torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype)
+
+
+def _mixed_edges():
+    """An int64 a too large for float32 exactly, with a float32 b: a + b rounds a to float32
+    first (type promotion), then adds."""
+    a = torch.tensor([2 ** 24 + 1, -(2 ** 24 + 1), 2 ** 40 + 1, 0, 2 ** 62], dtype=torch.int64)
+    b = torch.tensor([0.5, -0.5, 3e38, -_INF], dtype=torch.float32)
+    return a, b
+
+
+def _exact_problem(got, expected, on):
+    """Where ``got`` differs from ``expected`` at all, its numbers written in full (a %g of
+    2**53 + 2 and of 2**53 would read alike)."""
+    got_values = np.asarray(got["values"])
+    expected_values = np.asarray(expected["values"])
+    with np.errstate(invalid="ignore"):
+        differ = ~((got_values == expected_values) | (np.isnan(got_values.astype(np.float64))
+                                                       & np.isnan(expected_values.astype(np.float64))))
+    if not differ.any():
+        return None
+    index = tuple(int(i) for i in np.argwhere(differ)[0])
+    return (
+        f"your result has the right shape but wrong values (on {on}): {int(differ.sum())} of "
+        f"{differ.size} differ; first at index {index}: got {got_values[index].item()!r}, "
+        f"expected {expected_values[index].item()!r} (a[{index[0]}] + b[{index[1]}] is exact "
+        "up to one rounding, as a + b gives it)."
+    )
+
+
+# (how the case is described, (a, b)): compared exactly, as a + b gives them.
+_OUTER_EDGES = [
+    *[(f"at the edges of {_dtype_name(dtype)}: subnormals, -0.0, its largest values, large "
+       "magnitudes, inf, -inf, nan", _float_edges(dtype))
+      for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)],
+    *[(f"at the edges of {_dtype_name(dtype)}: magnitudes past 2**{53 if dtype == torch.int64 else 24}, "
+       "sums up to its largest and smallest", _int_edges(dtype))
+      for dtype in (torch.int64, torch.int32)],
+    ("an int64 a past 2**24 with a float32 b, at float32's edges", _mixed_edges()),
+]
 # A loop over a or over b makes at least one torch call per element; broadcasting a handful.
 _LOOP_N, _LOOP_M, _LOOP_CALLS = 40, 37, 30
 
@@ -58,11 +120,19 @@ def _probe_outer_sum(answer, run):
     record["cases"] = cases = []
     if record["loops"] or counter.count >= _LOOP_CALLS:
         return record  # the loop is recorded; its other inputs (an empty a) would only raise
+    inputs = []
     for n, m, dtype in _OUTER_CASES:
         a_dtype, b_dtype = dtype if isinstance(dtype, tuple) else (dtype, dtype)
         a, b = _outer_input(n, a_dtype, generator), _outer_input(m, b_dtype, generator)
         on = (f"a of shape ({n},), b of shape ({m},), {_dtype_name(dtype)}" if a_dtype == b_dtype
               else f"a of shape ({n},), {_dtype_name(a_dtype)}, b of shape ({m},), {_dtype_name(b_dtype)}")
+        inputs.append((on, a, b, False))
+    for text, (a, b) in _OUTER_EDGES:
+        kinds = _dtype_name(a.dtype) if a.dtype == b.dtype else f"{_dtype_name(a.dtype)} and {_dtype_name(b.dtype)}"
+        on = f"a of shape ({len(a)},), b of shape ({len(b)},), {kinds}, {text}"
+        inputs.append((on, a.clone(), b.clone(), True))
+    for on, a, b, exact in inputs:
+        n, m, a_dtype, b_dtype = len(a), len(b), a.dtype, b.dtype
         given_a, given_b = a.clone(), b.clone()
         try:
             got = value_facts(run(answer, given_a, given_b, on=on))
@@ -79,6 +149,7 @@ def _probe_outer_sum(answer, run):
                 "got": got,
                 "given": {"a": given(a), "b": given(b)},
                 "mixed": a_dtype != b_dtype,
+                "exact": exact,
                 "a_after": value_facts(given_a),
                 "b_after": value_facts(given_b),
             }
@@ -156,10 +227,15 @@ def _judge_outer_sum(record):
                 f"({on}). The task asks for the dtype a + b has: the one type promotion gives "
                 "when a and b meet in one operation as they are."
             ))
-        problem = tensor_problem(got, case["expected"], on=on)
+        # a + b is one rounding of each sum, whatever writes it: at the dtype's edges, exactly
+        tolerance = {"rtol": 0, "atol": 0} if case.get("exact") else {}
+        problem = tensor_problem(got, case["expected"], on=on, **tolerance)
+        if problem and case.get("exact") and "wrong values" in problem:
+            problem = _exact_problem(got, case["expected"], on) or problem
         if problem:
             return problem
-        problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on)
+        problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on,
+                                 **tolerance)
         if problem:
             return Mistake("wrong-on-second-call", (
                 f"Your function was right on its first call, not on a second call with the same a and b: {problem}"

@@ -43,6 +43,25 @@ _ROWS_3x3 = [[0.5, 2.0, -0.75], [-2.0, 0.5, 1.0], [1.25, -1.5, -0.5]]
 _ROWS_INF = [[1.0, -_INF, 2.0], [_INF, 1.0, -3.0], [-1.0, 0.5, 0.25], [0.0, 0.0, 0.0], [_INF, -_INF, 1.0]]
 
 
+def _edge_rows(dtype):
+    """Rows at the dtype's edges whose sum has one sign (or is nan) in whatever order, and at
+    whatever precision, it is added up: a negative subnormal (its mean rounds to -0.0), rows
+    of -0.0 (not below 0), inf with -inf (nan, kept), -inf with the largest value (-inf:
+    replacing inf by the largest value makes it finite), sums that overflow to -inf or inf."""
+    info = torch.finfo(dtype)
+    tiny = float(torch.nextafter(torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype)))
+    top = info.max
+    return torch.tensor([
+        [-tiny, 0.0, 0.0],
+        [tiny, -0.0, -tiny],
+        [-0.0, -0.0, -0.0],
+        [_INF, -_INF, -1.0],
+        [-_INF, top, 0.5],
+        [-top, -top, top],
+        [top, top, -top],
+    ], dtype=dtype)
+
+
 def _rows(values, dtype):
     return lambda generator: torch.tensor(values, dtype=dtype)
 
@@ -72,6 +91,10 @@ _ZERO_ROWS_CASES = [
      lambda base: base),
     ("x of shape (0, 3), float32 (no rows)", _random_rows(0, 3, torch.float32), lambda base: base),
     ("x of shape (3, 0), float32 (no columns)", _random_rows(3, 0, torch.float32), lambda base: base),
+    *[(f"x of shape (7, 3), {_dtype_name(dtype)}, at the edges of {_dtype_name(dtype)}: subnormals, "
+       "-0.0, inf and -inf, values near its largest (sums that overflow)",
+       (lambda dtype: lambda generator: _edge_rows(dtype))(dtype), lambda base: base)
+      for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)],
 ]
 _ZERO_LOOP_ROWS, _ZERO_LOOP_CALLS = 60, 30
 
@@ -106,6 +129,38 @@ def _assigned_names(answer) -> set:
                 [inner.target] if isinstance(inner, (ast.AugAssign, ast.AnnAssign)) else [])
             names.update(t.id for t in targets if isinstance(t, ast.Name))
     return names
+
+
+_OR_EQUAL_CALLS = {"le", "le_", "ge", "ge_", "less_equal", "greater_equal", "logical_not", "bitwise_not",
+                   "nonpositive", "signbit", "sign", "clamp", "clip", "relu", "minimum", "maximum",
+                   "min", "max"}
+
+
+def _or_equal_in(answer) -> bool:
+    """Whether the answer's own source could compare with "or equal" (<=, >=, a negation, ...):
+    where it compares only strictly, "< 0, not <= 0" is no advice for it."""
+    for node in _answer_nodes(answer):
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Compare) and any(
+                    isinstance(op, (ast.LtE, ast.GtE, ast.Eq, ast.NotEq)) for op in inner.ops):
+                return True
+            if isinstance(inner, ast.UnaryOp) and isinstance(inner.op, (ast.Invert, ast.Not)):
+                return True
+    return any(name.removesuffix("()") in _OR_EQUAL_CALLS for name in _calls_in(answer))
+
+
+def _negates(answer) -> bool:
+    """Whether the answer's own source negates a mask (~m, not m, logical_not, bitwise_not)."""
+    for node in _answer_nodes(answer):
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.UnaryOp) and isinstance(inner.op, (ast.Invert, ast.Not)):
+                return True
+    return any(name.removesuffix("()") in ("logical_not", "bitwise_not", "logical_not_", "bitwise_not_")
+               for name in _calls_in(answer))
+
+
+def _called(record, name) -> bool:
+    return any(call.removesuffix("()") == name for call in record["calls"])
 
 
 def _chained_write(answer) -> str | None:
@@ -145,7 +200,8 @@ def _probe_zero_negative_rows(answer, run):
     (``_expect_zero_negative_rows`` adds that, on the judge's side)."""
     generator = _generator(11)
     record = {"loops": _loops_in(answer), "calls": _calls_in(answer),
-              "assigned": sorted(_assigned_names(answer)), "chained": _chained_write(answer)}
+              "assigned": sorted(_assigned_names(answer)), "chained": _chained_write(answer),
+              "or_equal_in_source": _or_equal_in(answer), "negates": _negates(answer)}
     big = _random_rows(_ZERO_LOOP_ROWS, 3, torch.float32)(generator)
     counter = TorchCallCounter()
     with counter:
@@ -217,6 +273,7 @@ def _expect_zero_negative_rows(record):
         case["row_mask_on_columns"] = _after(kept, view, _zero_columns_where(
             lambda v: v.sum(dim=1) < 0)) if square else None
         case["or_equal"] = _after(kept, view, _zero_rows_where(lambda v: v.sum(dim=1) <= 0))
+        case["by_mean"] = _after(kept, view, _zero_rows_where(lambda v: v.mean(dim=1) < 0))
     return record
 
 
@@ -227,7 +284,8 @@ def _one_mask_for_the_whole_tensor(case, unchanged) -> bool:
     got = np.asarray(case["x_after"].get("values", []), dtype=np.float64)
     if before.size == 0 or case["count"].get("value") not in (0, 1):
         return False
-    total = np.nansum(before)
+    with np.errstate(all="ignore"):  # rows at the dtype's edges: inf - inf, sums that overflow
+        total = np.nansum(before)
     return bool((unchanged and total >= 0) or (not np.any(got) and total < 0 and case["count"]["value"] == 1))
 
 
@@ -237,7 +295,7 @@ def _zeroed_nan_sum_rows(case) -> list[int]:
     got = np.asarray(case["x_after"].get("values", []), dtype=np.float64)
     if before.ndim != 2 or got.shape != before.shape:
         return []
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         sums = before.sum(axis=1)
     return [int(r) for r in np.flatnonzero(np.isnan(sums)) if not np.any(got[r])]
 
@@ -259,6 +317,12 @@ def _judge_zero_negative_rows(record):
             "every row at once: negative = x.sum(dim=1) < 0, then x[negative] = 0."
         ))
     cases = record["cases"]
+    # Whether the answer changed some contiguous x in place: where it leaves another contiguous
+    # x unchanged, its mask found no row there, and "not in place" would blame the wrong thing.
+    wrote_in_place = any(
+        c["contiguous"] and c["x_after"]["shape"] == c["x_before"]["shape"] and not same_values(
+            c["x_after"].get("values"), c["x_before"]["values"], rtol=0, atol=0)
+        for c in cases)
     for case in cases:
         # The first input where a second call raised after a first call that left x right:
         # that error comes first. (Where the first call left x wrong, the mistake found below
@@ -282,7 +346,7 @@ def _judge_zero_negative_rows(record):
                 "tensor, not one per row. x.sum() adds every element of x; sum each row with "
                 "x.sum(dim=1), then x[negative] = 0."
             ))
-        if unchanged and rows:
+        if unchanged and rows and not (case["contiguous"] and wrote_in_place):
             returned = case["returned"]
             if record["chained"]:
                 return Mistake("chained-index-write", (
@@ -326,10 +390,24 @@ def _judge_zero_negative_rows(record):
                 ))
             nan_rows = _zeroed_nan_sum_rows(case)
             if nan_rows:
+                if record["negates"]:
+                    cause = "~(x.sum(dim=1) >= 0) is True for nan; x.sum(dim=1) < 0 is not."
+                elif _called(record, "nan_to_num") or _called(record, "clamp") or _called(record, "clip"):
+                    name = next(n for n in ("nan_to_num", "clamp", "clip") if _called(record, n))
+                    cause = (f"{name} replaces inf and -inf by finite numbers, and the row then "
+                             "sums to a number: sum x itself, x.sum(dim=1) < 0, False for nan.")
+                else:
+                    cause = "Compare x's own row sums with 0: x.sum(dim=1) < 0 is False for nan."
                 return Mistake("zeroed-nan-sum-row", (
                     f"Your function zeroed {_rows_text(nan_rows)}, whose sum is nan (it holds inf "
-                    f"and -inf) ({on}): nan is not below 0, so the row stays. ~(x.sum(dim=1) >= 0) "
-                    "is True for nan; x.sum(dim=1) < 0 is not."
+                    f"and -inf) ({on}): nan is not below 0, so the row stays. {cause}"
+                ))
+            if _called(record, "mean") and same_values(got, case["by_mean"], rtol=0, atol=0):
+                return Mistake("mean-rounds-to-zero", (
+                    f"Your function left a row whose sum is negative ({on}): its sum is the "
+                    "smallest negative number the dtype holds (a subnormal), and the mean divides "
+                    "it by the number of columns, which rounds it to -0.0, not below 0. The task "
+                    "asks about the sum: x.sum(dim=1) < 0."
                 ))
             if same_values(got, case["elements"], rtol=0, atol=0):
                 return Mistake("zeroed-elements", (
@@ -350,9 +428,14 @@ def _judge_zero_negative_rows(record):
                     "or index with it: x[negative] = 0."
                 ))
             if same_values(got, case["or_equal"], rtol=0, atol=0):
+                if record.get("or_equal_in_source", True):
+                    advice = "The task says strictly below 0: < 0, not <= 0."
+                else:  # the answer compares strictly: its sums are not x's own
+                    advice = ("The task says strictly below 0, and x's own sums, x.sum(dim=1), are "
+                              "exactly 0 there: compare those with 0, not sums computed another "
+                              "way, which round.")
                 return Mistake("less-or-equal", (
-                    f"You also zeroed rows whose sum is exactly 0 ({on}). The task says strictly "
-                    "below 0: < 0, not <= 0."
+                    f"You also zeroed rows whose sum is exactly 0 ({on}). {advice}"
                 ))
             return tensor_problem(after, expected, what="the caller's x after your call", on=on,
                                   rtol=0, atol=0)

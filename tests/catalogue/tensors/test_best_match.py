@@ -97,6 +97,33 @@ def best_match_in_float64(q, k):
     return torch.matmul(q.double(), keys).argmax(dim=-1)
 
 
+# -- issue 45: near-ties in the inputs' own dtype ----------------------------------------------
+def best_match_scores_as_float32(q, k):
+    return (q @ k.mT).float().argmax(dim=-1)
+
+
+def best_match_inputs_as_float32(q, k):
+    return (q.float() @ k.float().mT).argmax(dim=-1)
+
+
+def best_match_einsum_in_float32(q, k):
+    scores = torch.einsum("...nd,...md->...nm", q.to(torch.float32), k.to(torch.float32))
+    return scores.max(dim=-1).indices
+
+
+def best_match_rounded_scores(q, k):
+    return torch.round(q @ k.mT, decimals=8).argmax(dim=-1)
+
+
+def best_match_topk(q, k):
+    return torch.topk(torch.matmul(q, k.transpose(-1, -2)), 1, dim=-1).indices[..., 0]
+
+
+def best_match_last_of_flipped(q, k):
+    m = k.shape[-2]
+    return m - 1 - (q @ k.mT).flip(-1).argmax(dim=-1)
+
+
 CATALOGUE = Catalogue({
     ex.best_match: [
         right("scores in float64, argmax on them", best_match_in_float64),
@@ -135,6 +162,17 @@ CATALOGUE = Catalogue({
               "the batch dimension of a batch of one is gone", "squeeze()", kind=EDGE),
         wrong("normalises the caller's q in place", best_match_normalises_q_in_place,
               "changed the numbers in its input q", kind=STATEFUL),
+        # -- issue 45
+        wrong("float64 scores cast to float32", best_match_scores_as_float32,
+              "made the two equal", "one step of float64", "in the inputs' own dtype", kind=EDGE),
+        wrong("float64 inputs cast to float32", best_match_inputs_as_float32,
+              "made the two equal", "one step of float64", kind=EDGE),
+        wrong("einsum on float32 copies, max().indices", best_match_einsum_in_float32,
+              "made the two equal", "one step of float64", kind=EDGE),
+        wrong("scores rounded to 8 decimals", best_match_rounded_scores,
+              "made the two equal", "argmax the dot products themselves", kind=EDGE),
+        right("topk(1) of matmul, its indices", best_match_topk),
+        right("the last argmax of the flipped scores", best_match_last_of_flipped),
     ],
 })
 

@@ -50,6 +50,35 @@ def outer_sum_recursive(a, b):
     return torch.cat([(a[0] + b)[None], outer_sum_recursive(a[1:], b)])
 
 
+# -- issue 45: large magnitudes and the dtype's extremes ----------------------------------------
+def outer_sum_log_of_exp_products(a, b):
+    # exp turns sums into products: log(e^a e^b) = a + b, until e^a overflows
+    return torch.log(torch.outer(torch.exp(a), torch.exp(b))) if a.is_floating_point() and (
+        b.is_floating_point()) else a[:, None] + b[None, :]
+
+
+def outer_sum_log_of_exp_in_float64(a, b):
+    out = torch.log(torch.outer(torch.exp(a.double()), torch.exp(b.double())))
+    dtype = torch.result_type(a, b)
+    return out.to(dtype) if dtype.is_floating_point else out.round().to(dtype)
+
+
+def outer_sum_log_of_broadcast_exp(a, b):
+    if a.is_floating_point() or b.is_floating_point():
+        return torch.log(torch.exp(a)[:, None] * torch.exp(b)[None, :])
+    return a[:, None] + b[None, :]
+
+
+def outer_sum_through_float64(a, b):
+    return (a.double()[:, None] + b.double()[None, :]).to(torch.result_type(a, b))
+
+
+def outer_sum_halves_against_overflow(a, b):
+    if a.is_floating_point() and b.is_floating_point():
+        return (a[:, None] / 2 + b[None, :] / 2) * 2
+    return a[:, None] + b[None, :]
+
+
 CATALOGUE = Catalogue({
     ex.outer_sum: [
         right("unsqueeze(1) and broadcasting b", lambda a, b: a.unsqueeze(1) + b),
@@ -101,6 +130,19 @@ CATALOGUE = Catalogue({
               "torch calls", kind=EDGE),
         wrong("a - b instead of a + b", lambda a, b: a[:, None] - b[None, :],
               "right shape but wrong values"),
+        # -- issue 45
+        wrong("log of the outer product of exps: overflows", outer_sum_log_of_exp_products,
+              "wrong values", "at the edges of float32", "got inf", kind=EDGE),
+        wrong("log of exps in float64, rounded back", outer_sum_log_of_exp_in_float64,
+              "wrong values", "at the edges of", kind=EDGE),
+        wrong("log of broadcast exps", outer_sum_log_of_broadcast_exp,
+              "wrong values", "at the edges of float32", kind=EDGE),
+        wrong("adds in float64, casts back: int64 past 2**53 rounds", outer_sum_through_float64,
+              "wrong values", "at the edges of int64", kind=EDGE),
+        wrong("halves a and b against overflow: subnormals vanish", outer_sum_halves_against_overflow,
+              "wrong values", "at the edges of float32", "expected 1.401298464324817e-45", kind=EDGE),
+        right("torch.add of unsqueeze(-1) and b", lambda a, b: torch.add(a.unsqueeze(-1), b)),
+        right("torch.sub with alpha=-1", lambda a, b: torch.sub(a[:, None], b, alpha=-1)),
     ],
 })
 

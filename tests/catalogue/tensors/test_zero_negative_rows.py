@@ -154,6 +154,44 @@ def zero_rows_refusing_rows_of_zeros(x):
     return int(negative.sum())
 
 
+# -- issue 45: rows at the dtype's edges (subnormals, -0.0, inf with -inf, sums that overflow) -----
+def zero_rows_nan_to_num_first(x):
+    negative = x.nan_to_num().sum(dim=1) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_clamped_first(x):
+    info = torch.finfo(x.dtype)  # "inf would break the sum": keep it finite
+    negative = x.clamp(info.min, info.max).sum(dim=1) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_float32_mask(x):
+    negative = x.float().sum(dim=1) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_divided_first(x):
+    negative = (x / x.shape[1]).sum(dim=1) < 0  # "divide first, against overflow"
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_float64_sum(x):
+    negative = x.sum(dim=1, dtype=torch.float64) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_einsum_index_put(x):
+    rows = torch.einsum("ij->i", x) < 0
+    x.index_put_((rows,), torch.tensor(0, dtype=x.dtype))
+    return int(rows.count_nonzero())
+
+
 CATALOGUE = Catalogue({
     ex.zero_negative_rows: [
         wrong("~(sum >= 0)", zero_rows_not_at_least_zero, "whose sum is nan", "x.sum(dim=1) < 0 is not", kind=EDGE),
@@ -162,7 +200,20 @@ CATALOGUE = Catalogue({
         right("masked_fill_ with a column mask, a 0-d count", zero_rows_masked_fill),
         right("index_fill_ of the row indices", zero_rows_index_fill),
         right("copy_ of torch.where, count_nonzero().item()", zero_rows_copy_where),
-        right("the mean below 0: the sum's sign", zero_rows_by_mean),
+        # issue 45: was right; a negative subnormal sum's mean rounds to -0.0
+        wrong("the mean below 0: a tiny negative sum's mean is -0.0", zero_rows_by_mean,
+              "its sum is the smallest negative number", "rounds it to -0.0", "x.sum(dim=1) < 0",
+              kind=EDGE),
+        wrong("nan_to_num before summing", zero_rows_nan_to_num_first, "whose sum is nan",
+              "nan_to_num replaces inf and -inf", kind=EDGE),
+        wrong("clamped to the dtype's range before summing", zero_rows_clamped_first,
+              "whose sum is nan", "clamp replaces inf and -inf", kind=EDGE),
+        wrong("the mask from a float32 sum of a float64 x", zero_rows_float32_mask,
+              "at the edges of float64", "wrong values", kind=EDGE),
+        wrong("divides before summing: sums of 0 come out below 0", zero_rows_divided_first,
+              "sum is exactly 0", "x's own sums", kind=EDGE),
+        right("the sum in float64", zero_rows_float64_sum),
+        right("einsum row sums, index_put_", zero_rows_einsum_index_put),
         wrong("writes through a chained index: into a copy", zero_rows_chained,
               "The caller's x is unchanged", "indexes twice", "x[negative] = 0"),
         wrong("builds a new tensor and rebinds the name x", zero_rows_new_tensor,
