@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
+from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.facts import (
     given,
     not_a_module,
@@ -18,6 +19,7 @@ from course_utils.exercises.facts import (
 )
 from course_utils.exercises.models.common import (
     CHAPTER,
+    _DEVICE_MISMATCH,
     _DEVICE_NOTE,
     _META,
     _SUPER_INIT_NOTE,
@@ -69,6 +71,27 @@ def _skip_branches(model, width, hidden):
     ]
 
 
+def _unregistered_tensors(model) -> list[str]:
+    """Tensors the block keeps as plain attributes (or in a plain list, tuple or dict), where
+    nn.Module does not register them: model.parameters() does not list them and model.to()
+    does not move them. (Registered parameters and buffers live in _parameters/_buffers, never
+    in the instance's __dict__.)"""
+    found = []
+    for prefix, module in model.named_modules():
+        where = f"self.{prefix + '.' if prefix else ''}"
+        for name, value in vars(module).items():
+            if name.startswith("_") and name in ("_parameters", "_buffers", "_modules"):
+                continue
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                found.append(f"{where}{name}")
+            elif isinstance(value, (list, tuple, dict)):
+                items = list(value.values()) if isinstance(value, dict) else list(value)
+                count = sum(isinstance(v, torch.Tensor) for v in items)
+                if count:
+                    found.append(f"{where}{name} (a plain {type(value).__name__} of {count} tensors)")
+    return found
+
+
 def _probe_skip_block(answer, run):
     """What the learner's block gives on each batch, the batches themselves, and what the block's
     formula gives with the learner's own layers ("formula": it depends on the answer, not on the
@@ -84,6 +107,7 @@ def _probe_skip_block(answer, run):
             cases.append(case)
             return cases
         case["n_parameters"] = sum(p.numel() for p in model.parameters())
+        case["unregistered"] = _unregistered_tensors(model)  # as built: before any forward
         if case["hidden_layers"]:  # judged from the count; forward would not survive .to()
             cases.append(case)
             return cases
@@ -118,7 +142,15 @@ def _probe_skip_block(answer, run):
             cases.append(case)  # judged from these calls; moving the model would only raise
             return cases
         case["gradients"] = _skip_gradients(model, branches, xs[0], run, on)
-        case["on_meta"] = _device_run(model, xs[0], run, f"{on} {_META}")
+        try:
+            case["on_meta"] = _device_run(model, xs[0], run, f"{on} {_META}")
+        except LearnerRaised as raised:
+            # A plain tensor attribute stays on the CPU when the block moves: that, not a
+            # tensor made without device=, is what the judge must name.
+            if not case["unregistered"] or not any(c in str(raised.error) for c in _DEVICE_MISMATCH):
+                raise
+            case["on_meta"] = {"kind": "raised", "device": "cpu"}
+            case["meta_left_behind"] = True
         cases.append(case)
     return cases
 
@@ -182,6 +214,9 @@ def _judge_skip_block(cases):
                 "look inside (on " + on + "): assign each layer to its own attribute, "
                 "self.expand = nn.Linear(...), or use nn.ModuleList."
             ))
+        problem = _unregistered_problem(case)
+        if problem:
+            return problem
         if "n_parameters" not in case:
             return Mistake("built-off-cpu", (
                 f"{on} has its parameters on {', '.join(case['devices'])}; build the layers on "
@@ -246,6 +281,31 @@ def _judge_skip_block(cases):
                 "batch's device: compute it from x and the layers only."
             ))
     return None
+
+
+def _unregistered_problem(case):
+    """Plain tensor attributes that the block's parameter count misses, or that stayed on the
+    CPU when the block moved to meta: named as what they are, not as a tensor made without
+    device= (which is advice such an answer already follows: its tensors are made in __init__)."""
+    unregistered = case.get("unregistered")
+    if not unregistered:
+        return None
+    width, hidden, on = case["width"], case["hidden"], case["on"]
+    expected_count = width * hidden + hidden + hidden * width + width
+    if case["n_parameters"] == expected_count and not case.get("meta_left_behind"):
+        return None
+    return Mistake("tensors-not-registered", (
+        f"Your block keeps tensors as plain attributes: {', '.join(unregistered)} (on {on}). "
+        "nn.Module registers only nn.Parameter, buffers and submodules, so these are invisible "
+        f"to it: model.parameters() lists {case['n_parameters']} numbers instead of "
+        f"{expected_count} (an optimizer would never train the rest), and model.to(device) "
+        "leaves them behind on the CPU"
+        + (" (moved to meta, your forward then mixed devices)" if case.get("meta_left_behind") else "")
+        + ". Wrap each weight and bias in nn.Parameter(...) (or use nn.Linear layers)"
+        + ("; a plain list or dict hides even parameters: use nn.ParameterList or nn.ParameterDict"
+           if any("(a plain" in name for name in unregistered) else "")
+        + "; a tensor that must move but not train goes in self.register_buffer(name, tensor)."
+    ))
 
 
 def _grads_agree(got, expected) -> bool:

@@ -66,6 +66,34 @@ class _TokenHead(nn.Module):
         return self.proj(self.tokens(ids))
 
 
+class _Conv2dSame(nn.Conv2d):
+    """A subclass of nn.Conv2d (padding kept as the input's size): a Conv2d for isinstance."""
+
+    def __init__(self, channels):
+        super().__init__(channels, channels, kernel_size=3, padding=1)
+
+
+class _LayerZoo(nn.Module):
+    """The variants of the layer kinds the task names, and what is not among them: Conv3d and
+    ConvTranspose2d (convolutions, but neither nn.Conv1d nor nn.Conv2d: their weights do not
+    decay here), a subclass of Conv2d (it does), BatchNorm2d, InstanceNorm1d with affine
+    parameters, RMSNorm and a LayerNorm without bias (normalisation layers of other kinds), an
+    EmbeddingBag (a table of vectors, like an Embedding), and a MultiheadAttention: its out_proj
+    is a subclass of nn.Linear, its in_proj_weight a 2-D parameter of no Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.volume = nn.Conv3d(1, 2, kernel_size=2)
+        self.upsample = nn.ConvTranspose2d(2, 2, kernel_size=2)
+        self.same = _Conv2dSame(2)
+        self.bn2d = nn.BatchNorm2d(2)
+        self.instance = nn.InstanceNorm1d(2, affine=True)
+        self.rms = nn.RMSNorm(4)
+        self.ln = nn.LayerNorm(4, bias=False)
+        self.bag = nn.EmbeddingBag(10, 4)
+        self.attention = nn.MultiheadAttention(4, num_heads=1)
+
+
 def _decay_models():
     torch.manual_seed(4)
     mlp = nn.Sequential(
@@ -83,10 +111,17 @@ def _decay_models():
          "a parameter of its own, weight_decay=0.02", _ImageHead(), 0.02),
         ("a model with an Embedding and a subclass of nn.Linear, weight_decay=0.05", _TokenHead(), 0.05),
         ("the MLP again, a second call on the same model, weight_decay=0.05", mlp, 0.05),
+        ("a model with Conv3d, ConvTranspose2d, a subclass of Conv2d, BatchNorm2d, "
+         "InstanceNorm1d(affine=True), RMSNorm, a LayerNorm without bias, an EmbeddingBag and a "
+         "MultiheadAttention, weight_decay=0.03", _LayerZoo(), 0.03),
     ]
 
 
-_NORMS = (nn.LayerNorm, nn.BatchNorm1d, nn.GroupNorm)
+# Every kind of normalisation layer (_NormBase: the BatchNorms and InstanceNorms), every kind of
+# embedding table, and the layer kinds whose weights decay (isinstance: subclasses included).
+_NORMS = (nn.LayerNorm, nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.RMSNorm, nn.LocalResponseNorm)
+_EMBEDDINGS = (nn.Embedding, nn.EmbeddingBag)
+_DECAYED_KINDS = (nn.Linear, nn.Conv1d, nn.Conv2d)
 
 
 def _probe_decay_groups(answer, run):
@@ -158,14 +193,24 @@ def _expect_decay_groups(cases):
             for p in module.parameters(recurse=False)
         )
         case["embedding"] = sorted(
-            names[id(module.weight)] for module in model.modules() if isinstance(module, nn.Embedding)
+            names[id(module.weight)] for module in model.modules() if isinstance(module, _EMBEDDINGS)
         )
         # weights of subclasses of Linear/Conv: what type(m) in (nn.Linear, ...) misses
         case["subclass_weights"] = sorted(
             names[id(module.weight)] for module in model.modules()
-            if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))
-            and type(module) not in (nn.Linear, nn.Conv1d, nn.Conv2d)
+            if isinstance(module, _DECAYED_KINDS) and type(module) not in _DECAYED_KINDS
         )
+        case["subclass_of"] = {
+            names[id(module.weight)]: next(f"nn.{k.__name__}" for k in _DECAYED_KINDS if isinstance(module, k))
+            for module in model.modules()
+            if isinstance(module, _DECAYED_KINDS) and type(module) not in _DECAYED_KINDS
+        }
+        # weights of convolutions of other kinds (Conv3d, ConvTranspose*): what _ConvNd or
+        # "Conv" in the class name takes too
+        case["other_conv_weights"] = {
+            names[id(module.weight)]: type(module).__name__ for module in model.modules()
+            if isinstance(module, nn.modules.conv._ConvNd) and not isinstance(module, _DECAYED_KINDS)
+        }
         # what a walk over model.children() alone misses: deeper blocks, the model's own
         case["one_level_misses"] = sorted(
             name for name, p in model.named_parameters()
@@ -309,6 +354,16 @@ def _judge_decay_groups(cases):
                     "decay pulls them towards 0 and shrinks every normalised feature. Choose by "
                     "the kind of layer, not by the name alone."
                 ))
+            other_convs = case.get("other_conv_weights", {})
+            convs = [n for n in wrongly_decayed if n in other_convs]
+            if convs:
+                return Mistake("other-conv-decayed", (
+                    f"{convs[0]}, the weight of an nn.{other_convs[convs[0]]}, is decayed (on {on}). "
+                    "The task decays the weights of nn.Linear, nn.Conv1d and nn.Conv2d (and their "
+                    "subclasses) and nothing else: Conv3d and the ConvTranspose layers are "
+                    "convolutions of other classes, which nn.modules.conv._ConvNd or 'Conv' in the "
+                    "class name takes too. Test isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d))."
+                ))
             embeddings = [n for n in wrongly_decayed if n in case.get("embedding", [])]
             if embeddings:
                 return Mistake("embedding-decayed", (
@@ -324,9 +379,11 @@ def _judge_decay_groups(cases):
         not_decayed = sorted(expected - decayed)
         subclassed = [n for n in not_decayed if n in case.get("subclass_weights", [])]
         if subclassed:
+            base = case.get("subclass_of", {}).get(subclassed[0], "nn.Linear")
             return Mistake("subclass-not-decayed", (
-                f"{subclassed[0]} is not decayed (on {on}): its layer is a subclass of nn.Linear, "
-                "and so a Linear layer. type(module) in (nn.Linear, ...) compares the exact class "
+                f"{subclassed[0]} is not decayed (on {on}): its layer is a subclass of "
+                f"{base}, and so {a_or_an(base.removeprefix('nn.'))} layer. type(module) in "
+                "(nn.Linear, ...) compares the exact class "
                 "and misses subclasses; isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)) "
                 "includes them."
             ))

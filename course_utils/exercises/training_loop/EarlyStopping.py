@@ -39,6 +39,9 @@ _EarlyStopping = EarlyStopping
 _ALL_INF = "losses that are all inf (a run that diverged from the start)"
 _REACHES_ZERO = "a loss that reaches exactly 0.0"
 _TINY_STEPS = "a loss that improves by tiny steps"
+# After a stop, a loss that beats the best: the last call brought an improvement, so step()
+# says False (True again only after `patience` more calls without one), and the new best counts.
+_NEW_BEST_AFTER_STOP = "a loss that sets a new best after the stop"
 
 # (name, patience, validation losses): each separates the right rule from one classic mistake.
 _STOPPING_CASES = (
@@ -54,6 +57,10 @@ _STOPPING_CASES = (
     (_TINY_STEPS, 2, [0.5, 0.4999999999, 0.4999999998, 0.4999999998, 0.4999999998, 0.4999999998]),
     # A diverged run: no loss ever beats math.inf, so the count's starting value decides.
     (_ALL_INF, 2, [math.inf] * 5),
+    # Run on through the stop (the caller's loop may log on, or resume): then twice, on a
+    # second new object after a first that said stop, which must start from nothing.
+    (_NEW_BEST_AFTER_STOP, 2, [1.0, 1.1, 1.2, 0.5, 0.6, 0.7, 0.4, 0.45]),
+    (_NEW_BEST_AFTER_STOP + ", on a second EarlyStopping", 2, [1.0, 1.1, 1.2, 0.5, 0.6, 0.7, 0.4, 0.45]),
 )
 
 
@@ -61,8 +68,9 @@ def _run_stopper(make, patience, losses, run, on):
     stopper = run(make, patience, on=f"EarlyStopping({patience})")
     missing_after_init = [n for n in ("best_loss", "best_epoch") if not hasattr(stopper, n)]
     answers, stop = [], None
+    through = on.startswith(_NEW_BEST_AFTER_STOP)  # every loss, a new best after the stop too
     for loss in losses:
-        if stop is not None and loss < min(losses[: len(answers)]):
+        if stop is not None and not through and loss < min(losses[: len(answers)]):
             break  # after a stop, only the calls that bring no improvement either
         answer = run(stopper.step, loss, on=f"{on}, after losses {losses[: len(answers) + 1]}")
         if type(answer) is np.bool_:  # a comparison of NumPy numbers: True/False all the same
@@ -72,11 +80,13 @@ def _run_stopper(make, patience, losses, run, on):
             stop = len(answers)
     kinds = [type(a).__name__ for a in answers]
     # What step() said on the later calls, none of which improved on the best either.
-    after_stop = [bool(a) if type(a) is bool else repr(a) for a in answers[stop:]] if stop else []
+    # (Run through a new best, "said" holds every answer and the judge compares it instead.)
+    after_stop = [bool(a) if type(a) is bool else repr(a) for a in answers[stop:]] if stop and not through else []
     best_epoch = getattr(stopper, "best_epoch", "missing")
     best_loss = getattr(stopper, "best_loss", "missing")
     return {
         "missing_after_init": missing_after_init,
+        "said": [bool(a) if type(a) is bool else repr(a) for a in answers] if through else None,
         "kinds": kinds,
         "stop": stop,
         "after_stop": after_stop,
@@ -210,6 +220,8 @@ def _judge_early_stopping(record):
                 f"step() returned {wrong_kinds[0]} (on {on}); return True to stop now and False "
                 "to go on, e.g. `return self.bad_epochs >= self.patience`."
             ))
+        if on.startswith(_NEW_BEST_AFTER_STOP) and got["said"] != expected["said"] and got["stop"] == expected["stop"]:
+            return _new_best_after_stop_problem(case, got, expected)
         if on.startswith(_ALL_INF):
             problem = _judge_all_inf(on, got, expected, case["patience"]) or _after_stop_problem(on, got)
             if problem:
@@ -287,6 +299,33 @@ def _judge_early_stopping(record):
     if record.get("raised"):
         return Raised(record["raised"])
     return None
+
+
+def _new_best_after_stop_problem(case, got, expected):
+    """What step() said from the stop on, when a later loss beat the best."""
+    losses, on = case["losses"], case["on"]
+    index = next(i for i, (a, e) in enumerate(zip(got["said"], expected["said"])) if a != e)
+    before = min(losses[:index]) if index else math.inf
+    epoch, loss = index + 1, losses[index]
+    new_best = loss < before
+    said = got["said"][index]
+    if new_best and said is True:
+        return Mistake("stop-latched", (
+            f"Your EarlyStopping said stop after epoch {got['stop']} on {on}, and still True after "
+            f"epoch {epoch}, whose loss {loss:g} was a new best (lower than {before:g}). step() "
+            "returns True only while the last `patience` calls brought no improvement: a new "
+            "best resets the count of epochs without improvement to 0, so step() returns False "
+            "then, and True again only after `patience` more epochs without a new best. Don't "
+            "keep a 'stopped' flag (or the largest count so far); return count >= patience."
+        ))
+    return Mistake("wrong-after-new-best", (
+        f"Your EarlyStopping said {said} after epoch {epoch} on {on}; expected "
+        f"{expected['said'][index]}. After the stop, {loss:g} "
+        + ("was a new best: it resets the count of epochs without improvement to 0 and becomes "
+           "best_loss, like any new best." if new_best else
+           "brought no improvement on the best since the last new best: count it, and say stop "
+           "once the count reaches patience.")
+    ))
 
 
 def _after_stop_problem(on, got):

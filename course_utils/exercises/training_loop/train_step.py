@@ -70,7 +70,20 @@ _STEP_PHASES = (
         torch.float64,
         0.2,
     ),
+    # Frozen parameters (part of a layer, and a whole layer), given to the optimizer all the
+    # same, as model.parameters() gives them: they must neither move nor be unfrozen. Momentum
+    # and weight decay move any parameter that has a .grad, even a zero one.
+    (
+        "SGD with momentum 0.9 and weight_decay 0.01 given all the parameters, a float32 model "
+        "whose first layer's bias and whole second layer are frozen (requires_grad=False)",
+        "frozen",
+        torch.float32,
+        None,
+    ),
 )
+
+# Which parameters the "frozen" phase freezes, by name: the first layer's bias, all of the second.
+_FROZEN = ("0.bias", "2.weight", "2.bias")
 
 
 def _given_training(setting) -> bool:
@@ -88,6 +101,8 @@ _STEP_CALLS = (
 def _make_optimizer(kind, parameters):
     if kind == "sgd":
         return torch.optim.SGD(parameters, lr=_LR, momentum=0.0)
+    if kind == "frozen":
+        return torch.optim.SGD(parameters, lr=_LR, momentum=0.9, weight_decay=0.01)
     return torch.optim.Adam(parameters, lr=_ADAM_LR)
 
 
@@ -107,6 +122,10 @@ def _probe_train_step(answer, run):
                 model[2].weight.mul_(5)
         training = _given_training(setting)
         model.train(training)
+        frozen = _FROZEN if kind == "frozen" else ()
+        for name, parameter in model.named_parameters():
+            if name in frozen:
+                parameter.requires_grad_(False)
         optimizer = _make_optimizer(kind, model.parameters())
         loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing or 0.0)
         counts = {"forwards": 0, "eval_forwards": 0, "train_forwards": 0, "backwards": 0, "steps": 0}
@@ -117,8 +136,9 @@ def _probe_train_step(answer, run):
                 "dtype": str(dtype).replace("torch.", ""),
                 "training": training,
                 "parameters": [given(p) for p in model.parameters()],
-                "optimizer": _optimizer_facts(kind, optimizer),
+                "optimizer": _optimizer_facts("adam" if kind == "adam" else "sgd", optimizer),
                 "label_smoothing": float(smoothing or 0.0),
+                "frozen": list(frozen),
             },
             "calls": calls,
         })
@@ -143,6 +163,7 @@ def _probe_train_step(answer, run):
             for name in counts:
                 counts[name] = 0
             given_x, given_y = x.clone(), y.clone()
+            frozen_before = {n: p.detach().clone() for n, p in model.named_parameters() if n in frozen}
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
@@ -180,6 +201,10 @@ def _probe_train_step(answer, run):
                             and bool(torch.equal(given_value, kept)))
                 ],
                 "scalar_warning": scalar_warning,
+                # of the parameters given frozen: those requires_grad now, and those that moved
+                "unfrozen": [n for n, p in model.named_parameters() if n in frozen and p.requires_grad],
+                "frozen_moved": [n for n, p in model.named_parameters()
+                                 if n in frozen_before and not torch.equal(p.detach(), frozen_before[n])],
                 **counts,
             })
             torch.set_grad_enabled(True)
@@ -194,6 +219,8 @@ def _model_of(phase_given):
     with torch.no_grad():
         for parameter, facts in zip(model.parameters(), phase_given["parameters"], strict=True):
             parameter.copy_(tensor_of(facts))
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(name not in phase_given.get("frozen", ()))
     return model.train(phase_given["training"])
 
 
@@ -221,7 +248,7 @@ def _expect_train_step(record):
                 call["before"] = _flat_parameters(before)
                 if kind == "sgd":
                     call["gradient"] = _gradient_at(before, x, y)
-                else:
+                elif kind == "adam":
                     if index == 1:  # what a new Adam, made inside the call, would have done
                         fresh = copy.deepcopy(before)
                         new_optimizer = _optimizer_of({**start["optimizer"], "state": {}}, fresh.parameters())
@@ -292,6 +319,24 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient):
             f"Your function gave the model back in eval mode (on {on}), although it was given in "
             "train mode: every later training step would then run without dropout and without "
             "batch norm learning. Leave the mode as it was given."
+        ))
+    if call.get("unfrozen"):
+        return Mistake("unfreezes-parameters", (
+            f"Your function switched requires_grad back on for {', '.join(call['unfrozen'])}, "
+            f"which were given frozen (on {on}). model.requires_grad_(True) or "
+            "p.requires_grad = True undoes a freeze the caller chose (a pretrained layer kept "
+            "as it is): those parameters then get gradients and the optimizer moves them. "
+            "Leave requires_grad as it was given; backward() fills .grad of the parameters "
+            "that require it, which is all a step needs."
+        ))
+    if call.get("frozen_moved"):
+        return Mistake("moves-frozen-parameters", (
+            f"Your step moved {', '.join(call['frozen_moved'])}, which were given frozen "
+            f"(requires_grad=False) (on {on}). A frozen parameter has no gradient (.grad None), "
+            "and optimizer.step() skips it; it moves only if your code gives it a gradient (a "
+            "zero .grad made by hand is enough for momentum or weight decay to move it) or "
+            "unfreezes it for the step. Do forward, loss, optimizer.zero_grad(), backward(), "
+            "step() and leave requires_grad and .grad of the frozen ones alone."
         ))
     unchanged = same_values(params, before, rtol=0, atol=0)
     if call["backwards"] == 0:

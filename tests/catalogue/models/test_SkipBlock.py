@@ -298,6 +298,86 @@ class SkipModuleListTorchAdd(nn.Module):
         return torch.add(x, self.layers[1](self.layers[0](x).clamp(min=0)))
 
 
+# -- issue 45: tensors kept as plain attributes (not registered) -------------------------------
+class SkipWithPlainTensors(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.w1 = (torch.randn(hidden, width) / width ** 0.5).requires_grad_()
+        self.b1 = torch.zeros(hidden, requires_grad=True)
+        self.w2 = (torch.randn(width, hidden) / hidden ** 0.5).requires_grad_()
+        self.b2 = torch.zeros(width, requires_grad=True)
+
+    def forward(self, x):
+        return x + F.linear(torch.relu(F.linear(x, self.w1, self.b1)), self.w2, self.b2)
+
+
+class SkipHalfPlain(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.w = torch.randn(width, hidden, requires_grad=True)
+        self.b = torch.zeros(width, requires_grad=True)
+
+    def forward(self, x):
+        return x + F.linear(torch.relu(self.expand(x)), self.w, self.b)
+
+
+class SkipTensorsInADict(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.p = {"w1": torch.randn(width, hidden) * 0.3, "b1": torch.zeros(hidden),
+                  "w2": torch.randn(hidden, width) * 0.3, "b2": torch.zeros(width)}
+
+    def forward(self, x):
+        p = self.p
+        return x + torch.relu(x @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+
+class SkipPlainBias(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width, bias=False)
+        self.bias = torch.zeros(width)
+
+    def forward(self, x):
+        return x + self.project(torch.relu(self.expand(x))) + self.bias
+
+
+class SkipParameterDictAndBuffer(nn.Module):
+    """Raw weights in an nn.ParameterDict, and a constant (not trained) as a buffer."""
+
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.p = nn.ParameterDict({
+            "w1": nn.Parameter(torch.randn(hidden, width) / width ** 0.5), "b1": nn.Parameter(torch.zeros(hidden)),
+            "w2": nn.Parameter(torch.randn(width, hidden) / hidden ** 0.5), "b2": nn.Parameter(torch.zeros(width)),
+        })
+        self.register_buffer("one", torch.ones(()))
+        self.name = "skip"
+
+    def forward(self, x):
+        p = self.p
+        return self.one * x + F.linear(F.relu(F.linear(x, p["w1"], p["b1"])), p["w2"], p["b2"])
+
+
+_UNREGISTERED = [SkipWithPlainTensors, SkipHalfPlain, SkipTensorsInADict, SkipPlainBias]
+
+
+@pytest.mark.parametrize("answer", _UNREGISTERED, ids=lambda a: a.__name__)
+def test_unregistered_tensors_message_advice_is_not_already_true(answer):
+    """The message must not advise device= (these answers make every tensor in __init__, where
+    device= would not help) and its advice (register them) must not already hold of the answer."""
+    verdict = ex.SkipBlock.verdict(answer)
+    assert verdict.mistake.endswith("tensors-not-registered"), verdict
+    assert "device=" not in verdict.message and "Likely cause" not in verdict.message
+    block = answer(6, 16)
+    registered = {id(t) for t in list(block.parameters()) + list(block.buffers())}
+    plain = [v for v in vars(block).values() if isinstance(v, torch.Tensor)] + [
+        t for v in vars(block).values() if isinstance(v, dict) for t in v.values()]
+    assert plain and not any(id(t) in registered for t in plain)  # "not registered" is true
+
+
 CATALOGUE = Catalogue({
     ex.SkipBlock: [
         right("F.relu and the skip added last", WithFunctional),
@@ -345,6 +425,14 @@ CATALOGUE = Catalogue({
         right("an einsum with the layers' weights", SkipWithEinsum),
         right("up/down layers and torch.where as ReLU", SkipUpDownWithWhere),
         right("a ModuleList, clamp and torch.add", SkipModuleListTorchAdd),
+        wrong("weights and biases as plain tensors", SkipWithPlainTensors, "self.w1, self.b1, self.w2, self.b2",
+              "plain attributes", "nn.Parameter", "lists 0 numbers instead of 214", kind=EDGE),
+        wrong("the second layer as plain tensors", SkipHalfPlain, "self.w, self.b", "leaves them behind",
+              kind=EDGE),
+        wrong("tensors in a plain dict", SkipTensorsInADict, "self.p (a plain dict of 4 tensors)",
+              "nn.ParameterDict", kind=EDGE),
+        wrong("a bias as a plain tensor", SkipPlainBias, "self.bias", "register_buffer", kind=EDGE),
+        right("an nn.ParameterDict and a buffer", SkipParameterDictAndBuffer),
     ],
 })
 

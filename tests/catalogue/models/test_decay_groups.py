@@ -279,6 +279,45 @@ def groups_by_exact_type(model, weight_decay):
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
+# -- issue 45: every variant of the layer kinds the task names ---------------------------------
+def _chosen_by(model, weight_decay, chosen):
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            (decay if name == "weight" and chosen(module) else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def conv_in_the_class_name(model, weight_decay):
+    return _chosen_by(model, weight_decay, lambda m: isinstance(m, nn.Linear) or "Conv" in type(m).__name__)
+
+
+def conv3d_too(model, weight_decay):
+    return _chosen_by(model, weight_decay, lambda m: isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)))
+
+
+def every_weight_but_the_named_norms(model, weight_decay):
+    skipped = (nn.LayerNorm, nn.BatchNorm1d, nn.GroupNorm, nn.Embedding)
+    return _chosen_by(model, weight_decay, lambda m: not isinstance(m, skipped))
+
+
+def two_d_but_not_embedding(model, weight_decay):
+    tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    chosen = [p.ndim >= 2 and id(p) not in tables for p in model.parameters()]
+    params = list(model.parameters())
+    return [{"params": [p for p, c in zip(params, chosen) if c], "weight_decay": weight_decay},
+            {"params": [p for p, c in zip(params, chosen) if not c], "weight_decay": 0.0}]
+
+
+def by_the_class_hierarchy(model, weight_decay):
+    """Looks the named classes up in each module's MRO: subclasses in, other convolutions out."""
+    named = {nn.Linear, nn.Conv1d, nn.Conv2d}
+    decay_ids = {id(m.weight) for m in model.modules() if named & set(type(m).__mro__)}
+    params = list(model.parameters())
+    return [{"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0},
+            {"params": [p for p in params if id(p) in decay_ids], "weight_decay": weight_decay}]
+
+
 CATALOGUE = Catalogue({
     ex.decay_groups: [
         wrong("by shape: p.ndim >= 2", by_dimension, "an Embedding's weight, is decayed",
@@ -306,7 +345,10 @@ CATALOGUE = Catalogue({
         wrong("a fixed decay", fixed_decay, "decays with 0.01", "expected the weight_decay you were given"),
         wrong("freezes the undecayed parameters", freezes_the_rest, "changed requires_grad of 0.bias",
               "must still train", kind=STATEFUL),
-        right("any convolution (_ConvNd)", by_any_conv),
+        # issue 45: the task names nn.Conv1d and nn.Conv2d (and their subclasses), "every other
+        # parameter with weight_decay 0.0": a Conv3d's or ConvTranspose2d's weight among them.
+        wrong("any convolution (_ConvNd)", by_any_conv, "upsample.weight, the weight of an nn.ConvTranspose2d",
+              "is decayed", "nn.Conv1d and nn.Conv2d", kind=EDGE),
         right("numpy's 0.0", numpy_zero),
         right("two generators", by_generators),
         wrong("sets of parameters", as_sets, "'params' is a set", "Use a list", kind=EDGE),
@@ -319,6 +361,14 @@ CATALOGUE = Catalogue({
         right("parameter names of the layers", by_parameter_names_of_layers),
         right("layer weights by id, the rest first, int 0", layer_weights_then_the_rest_by_id),
         right("a recursive walk by hand", model_walked_by_hand),
+        wrong("'Conv' in the class name", conv_in_the_class_name, "nn.ConvTranspose2d, is decayed", kind=EDGE),
+        wrong("Conv3d added to the layer kinds", conv3d_too, "volume.weight, the weight of an nn.Conv3d",
+              kind=EDGE),
+        wrong("every weight but those of the norms named in the text", every_weight_but_the_named_norms,
+              "is decayed", "ConvTranspose2d", kind=EDGE),
+        wrong("2-D parameters that are no nn.Embedding", two_d_but_not_embedding, "is decayed",
+              "nn.ConvTranspose2d", kind=EDGE),
+        right("the named classes looked up in the MRO", by_the_class_hierarchy),
     ],
 })
 

@@ -258,7 +258,9 @@ class RoundsTheLoss:
 
 
 class StaysStopped:
-    """Once it has said stop it says stop for good: also right for a loop that stops."""
+    """Once it has said stop it says stop for good. Issue 45: wrong by the task text, which says
+    True only while `patience` calls in a row brought no improvement ("False otherwise"): a new
+    best after the stop resets the count, and step() says False."""
 
     def __init__(self, patience):
         self.patience, self.best_loss, self.best_epoch = patience, float("inf"), None
@@ -337,6 +339,85 @@ class RoundsToSixDecimals:
         return self.bad >= self.patience
 
 
+# -- issue 45: the stop latches (True even after a new best) ----------------------------------
+class StopFlag:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+        self.stopped = False
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        if self.bad >= self.patience:
+            self.stopped = True
+        return self.stopped
+
+
+class MostBadEpochsSoFar:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = self.worst = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        self.worst = max(self.worst, self.bad)
+        return self.worst >= self.patience
+
+
+class FrozenOnceStopped:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if self.bad >= self.patience:
+            return True  # stopped: nothing changes any more
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        return self.bad >= self.patience
+
+
+class RemembersWhereItStopped:
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch = patience, math.inf, None
+        self.epoch = self.bad = 0
+        self.stopped_at = None
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad = val_loss, self.epoch, 0
+        else:
+            self.bad += 1
+        if self.stopped_at is None and self.bad >= self.patience:
+            self.stopped_at = self.epoch
+        return self.stopped_at is not None
+
+
+class EpochsSinceTheBest:
+    """No counter: the epochs since the best, from the epoch numbers (None: every epoch counts)."""
+
+    def __init__(self, patience):
+        self.patience, self.best_loss, self.best_epoch, self.epoch = patience, math.inf, None, 0
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch = val_loss, self.epoch
+        return self.epoch - (self.best_epoch or 0) >= self.patience
+
+
 CATALOGUE = Catalogue({
     ex.EarlyStopping: [
         right("a history and properties", WithHistory),
@@ -367,7 +448,8 @@ CATALOGUE = Catalogue({
               "carries over from one object to the next", "class attribute", kind=STATEFUL),
         wrong("`if not self.best_loss` takes 0.0 for no best", FalsyBest,
               "0.0 counts as false", "if not self.best_loss", kind=EDGE),
-        right("stays stopped once it said stop", StaysStopped),
+        wrong("stays stopped once it said stop", StaysStopped, "still True after epoch 4",
+              "was a new best", "Don't keep a 'stopped' flag", kind=STATEFUL),
         right("a dataclass returning NumPy booleans", AsADataclass),
         wrong("says stop only when the count equals patience", SaysStopOnlyOnce,
               "then go on (False)", "keeps returning True", kind=STATEFUL),
@@ -376,6 +458,12 @@ CATALOGUE = Catalogue({
         wrong("a min_delta margin", WithMinDelta, "tiny steps", "however small the difference", kind=EDGE),
         wrong("rounds the loss", RoundsTheLoss, "tiny steps", "no rounding", kind=EDGE),
         right("min() and index() of a history", BestFromMinOfHistory),
+        wrong("a 'stopped' flag", StopFlag, "still True after epoch 4", "was a new best", kind=STATEFUL),
+        wrong("the largest count so far", MostBadEpochsSoFar, "still True after epoch 4",
+              "the largest count so far", kind=STATEFUL),
+        wrong("frozen once it said stop", FrozenOnceStopped, "still True after epoch 4", kind=STATEFUL),
+        wrong("remembers the epoch it stopped", RemembersWhereItStopped, "was a new best", kind=STATEFUL),
+        right("epochs since the best, no counter", EpochsSinceTheBest),
         wrong("a margin of 1e-8", WithATinyMargin, "tiny steps", "however small the difference", kind=EDGE),
         wrong("rounds to 6 decimals", RoundsToSixDecimals, "tiny steps", "no rounding", kind=EDGE),
         wrong("compares with a best of None", BestStartsAsNone, "'NoneType'",

@@ -324,6 +324,60 @@ def converts_the_model_to_float32(model, optimizer, loss_fn, x, y):
     return loss.item()
 
 
+# -- issue 45: frozen parameters must neither move nor be unfrozen ----------------------------
+def unfreezes_the_model(model, optimizer, loss_fn, x, y):
+    model.requires_grad_(True)
+    model.train()
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def sets_requires_grad_in_a_loop(model, optimizer, loss_fn, x, y):
+    for p in model.parameters():
+        p.requires_grad = True  # "make sure gradients are computed"
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
+
+
+def unfreezes_for_the_step_only(model, optimizer, loss_fn, x, y):
+    frozen = [p for p in model.parameters() if not p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(True)
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    for p in frozen:
+        p.requires_grad_(False)
+    return loss.item()
+
+
+def zero_grads_made_by_hand(model, optimizer, loss_fn, x, y):
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)  # a zero gradient for every parameter, frozen ones too
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def zeroes_only_the_trainable_grads(model, optimizer, loss_fn, x, y):
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    for p in trainable:
+        if p.grad is not None:
+            p.grad.zero_()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 CATALOGUE = Catalogue({
     ex.train_step: [
         wrong("loss_fn(y, model(x))", step_with_swapped_loss_arguments, "(prediction, target), in that order",
@@ -383,6 +437,15 @@ CATALOGUE = Catalogue({
         wrong("clips the gradient", clips_the_gradient, "times its length", "gradient clipping"),
         wrong("returns the loss after the step", returns_the_loss_after_the_step,
               "the loss of this batch is", "this call's forward pass"),
+        wrong("model.requires_grad_(True) first", unfreezes_the_model,
+              "switched requires_grad back on for 0.bias, 2.weight, 2.bias", "given frozen", kind=STATEFUL),
+        wrong("requires_grad = True in a loop", sets_requires_grad_in_a_loop,
+              "switched requires_grad back on", "Leave requires_grad as it was given", kind=STATEFUL),
+        wrong("unfreezes for the step, freezes again after", unfreezes_for_the_step_only,
+              "Your step moved 0.bias, 2.weight, 2.bias", "given frozen", kind=STATEFUL),
+        wrong("a zero .grad made by hand for every parameter", zero_grads_made_by_hand,
+              "Your step moved", "a zero .grad made by hand", kind=STATEFUL),
+        right("zeroes the trainable parameters' gradients in place", zeroes_only_the_trainable_grads),
     ],
 })
 
