@@ -77,6 +77,19 @@ def tensor_of(facts: dict):
     return torch.from_numpy(np.array(facts["values"], copy=True)).to(dtype).reshape(facts["shape"])
 
 
+def load_given(model, parameters, grads=None):
+    """``model`` with the parameters (and ``.grad``, where given) that a probe recorded with
+    ``given``, in order: how an ``expect`` starts the reference from the probe's state."""
+    import torch
+
+    with torch.no_grad():
+        for index, (p, facts) in enumerate(zip(model.parameters(), parameters, strict=True)):
+            p.copy_(tensor_of(facts))
+            if grads is not None:
+                p.grad = None if grads[index] is None else tensor_of(grads[index])
+    return model
+
+
 def shape_text(shape) -> str:
     return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 

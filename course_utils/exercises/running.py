@@ -149,6 +149,18 @@ def learner_state_preserved():
             torch.set_default_device(None if device_before.type == "cpu" else device_before)
 
 
+@contextlib.contextmanager
+def judge_side():
+    """Where an ``expect`` rebuilds a probe's model and runs the reference on it: on the CPU, in
+    float32, with autograd on; every random stream, the grad mode and the defaults are put back
+    afterwards (in a learner's notebook ``expect`` runs in their session)."""
+    import torch
+
+    with learner_state_preserved(), torch.device("cpu"), torch.enable_grad():
+        torch.set_default_dtype(torch.float32)
+        yield
+
+
 def describe_input(value) -> str:
     """A short, readable description of an input, for "on which input" messages."""
     try:

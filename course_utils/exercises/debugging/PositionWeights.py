@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE, judge_side
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE
+from course_utils.exercises.running import judge_side
 from course_utils.exercises.facts import given, not_a_module, same_values, shape_text, tensor_of, value_facts
 from course_utils.exercises.running import LearnerRaised
 

@@ -10,7 +10,9 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, judge_side, load_given
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
+from course_utils.exercises.running import judge_side
+from course_utils.exercises.facts import load_given
 from course_utils.exercises.facts import given, same_values, tensor_of
 
 

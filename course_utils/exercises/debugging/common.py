@@ -4,7 +4,6 @@ where an ``expect`` rebuilds a probe's model."""
 
 from __future__ import annotations
 
-import contextlib
 
 import torch
 
@@ -34,25 +33,3 @@ _VIEW_NOTE = (
     "permute() give): .view() needs a contiguous memory layout; use .reshape(), which copies "
     "only when it must."
 )
-
-
-@contextlib.contextmanager
-def judge_side():
-    """Where an ``expect`` rebuilds a probe's model and runs the reference on it: on the CPU, in
-    float32, with autograd on; every random stream, the grad mode and the defaults are put back
-    afterwards (in a learner's notebook ``expect`` runs in their session)."""
-    from course_utils.exercises.running import learner_state_preserved
-
-    with learner_state_preserved(), torch.device("cpu"), torch.enable_grad():
-        torch.set_default_dtype(torch.float32)
-        yield
-
-
-def load_given(model, parameters):
-    """``model`` with the parameters a probe recorded with ``given``, in order."""
-    from course_utils.exercises.facts import tensor_of
-
-    with torch.no_grad():
-        for p, facts in zip(model.parameters(), parameters, strict=True):
-            p.copy_(tensor_of(facts))
-    return model

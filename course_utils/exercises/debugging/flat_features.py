@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.debugging.common import CHAPTER, _kind, judge_side
+from course_utils.exercises.debugging.common import CHAPTER, _kind
+from course_utils.exercises.running import judge_side
 from course_utils.exercises.facts import shape_text
 
 

@@ -6,7 +6,8 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
-from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, judge_side
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
+from course_utils.exercises.running import judge_side
 from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.running import LearnerRaised
 

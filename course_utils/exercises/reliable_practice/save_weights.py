@@ -3,7 +3,6 @@ exercise ``save_weights``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import tempfile
@@ -16,23 +15,13 @@ from torch import nn
 from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text
-from course_utils.exercises.running import learner_state_preserved
+from course_utils.exercises.running import judge_side
 
 
 def _unpickler_complaint(message: str) -> str:
     """The sentence of a weights-only error that names what was refused, else its first line."""
     found = re.search(r"(Unsupported global: GLOBAL \S+ was not an allowed global by default\.)", message)
     return found.group(1) if found else message.splitlines()[0]
-
-
-@contextlib.contextmanager
-def judge_side():
-    """Where ``_expect_save_weights`` rebuilds the model: on the CPU, in float32; the session's
-    random streams and defaults are put back afterwards (in a notebook it runs in the learner's
-    session)."""
-    with learner_state_preserved(), torch.device("cpu"):
-        torch.set_default_dtype(torch.float32)
-        yield
 
 
 # ============================================================================================

@@ -12,7 +12,9 @@ from torch import nn
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import given, same_values, tensor_of, values_problem
 from course_utils.exercises.running import LearnerRaised
-from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat, judge_side, load_given
+from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat
+from course_utils.exercises.running import judge_side
+from course_utils.exercises.facts import load_given
 
 
 # ============================================================================================

@@ -4,7 +4,6 @@ tensors flattened into one array, and where an ``expect`` rebuilds a probe's mod
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -46,27 +45,3 @@ _LR = 0.1
 
 def _flat(tensors) -> np.ndarray:
     return torch.cat([t.detach().reshape(-1) for t in tensors]).numpy().copy()
-
-
-@contextlib.contextmanager
-def judge_side():
-    """Where an ``expect`` rebuilds a probe's model and replays the reference on it: on the CPU,
-    in float32, with autograd on; every random stream, the grad mode and the defaults are put
-    back afterwards (in a learner's notebook ``expect`` runs in their session)."""
-    from course_utils.exercises.running import learner_state_preserved
-
-    with learner_state_preserved(), torch.device("cpu"), torch.enable_grad():
-        torch.set_default_dtype(torch.float32)
-        yield
-
-
-def load_given(model, parameters, grads=None):
-    """``model`` with the parameters (and ``.grad``) a probe recorded with ``given``, in order."""
-    from course_utils.exercises.facts import tensor_of
-
-    with torch.no_grad():
-        for index, (p, facts) in enumerate(zip(model.parameters(), parameters, strict=True)):
-            p.copy_(tensor_of(facts))
-            if grads is not None:
-                p.grad = None if grads[index] is None else tensor_of(grads[index])
-    return model

@@ -9,7 +9,8 @@ from torch import nn
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import same_values
 from course_utils.exercises.running import LearnerRaised
-from course_utils.exercises.speed_and_memory.common import CHAPTER, _flat, _kind, _number, judge_side
+from course_utils.exercises.speed_and_memory.common import CHAPTER, _flat, _kind, _number
+from course_utils.exercises.running import judge_side
 
 
 # ============================================================================================
