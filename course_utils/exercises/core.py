@@ -358,6 +358,9 @@ class Exercise:
     inputs the record holds (``given`` entries; ``facts.tensor_of`` rebuilds them), before the
     judge reads it. It is half of the judge: the grader runs it in its own process, so the
     learner's kernel, where the probe runs, computes no right answer that its code could read.
+
+    ``messages``, where given, is the exercise's table of templates by mistake id
+    (``messages.Messages``) that its judge words its verdicts from.
     """
 
     def __init__(
@@ -375,6 +378,7 @@ class Exercise:
         error_notes: Sequence[tuple[str, str] | tuple[str, str, str]] = (),
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
         expect: Callable[[Any], Any] | None = None,
+        messages: Any = None,
     ):
         self.name = name
         self.chapter = chapter
@@ -389,6 +393,8 @@ class Exercise:
         self.passed_message = passed_message
         self.error_notes = error_notes_of(error_notes, self.id)
         self.time_limit_s = time_limit_s
+        # The exercise's table of messages by mistake id (``messages.Messages``): its wording.
+        self.messages = messages
         self._next_hint = 0
 
     def __repr__(self):

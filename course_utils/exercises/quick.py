@@ -33,9 +33,12 @@ import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.edges import ANY, Allowed, edge_tensor, generated, near_ties, not_contiguous
 from course_utils.exercises.facts import given, shape_text, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.public import PublicCase, PublicCases
 from course_utils.exercises.running import learner_state_preserved
+from course_utils.exercises.states import changed_settings as _changed_settings
+from course_utils.exercises.states import session_settings as _settings
 
 PRACTICE_SEED, PUBLIC_SEED = 0, 1000  # the hidden (practice) inputs and the public ones differ
 
@@ -54,6 +57,16 @@ class Inputs:
     also 0 and 1 (None: the task fixes it). ``edge_cases``: named inputs (``{"a constant
     column": lambda: (torch.ones(4, 3),)}``). Values are drawn uniformly from [low, high),
     rounded for integer dtypes.
+
+    ``allowed`` (``edges.Allowed``): which values the task allows (finite only, no negatives, a
+    range); the check then tries the classic edges of every allowed dtype that fall inside it
+    (``edges.edge_values``: ±0, subnormals, the dtype's extremes, magnitudes that overflow,
+    ±inf, nan) and ``generated`` inputs from ``torch.testing.make_tensor``. ``edges=False``
+    turns the edges off (a task whose inputs are not numbers of any size, which then says why).
+    ``ties=True``: also values one or two steps of the dtype apart, for a task whose answer
+    compares values (a maximum, a threshold, a ranking), where a narrower dtype decides them
+    otherwise; off by default, for arithmetic on near-ties is ill-conditioned and right
+    formulas differ there (a column standardised from values one step apart).
     """
 
     shapes: Sequence
@@ -62,6 +75,10 @@ class Inputs:
     edge_cases: Mapping[str, Callable[[], tuple]] = field(default_factory=dict)
     low: float = -3.0
     high: float = 3.0
+    allowed: Allowed = ANY
+    edges: bool = True
+    ties: bool = False
+    generated: int = 2
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,7 @@ class Slip:
 class _Case:
     on: str
     make: Callable[[], tuple]  # the arguments, made afresh on every call
+    at_edges: bool = False  # the classic edges: where the reference gives inf or nan, so must the answer
 
 
 def _shapes_of(entry, count: int) -> list[tuple]:
@@ -92,16 +110,7 @@ def _draw(shape, dtype, generator, low, high) -> torch.Tensor:
     return (values.round() if not dtype.is_floating_point else values).to(dtype)
 
 
-def _not_contiguous(tensor: torch.Tensor) -> torch.Tensor:
-    """The same values in memory laid out otherwise: transposed storage for a matrix (no
-    ``view(-1)`` works on it), every other element of a wider tensor for a vector."""
-    if tensor.dim() >= 2 and tensor.shape[-1] > 1 and tensor.shape[-2] > 1:
-        return tensor.mT.contiguous().mT
-    if tensor.dim() == 0 or tensor.shape[-1] < 2:
-        return tensor
-    wide = torch.zeros(*tensor.shape[:-1], 2 * tensor.shape[-1], dtype=tensor.dtype)
-    wide[..., ::2] = tensor
-    return wide[..., ::2]
+_not_contiguous = not_contiguous
 
 
 def _describe_arguments(names, shapes, dtype) -> str:
@@ -139,27 +148,41 @@ def cases(inputs: Inputs, names: Sequence[str], seed: int, *, every_variant: boo
             for size, what in ((1, "a batch of one"), (0, "an empty batch")):
                 resized = [tuple(size if d == inputs.batch_dim else n for d, n in enumerate(shape)) for shape in shapes]
                 add(_describe_arguments(names, resized, first_dtype) + f" ({what})", resized, first_dtype)
+        _add_edges(found, inputs, names, all_shapes[0], seed)
     for name, make in inputs.edge_cases.items():
         found.append(_Case(name, make))
     return found
 
 
+def _add_edges(found: list, inputs: Inputs, names, shapes, seed: int) -> None:
+    """The classic edges of every allowed dtype (each argument cycled from another start, so
+    the arguments meet different edges), near-ties where the task compares values, then ``generated``
+    inputs from ``torch.testing.make_tensor``."""
+    if not inputs.edges or not any(shape for shape in shapes):
+        return
+    for dtype in inputs.dtypes:
+        what = _describe_arguments(names, shapes, dtype)
+        found.append(_Case(f"{what}, at the edges of {str(dtype).replace('torch.', '')} (±0, subnormals, "
+                           "its largest values, magnitudes that overflow, ±inf, nan, as the task allows)",
+                           lambda dtype=dtype: tuple(edge_tensor(shape, dtype, inputs.allowed, shift=5 * i)
+                                                     for i, shape in enumerate(shapes)), at_edges=True))
+        if inputs.ties and dtype.is_floating_point and inputs.allowed.admits(1.0):
+            found.append(_Case(f"{what}, with ties and near-ties (values one step of "
+                               f"{str(dtype).replace('torch.', '')} apart)",
+                               lambda dtype=dtype: tuple(near_ties(shape, dtype) for shape in shapes)))
+    dtype = inputs.dtypes[0]
+    low = max(inputs.low, inputs.allowed.low) if inputs.allowed.low is not None else inputs.low
+    high = min(inputs.high, inputs.allowed.high) if inputs.allowed.high is not None else inputs.high
+    for index in range(inputs.generated):
+        found.append(_Case(f"{_describe_arguments(names, shapes, dtype)}, generated input {index + 1}",
+                           lambda index=index: tuple(generated(shape, dtype, seed=seed + 7919 * (index + 1) + i,
+                                                               low=low, high=high)
+                                                     for i, shape in enumerate(shapes))))
+
+
 # --------------------------------------------------------------------------------------------
 # The derived probe and judge
 # --------------------------------------------------------------------------------------------
-def _settings() -> dict:
-    """The global settings an answer must leave alone, as plain data."""
-    return {"the global random state (torch.manual_seed or a draw)": torch.random.get_rng_state().numpy().copy(),
-            "the default dtype (torch.set_default_dtype)": str(torch.get_default_dtype()),
-            "gradient mode (torch.set_grad_enabled)": torch.is_grad_enabled(),
-            "deterministic algorithms (torch.use_deterministic_algorithms)":
-                torch.are_deterministic_algorithms_enabled()}
-
-
-def _changed_settings(before: dict, after: dict) -> list[str]:
-    return [name for name in before if not np.array_equal(np.asarray(before[name]), np.asarray(after[name]))]
-
-
 def _same_input(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether input ``a`` is still what ``b``, made the same way, is: its numbers (nan where
     nan was), or, on ``meta``, which holds none, its shape, dtype and strides."""
@@ -283,12 +306,29 @@ def _tolerance(facts: dict) -> dict:
     return {"rtol": rtol, "atol": atol}
 
 
-def _judge_for(slips: Sequence[Slip]):
+def _non_finite_alike(got: dict, expected: dict) -> dict:
+    """``got`` with each number that is inf or nan where the reference's is too taken as the
+    reference's: at a dtype's edges, right formulas differ in which non-finite value they give
+    (0/0 is nan, -tiny/tiny**2 is -inf), not in whether they give one."""
+    if got.get("kind") != "tensor" or "values" not in got or "values" not in expected \
+            or got.get("shape") != expected.get("shape"):
+        return got
+    mine = np.asarray(got["values"], dtype=np.float64)
+    theirs = np.asarray(expected["values"], dtype=np.float64)
+    both = ~np.isfinite(mine) & ~np.isfinite(theirs)
+    return {**got, "values": np.where(both, theirs, mine).tolist()} if both.any() else got
+
+
+def _judge_for(slips: Sequence[Slip], inputs: Inputs, names: Sequence[str]):
     """The judge's second half: it decides from the record, ``expected`` and ``slips`` added."""
 
     def judge(record):
-        for case in record:
+        at_edges = [case.at_edges for case in cases(inputs, names, PRACTICE_SEED)]
+        for index, case in enumerate(record):
             on, got, expected = case["on"], case["got"], case["expected"]
+            if index < len(at_edges) and at_edges[index]:
+                got = _non_finite_alike(got, expected)
+                case = {**case, "again": _non_finite_alike(case["again"], expected)}
             if case["changed"]:
                 name = case["changed"][0]
                 return (f"Your function changed its input {name} in place (on {on}); the task asks "
@@ -350,7 +390,7 @@ def tensor_function(
         expects=Function(name, tuple(params), returns=returns),
         probe=_probe_for(tuple(params), inputs),
         expect=_expect_for(lambda: exercise.reference, tuple(params), inputs, tuple(slips)),
-        judge=_judge_for(tuple(slips)),
+        judge=_judge_for(tuple(slips), inputs, tuple(params)),
         hints=hints,
         reference=reference,
         passed_message=passed_message,
