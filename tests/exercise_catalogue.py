@@ -23,6 +23,8 @@ exercise cannot be added (or a case removed) without its catalogue.
 from __future__ import annotations
 
 import importlib
+import inspect
+import textwrap
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,7 @@ from types import ModuleType
 from typing import Callable
 
 from course_utils.exercises.core import Exercise, Outcome
+from course_utils.exercises.messages import advice_already_followed
 from slow_machine import scaled
 
 # Seconds a catalogue answer may take (scaled by COURSE_TEST_TIME_SCALE); the course's own
@@ -124,11 +127,30 @@ class Case:
         if verdict.mistake and verdict.mistake.startswith(f"{self.exercise.name}."):
             named = verdict.mistake.split(".", 1)[1]
             assert MISTAKE_ID.fullmatch(named), f"mistake id {named!r} is not lower-case-with-hyphens"
+        self._assert_advice_not_already_followed(verdict)
         if verdict.outcome is Outcome.RAISED:
             assert "Likely cause:" in verdict.message, (
                 f"{self.entry.mistake}: an error from learner code without a likely cause:\n"
                 f"{verdict.message}"
             )
+
+    def _assert_advice_not_already_followed(self, verdict) -> None:
+        """A message that tells the learner to write a call the answer already makes blames the
+        wrong thing (``messages.Message.advises``): where the exercise's table says what a
+        message advises, the answer it judged must not already hold all of it."""
+        table = self.exercise.messages
+        if table is None or not verdict.mistake:
+            return
+        named = verdict.mistake.split(".", 1)[-1]
+        if named not in table:
+            return
+        try:
+            source = textwrap.dedent(inspect.getsource(self.entry.answer))
+        except (OSError, TypeError):
+            return
+        assert not advice_already_followed(table[named], source), (
+            f"{self.entry.mistake}: the message advises {table[named].advises}, which the answer already "
+            f"does: it blames the wrong thing.\n{verdict.message}")
 
     def _verdict(self):
         """The verdict, with the check's time limit raised to CATALOGUE_TIME_LIMIT_S: no entry

@@ -25,6 +25,7 @@ The public cases an exam checks (``course_utils.exercises.public``) and the know
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -33,8 +34,9 @@ import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake
-from course_utils.exercises.edges import ANY, Allowed, edge_tensor, generated, near_ties, not_contiguous
+from course_utils.exercises.edges import ANY, Allowed, edge_tensor, edge_values, generated, near_ties, not_contiguous
 from course_utils.exercises.facts import given, shape_text, tensor_of, tensor_problem, value_facts
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.public import PublicCase, PublicCases
 from course_utils.exercises.running import learner_state_preserved
 from course_utils.exercises.states import changed_settings as _changed_settings
@@ -155,17 +157,29 @@ def cases(inputs: Inputs, names: Sequence[str], seed: int, *, every_variant: boo
 
 
 def _add_edges(found: list, inputs: Inputs, names, shapes, seed: int) -> None:
-    """The classic edges of every allowed dtype (each argument cycled from another start, so
-    the arguments meet different edges), near-ties where the task compares values, then ``generated``
+    """The classic edges of every allowed dtype (with several arguments, cycled from starts that
+    pair each edge with itself, its negation and others), near-ties where the task compares values, then ``generated``
     inputs from ``torch.testing.make_tensor``."""
     if not inputs.edges or not any(shape for shape in shapes):
         return
+    cells = min(math.prod(shape) for shape in shapes if shape) or 1
     for dtype in inputs.dtypes:
         what = _describe_arguments(names, shapes, dtype)
-        found.append(_Case(f"{what}, at the edges of {str(dtype).replace('torch.', '')} (±0, subnormals, "
-                           "its largest values, magnitudes that overflow, ±inf, nan, as the task allows)",
-                           lambda dtype=dtype: tuple(edge_tensor(shape, dtype, inputs.allowed, shift=5 * i)
-                                                     for i, shape in enumerate(shapes)), at_edges=True))
+        count = len(edge_values(dtype, inputs.allowed))
+        # With several arguments, each edge meets itself (max + max), its negation (inf - inf)
+        # and others: the arguments start 0, 1 and 5 places apart in the cycle.
+        pairings = (0, 1, 5) if len(shapes) > 1 else (0,)
+        starts = list(range(0, count, cells))
+        for apart in pairings:
+            for part, start in enumerate(starts):  # as many inputs as every edge needs
+                found.append(_Case(
+                    f"{what}, at the edges of {str(dtype).replace('torch.', '')} (±0, subnormals, its largest "
+                    "values, magnitudes that overflow, ±inf, nan, as the task allows)"
+                    + (f", part {part + 1}" if len(starts) > 1 else "")
+                    + (f", the arguments {apart} apart in the cycle of edges" if len(shapes) > 1 else ""),
+                    lambda dtype=dtype, start=start, apart=apart: tuple(
+                        edge_tensor(shape, dtype, inputs.allowed, shift=start + apart * i)
+                        for i, shape in enumerate(shapes)), at_edges=True))
         if inputs.ties and dtype.is_floating_point and inputs.allowed.admits(1.0):
             found.append(_Case(f"{what}, with ties and near-ties (values one step of "
                                f"{str(dtype).replace('torch.', '')} apart)",
@@ -319,7 +333,28 @@ def _non_finite_alike(got: dict, expected: dict) -> dict:
     return {**got, "values": np.where(both, theirs, mine).tolist()} if both.any() else got
 
 
-def _judge_for(slips: Sequence[Slip], inputs: Inputs, names: Sequence[str]):
+# What the derived judge says, by mistake id: the generic messages of every quick exercise;
+# ``messages_for`` adds each slip's own.
+GENERIC_MESSAGES = {
+    "changed-input": Message(
+        "Your function changed its input {name} in place (on {on}); the task asks for a new tensor and "
+        "{name} left as it was. Use out-of-place operations (x - m, not x.sub_(m)) or work on a clone."),
+    "changed-global-state": (
+        "Your function changed {setting} (on {on}); a function of tensors must leave the process's "
+        "settings as it found them. Use a torch.Generator or a local context (torch.no_grad()) instead."),
+    "wrong-on-second-call": (
+        "Your function was right on its first call, not on a second call with the same inputs: "
+        "{problem} Keep no state between calls."),
+}
+
+
+def messages_for(name: str, slips: Sequence[Slip]) -> Messages:
+    """A quick exercise's table: the generic messages, then each slip's, with where it showed."""
+    escaped = {slip.id: slip.message.replace("{", "{{").replace("}", "}}") + " (on {on})" for slip in slips}
+    return Messages(name, {**GENERIC_MESSAGES, **escaped})
+
+
+def _judge_for(slips: Sequence[Slip], inputs: Inputs, names: Sequence[str], messages: Messages):
     """The judge's second half: it decides from the record, ``expected`` and ``slips`` added."""
 
     def judge(record):
@@ -329,16 +364,10 @@ def _judge_for(slips: Sequence[Slip], inputs: Inputs, names: Sequence[str]):
             if index < len(at_edges) and at_edges[index]:
                 got = _non_finite_alike(got, expected)
                 case = {**case, "again": _non_finite_alike(case["again"], expected)}
-            if case["changed"]:
-                name = case["changed"][0]
-                return (f"Your function changed its input {name} in place (on {on}); the task asks "
-                        f"for a new tensor and {name} left as it was. Use out-of-place operations "
-                        f"(x - m, not x.sub_(m)) or work on a clone.")
+            if case["changed"]:  # a plain message: the generic "changed-input" a class report counts
+                return messages.text("changed-input", name=case["changed"][0], on=on)
             if case["settings"]:
-                return Mistake("changed-global-state", (
-                    f"Your function changed {case['settings'][0]} (on {on}); a function of tensors must "
-                    "leave the process's settings as it found them. Use a torch.Generator or a local "
-                    "context (torch.no_grad()) instead."))
+                return messages("changed-global-state", setting=case["settings"][0], on=on)
             tolerance = _tolerance(expected)
             problem = tensor_problem(got, expected, on=on, **tolerance)
             if problem:
@@ -346,13 +375,11 @@ def _judge_for(slips: Sequence[Slip], inputs: Inputs, names: Sequence[str]):
                     facts = case["slips"][slip.id]
                     if facts is not None and tensor_problem(got, facts, **tolerance) is None \
                             and tensor_problem(expected, facts, **tolerance) is not None:
-                        return Mistake(slip.id, f"{slip.message} (on {on})")
+                        return messages(slip.id, on=on)
                 return problem
             problem = tensor_problem(case["again"], expected, what="the second result", on=on, **tolerance)
             if problem:
-                return Mistake("wrong-on-second-call", (
-                    "Your function was right on its first call, not on a second call with the same "
-                    f"inputs: {problem} Keep no state between calls."))
+                return messages("wrong-on-second-call", problem=problem)
         return None
 
     return judge
@@ -383,6 +410,7 @@ def tensor_function(
     """
     # The probe gets the inputs and nothing else; the judge's side reads the reference from the
     # exercise when it judges (grading withholds it in the kernel, where the probe runs).
+    messages = messages_for(name, slips)
     exercise = Exercise(
         name,
         chapter=chapter,
@@ -390,11 +418,12 @@ def tensor_function(
         expects=Function(name, tuple(params), returns=returns),
         probe=_probe_for(tuple(params), inputs),
         expect=_expect_for(lambda: exercise.reference, tuple(params), inputs, tuple(slips)),
-        judge=_judge_for(tuple(slips), inputs, tuple(params)),
+        judge=_judge_for(tuple(slips), inputs, tuple(params), messages),
         hints=hints,
         reference=reference,
         passed_message=passed_message,
         error_notes=error_notes,
+        messages=messages,
     )
     exercise.public = PublicCases(
         [PublicCase(case.on, case.make) for case in cases(inputs, tuple(params), PUBLIC_SEED, every_variant=False)])
