@@ -153,11 +153,11 @@ def _rows_of_quarters(rows, columns, dtype, seed, transposed=False):
 
 
 def _a_count(value):
-    """The number of rows as an int: an integer tensor of one element counts as its number, as
-    the practice check accepts (a bool, a float or a float tensor do not)."""
+    """The number of rows as an int: a 0-d integer tensor counts as its number, as the practice
+    check accepts (a bool, a float, a float tensor or a tensor of shape (1,) do not)."""
     if isinstance(value, np.integer):
         return int(value)
-    if (isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type != "meta"
+    if (isinstance(value, torch.Tensor) and value.dim() == 0 and value.device.type != "meta"
             and not (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool)):
         return int(torch.Tensor.detach(value).reshape(()).cpu().item())
     return value

@@ -1,14 +1,25 @@
-"""T10 — best_match: batched matrix products and argmax along a dimension."""
+"""T10 — best_match: batched matrix products and argmax along a dimension.
+
+Engine: applies edges.near_ties (keys one or two steps of float32 and float64 apart, around eight
+values, with one-hot queries, so every dot product is exact whatever adds it up); hand-written
+because the task states a rule (no Python loop, counted from the answer's source and its torch
+calls) and its named mistakes read the answer's calls, which the quick path does not record. The
+classic edges beyond near-ties are left out: the task leaves open which of two equal scores is
+the best, so ±0, subnormal products (0 in float32) and products that overflow (inf ties) have
+no one right answer.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
+from course_utils.exercises.core import Exercise, Function, Raised, later_error
+from course_utils.exercises.edges import near_ties
 from course_utils.exercises.facts import (
     given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
 )
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
     CHAPTER,
@@ -20,6 +31,80 @@ from course_utils.exercises.tensors.common import (
     _loops_in,
 )
 from course_utils.exercises.torch_calls import TorchCallCounter
+
+_ONE_PRODUCT = "(q @ k.mT).argmax(dim=-1)"
+
+MESSAGES = Messages("best_match", {
+    "python-loop": (
+        "The task asks for no Python loop; {found} One matrix product handles every batch: "
+        "(q @ k.mT).argmax(dim=-1)."),
+    "loop-in-source": "your function has one: `{loop}`.",
+    "loop-by-calls": "for a batch of {batch} your function made {calls} torch calls, one or more per batch.",
+    "returned-values-and-indices": (
+        "Your function returned {kind}(values, indices) ({on}): a pair. Return only the indices: "
+        ".argmax(dim=-1), or .max(dim=-1).indices."),
+    "argmax-without-dim": (
+        "Your result is a single number ({on}): argmax() without a dim gives one index into all the "
+        "scores, flattened. Give it the keys' dimension: argmax(dim=-1)."),
+    "returned-scores": (
+        "Your result has dtype {dtype} ({on}): these are the largest scores themselves, not their "
+        "indices. argmax(dim=-1) gives the index of each."),
+    "argmax-over-queries": "Your {what} ({on}): {how} The scores are (B, n, m), the keys last: argmax(dim=-1).",
+    "over-queries-by-shape": "result has shape {shape}; expected {expected_shape}",
+    "one-index-per-key": "one index per key instead of one per query.",
+    "over-queries-by-values": "argmax runs over the queries",
+    "best-query-per-key": "for each key it gives the best query.",
+    "k-not-transposed": (
+        "Your product multiplies q by k without transposing it ({on}): with n = m = d the shapes happen "
+        "to fit, but each query meets k's columns, not its keys. Transpose k's last two dimensions: "
+        "q @ k.mT."),
+    "near-tie-rounded": Message(
+        "Your index for query {query} is key {got}, whose dot product is smaller than key {best}'s by "
+        "one step of {dtype} ({on}): something between the dot products and argmax (a softmax, a lower "
+        "precision, a rounding) made the two equal, and argmax then took one of the equals. argmax the "
+        "dot products themselves, in the inputs' own dtype: (q @ k.mT).argmax(dim=-1).",
+        advises=(_ONE_PRODUCT,)),
+    "query-of-batch": "{query} of batch {batch}",
+    "argmin-not-argmax": (
+        "Your result picks the key with the smallest dot product ({on}); the task asks for the "
+        "largest: argmax."),
+    "squeezed-batch": (
+        "Your result has shape {shape}; expected (1, {n}) ({on}): the batch dimension of a batch of one "
+        "is gone.{note}"),
+    "squeeze-note": " squeeze() drops it; name the dimension.",
+    "wrong-on-second-call": (
+        "Your function was right on its first call, not on a second call with the same q and k: {problem}"),
+    "passed": "Correct: one batched product, one argmax over the keys.",
+    "hint-1": "Every query against every key of its batch: (B, n, d) @ (B, d, m) gives the (B, n, m) scores.",
+    "hint-2": "k.mT (or k.transpose(-2, -1)) swaps only the last two dimensions, for (B, m, d) and (m, d) alike.",
+    "hint-3": "The keys are the last dimension of the scores: argmax(dim=-1).",
+    "batched-keys-not-transposed": (
+        "q @ k multiplies each (n, d) matrix of queries by an (m, d) matrix of keys: the inner sizes, d "
+        "and m, do not fit. Transpose the keys' last two dimensions: q @ k.mT."),
+    "keys-not-transposed": (
+        "q @ k multiplies (n, d) queries by (m, d) keys: the inner sizes, d and m, do not fit. "
+        "Transpose the keys' last two dimensions: q @ k.mT."),
+    "bmm-of-2-d-keys": (
+        "torch.bmm takes two 3-D tensors only, and k may be (m, d), the same keys for every batch. @ "
+        "(torch.matmul) broadcasts the batch dimensions: q @ k.mT."),
+    "transpose-of-missing-dimension": (
+        "k may have two dimensions, (m, d), so dimension 2 does not exist. Count from the end, which "
+        "works for both: k.transpose(-2, -1), or k.mT."),
+    "einsum-of-fixed-dimensions": (
+        "k may have two dimensions, (m, d), the same keys for every batch, and an einsum equation names "
+        "a fixed number of them. q @ k.mT broadcasts the batch dimensions (so does an ellipsis: "
+        "\"...nd,...md->...nm\")."),
+    "batch-dimension-moved": (
+        "the batch dimensions of a product broadcast like an element-wise operation, and these do not "
+        "fit. Often a transpose moved k's batch dimension (k.T reverses all the dimensions of a 3-D k; "
+        "transpose(0, 1) swaps batch and keys). k.mT swaps only the last two."),
+    "loop-over-empty-batch": (
+        "with an empty batch (B = 0) a loop over the batch gives torch.stack an empty list. One product "
+        "handles every B: (q @ k.mT).argmax(dim=-1)."),
+    "view-of-non-contiguous": (
+        "q and k may be non-contiguous views, which view() cannot reshape; @ needs no reshaping: "
+        "(q @ k.mT).argmax(dim=-1)."),
+})
 
 
 # ============================================================================================
@@ -129,6 +214,21 @@ def _near_ties():
                        [float(torch.nextafter(low, one)), 0.25],
                        [0.05, float(torch.nextafter(top, -one))]]], dtype=torch.float64)
     yield _NEAR_TIE_64_ON, q, k
+    for dtype, d in ((torch.float32, 5), (torch.float64, 3)):
+        yield _near_ties_on(dtype, d), torch.eye(d, dtype=dtype).expand(len(_TIE_BASES), d, d), torch.stack(
+            [near_ties((4, d), dtype, base=base) for base in _TIE_BASES])
+
+
+# Around values whose significand lies high in its binade, scaling the scores down (by sqrt(d),
+# say) can round two of them, one step apart, to one number; around smaller ones a softmax or
+# exp() does. Eight values, one per batch, so that each way of rounding meets one of them.
+_TIE_BASES = (1.9, 1.7, 1.3, 1.99, 0.95, 0.3, 3.7, 100.0)
+
+
+def _near_ties_on(dtype, d):
+    name = _dtype_name(dtype)
+    return (f"q of shape ({len(_TIE_BASES)}, {d}, {d}), one-hot queries, k of shape ({len(_TIE_BASES)}, 4, {d}), "
+            f"{name}: keys one or two steps of {name} apart (near-ties), around a different value in each batch")
 
 
 def _near_tie_case(answer, run, record, cases, on, q, k):
@@ -171,16 +271,10 @@ def _expect_best_match(record):
 
 def _judge_best_match(record):
     if record["loops"]:
-        return Mistake("python-loop", (
-            f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
-            "One matrix product handles every batch: (q @ k.mT).argmax(dim=-1)."
-        ))
+        return MESSAGES("python-loop", found=MESSAGES.text("loop-in-source", loop=record["loops"][0]))
     if record["torch_calls"] >= _MATCH_LOOP_CALLS:
-        return Mistake("python-loop", (
-            f"The task asks for no Python loop; for a batch of {_MATCH_LOOP_B} your function "
-            f"made {record['torch_calls']} torch calls, one or more per batch. One matrix "
-            "product handles every batch: (q @ k.mT).argmax(dim=-1)."
-        ))
+        return MESSAGES("python-loop", found=MESSAGES.text("loop-by-calls", batch=_MATCH_LOOP_B,
+                                                           calls=record["torch_calls"]))
     calls = record["calls"]
     for case in record["cases"]:
         on, got, expected = case["on"], case["got"], case["expected"]
@@ -191,75 +285,44 @@ def _judge_best_match(record):
                 return changed
         kind = got["kind"]
         if "return_types" in kind:
-            return Mistake("returned-values-and-indices", (
-                f"Your function returned {kind.split('.')[-1]}(values, indices) ({on}): a pair. "
-                "Return only the indices: .argmax(dim=-1), or .max(dim=-1).indices."
-            ))
+            return MESSAGES("returned-values-and-indices", kind=kind.split('.')[-1], on=on)
         if kind == "tensor":
             shape, values = got["shape"], got.get("values")
             if shape == [] and expected["shape"] != []:
-                return Mistake("argmax-without-dim", (
-                    f"Your result is a single number ({on}): argmax() without a dim gives one "
-                    "index into all the scores, flattened. Give it the keys' dimension: "
-                    "argmax(dim=-1)."
-                ))
+                return MESSAGES("argmax-without-dim", on=on)
             if shape == expected["shape"] and values is not None and got["dtype"] != "torch.int64" and (
                     got["dtype"].startswith("torch.float")):
-                return Mistake("returned-scores", (
-                    f"Your result has dtype {got['dtype']} ({on}): these are the largest scores "
-                    "themselves, not their indices. argmax(dim=-1) gives the index of each."
-                ))
+                return MESSAGES("returned-scores", dtype=got["dtype"], on=on)
             if shape == [b, m] and n != m and b:
-                return Mistake("argmax-over-queries", (
-                    f"Your result has shape {shape_text(shape)}; expected {shape_text(expected['shape'])} "
-                    f"({on}): one index per key instead of one per query. The scores are "
-                    "(B, n, m), the keys last: argmax(dim=-1)."
-                ))
+                return MESSAGES("argmax-over-queries", on=on, how=MESSAGES.text("one-index-per-key"),
+                                what=MESSAGES.text("over-queries-by-shape", shape=shape_text(shape),
+                                                   expected_shape=shape_text(expected["shape"])))
             if shape == expected["shape"] and values is not None and not same_values(
                     values, expected["values"], rtol=0, atol=0):
                 if case["over_queries"] is not None and same_values(values, case["over_queries"], rtol=0, atol=0):
-                    return Mistake("argmax-over-queries", (
-                        f"Your argmax runs over the queries ({on}): for each key it gives the "
-                        "best query. The scores are (B, n, m), the keys last: argmax(dim=-1)."
-                    ))
+                    return MESSAGES("argmax-over-queries", what=MESSAGES.text("over-queries-by-values"), on=on,
+                                    how=MESSAGES.text("best-query-per-key"))
                 if case["untransposed"] is not None and same_values(values, case["untransposed"], rtol=0, atol=0):
-                    return Mistake("k-not-transposed", (
-                        f"Your product multiplies q by k without transposing it ({on}): with "
-                        "n = m = d the shapes happen to fit, but each query meets k's columns, "
-                        "not its keys. Transpose k's last two dimensions: q @ k.mT."
-                    ))
+                    return MESSAGES("k-not-transposed", on=on)
                 if case.get("near_tie"):
                     got_flat = np.asarray(values).reshape(-1)
                     want_flat = np.asarray(expected["values"]).reshape(-1)
-                    query = int(np.flatnonzero(got_flat != want_flat)[0])
-                    return Mistake("near-tie-rounded", (
-                        f"Your index for query {query} is key {int(got_flat[query])}, whose dot "
-                        f"product is smaller than key {int(want_flat[query])}'s by one step of "
-                        f"{case['given']['q']['dtype'].removeprefix('torch.')} "
-                        f"({on}): something between the dot products and argmax (a softmax, a "
-                        "lower precision, a rounding) made the two equal, and argmax then took "
-                        "one of the equals. argmax the dot products themselves, in the inputs' "
-                        "own dtype: (q @ k.mT).argmax(dim=-1)."
-                    ))
+                    flat = int(np.flatnonzero(got_flat != want_flat)[0])
+                    query = str(flat) if b == 1 else MESSAGES.text("query-of-batch", query=flat % n, batch=flat // n)
+                    return MESSAGES("near-tie-rounded", query=query, got=int(got_flat[flat]),
+                                    best=int(want_flat[flat]),
+                                    dtype=case["given"]["q"]["dtype"].removeprefix("torch."), on=on)
                 if same_values(values, case["smallest"], rtol=0, atol=0):
-                    return Mistake("argmin-not-argmax", (
-                        f"Your result picks the key with the smallest dot product ({on}); the "
-                        "task asks for the largest: argmax."
-                    ))
+                    return MESSAGES("argmin-not-argmax", on=on)
             if b == 1 and shape == [n] and expected["shape"] == [1, n]:
-                note = " squeeze() drops it; name the dimension." if "squeeze()" in calls else ""
-                return Mistake("squeezed-batch", (
-                    f"Your result has shape {shape_text(shape)}; expected (1, {n}) ({on}): the "
-                    f"batch dimension of a batch of one is gone.{note}"
-                ))
+                note = MESSAGES.text("squeeze-note") if "squeeze()" in calls else ""
+                return MESSAGES("squeezed-batch", shape=shape_text(shape), n=n, on=on, note=note)
         problem = tensor_problem(got, expected, on=on, rtol=0, atol=0)
         if problem:
             return problem
         problem = tensor_problem(case["again"], expected, what="the second result", on=on, rtol=0, atol=0)
         if problem:
-            return Mistake("wrong-on-second-call", (
-                f"Your function was right on its first call, not on a second call with the same q and k: {problem}"
-            ))
+            return MESSAGES("wrong-on-second-call", problem=problem)
     if record.get("raised"):
         return Raised(record["raised"])
     return None
@@ -275,63 +338,17 @@ best_match = Exercise(
     expect=_expect_best_match,
     judge=_judge_best_match,
     reference=best_match,
-    passed_message="Correct: one batched product, one argmax over the keys.",
-    hints=[
-        "Every query against every key of its batch: (B, n, d) @ (B, d, m) gives the (B, n, m) scores.",
-        "k.mT (or k.transpose(-2, -1)) swaps only the last two dimensions, for (B, m, d) and (m, d) alike.",
-        "The keys are the last dimension of the scores: argmax(dim=-1).",
-    ],
-    error_notes=[
-        (
-            "Expected size for first two dimensions of batch2 tensor",
-            "q @ k multiplies each (n, d) matrix of queries by an (m, d) matrix of keys: the "
-            "inner sizes, d and m, do not fit. Transpose the keys' last two dimensions: q @ k.mT.",
-            "batched-keys-not-transposed",
-        ),
-        (
-            "shapes cannot be multiplied",
-            "q @ k multiplies (n, d) queries by (m, d) keys: the inner sizes, d and m, do not "
-            "fit. Transpose the keys' last two dimensions: q @ k.mT.",
-            "keys-not-transposed",
-        ),
-        (
-            "must be a 3D tensor",
-            "torch.bmm takes two 3-D tensors only, and k may be (m, d), the same keys for every "
-            "batch. @ (torch.matmul) broadcasts the batch dimensions: q @ k.mT.",
-            "bmm-of-2-d-keys",
-        ),
-        (
-            "Dimension out of range",
-            "k may have two dimensions, (m, d), so dimension 2 does not exist. Count from the "
-            "end, which works for both: k.transpose(-2, -1), or k.mT.",
-            "transpose-of-missing-dimension",
-        ),
-        (
-            "does not match the number of dimensions",
-            "k may have two dimensions, (m, d), the same keys for every batch, and an einsum "
-            "equation names a fixed number of them. q @ k.mT broadcasts the batch dimensions "
-            "(so does an ellipsis: \"...nd,...md->...nm\").",
-            "einsum-of-fixed-dimensions",
-        ),
-        (
-            "must match the size of tensor",
-            "the batch dimensions of a product broadcast like an element-wise operation, and "
-            "these do not fit. Often a transpose moved k's batch dimension (k.T reverses all the "
-            "dimensions of a 3-D k; transpose(0, 1) swaps batch and keys). k.mT swaps only the "
-            "last two.",
-            "batch-dimension-moved",
-        ),
-        (
-            "stack expects a non-empty TensorList",
-            "with an empty batch (B = 0) a loop over the batch gives torch.stack an empty list. "
-            "One product handles every B: (q @ k.mT).argmax(dim=-1).",
-            "loop-over-empty-batch",
-        ),
-        (
-            "view size is not compatible",
-            "q and k may be non-contiguous views, which view() cannot reshape; @ needs no "
-            "reshaping: (q @ k.mT).argmax(dim=-1).",
-            "view-of-non-contiguous",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "batched-keys-not-transposed": "Expected size for first two dimensions of batch2 tensor",
+        "keys-not-transposed": "shapes cannot be multiplied",
+        "bmm-of-2-d-keys": "must be a 3D tensor",
+        "transpose-of-missing-dimension": "Dimension out of range",
+        "einsum-of-fixed-dimensions": "does not match the number of dimensions",
+        "batch-dimension-moved": "must match the size of tensor",
+        "loop-over-empty-batch": "stack expects a non-empty TensorList",
+        "view-of-non-contiguous": "view size is not compatible",
+    }),
+    messages=MESSAGES,
 )

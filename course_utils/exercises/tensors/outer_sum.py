@@ -1,12 +1,23 @@
-"""T7 — outer_sum: broadcasting, on purpose."""
+"""T7 — outer_sum: broadcasting, on purpose.
+
+Engine: applies edges.edge_tensor / edges.edge_values (every edge of each float dtype and of
+mixed float pairs, the integer edges whose sums stay inside the dtype) and edges.generated for
+every pair of dtypes the task allows at N = 0, 1 and more; hand-written because the task states a
+rule (no Python loop, counted from the answer's source and its torch calls), which the quick path
+does not check.
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
+from course_utils.exercises.core import Exercise, Function, Raised, later_error
+from course_utils.exercises.edges import Allowed, edge_tensor, edge_values, generated
 from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
     CHAPTER,
@@ -17,6 +28,51 @@ from course_utils.exercises.tensors.common import (
     _loops_in,
 )
 from course_utils.exercises.torch_calls import TorchCallCounter
+
+_BROADCAST = "a[:, None] + b[None, :]"
+
+MESSAGES = Messages("outer_sum", {
+    "python-loop": (
+        "The task asks for no Python loop; {found} Let broadcasting make every pair{how}: a[:, None] + b[None, :]."),
+    "loop-in-source": "your function has one: `{loop}`.",
+    "loop-by-calls": (
+        "for a of {n} and b of {m} elements your function made {calls} torch calls, one or more per element."),
+    "in-one-operation": " in one operation",
+    "elementwise-not-outer": Message(
+        "Your result has shape ({n},); expected ({n}, {m}) ({on}): it holds a[i] + b[i]. Two (N,) tensors "
+        "meet element by element: a + b pairs a[i] with b[i] only. Give a a second dimension, a[:, None], "
+        "so it broadcasts against b.", advises=("a[:, None]",)),
+    "transposed": "Your result {what} ({on}): {how}",
+    "transposed-shape": "has shape ({m}, {n}); expected ({n}, {m})",
+    "rows-follow-a": "rows should follow a, columns b. Put the new dimension on the other side.",
+    "is-transposed": "is transposed",
+    "pairs-a-with-b": "out[i, j] should be a[i] + b[j].",
+    "product-not-sum": "Your result holds the products a[i] * b[j] ({on}); out[i, j] should be the sum a[i] + b[j].",
+    "no-type-promotion": (
+        "Your result has dtype {got_dtype}; a + b has {expected_dtype} ({on}). The task asks for the dtype "
+        "a + b has: the one type promotion gives when a and b meet in one operation as they are."),
+    "exact-values": (
+        "your result has the right shape but wrong values (on {on}): {count} of {size} differ; first at "
+        "index {index}: got {got!r}, expected {expected!r} (a[{i}] + b[{j}] is exact up to one rounding, "
+        "as a + b gives it)."),
+    "wrong-on-second-call": (
+        "Your function was right on its first call, not on a second call with the same a and b: {problem}"),
+    "passed": "Correct: broadcasting (N, 1) against (1, M) made every pair.",
+    "hint-1": "Broadcasting aligns shapes from the right; a size-1 dimension stretches.",
+    "hint-2": "(N, 1) + (1, M) gives (N, M). a[:, None] or a.unsqueeze(1) makes a (N, 1).",
+    "added-without-new-dimension": (
+        "a + b on two 1-D tensors pairs a[i] with b[i] only, so their sizes must be equal. For every pair "
+        "give a a second dimension: a[:, None] + b[None, :]."),
+    "loop-over-empty-a": (
+        "with an empty a (N = 0) a loop over a gives torch.stack an empty list. The task asks for no loop: "
+        "a[:, None] + b[None, :] handles every size."),
+    "meshgrid-of-mixed-dtypes": (
+        "torch.meshgrid needs a and b of one dtype, and the check also passes an integer a with a float b. "
+        "Broadcasting needs no grid: a[:, None] + b[None, :]."),
+    "element-of-empty-a": (
+        "an empty a (N = 0) has no element 0 to take, and mapping over a's elements (torch.vmap does, as "
+        "does a.select(0, 0)) needs one. Broadcasting handles every N, 0 too: a[:, None] + b[None, :]."),
+})
 
 
 # ============================================================================================
@@ -79,12 +135,9 @@ def _exact_problem(got, expected, on):
     if not differ.any():
         return None
     index = tuple(int(i) for i in np.argwhere(differ)[0])
-    return (
-        f"your result has the right shape but wrong values (on {on}): {int(differ.sum())} of "
-        f"{differ.size} differ; first at index {index}: got {got_values[index].item()!r}, "
-        f"expected {expected_values[index].item()!r} (a[{index[0]}] + b[{index[1]}] is exact "
-        "up to one rounding, as a + b gives it)."
-    )
+    return MESSAGES.text("exact-values", on=on, count=int(differ.sum()), size=differ.size, index=index,
+                         got=got_values[index].item(), expected=expected_values[index].item(),
+                         i=index[0], j=index[1])
 
 
 # (how the case is described, (a, b)): compared exactly, as a + b gives them.
@@ -97,6 +150,49 @@ _OUTER_EDGES = [
       for dtype in (torch.int64, torch.int32)],
     ("an int64 a past 2**24 with a float32 b, at float32's edges", _mixed_edges()),
 ]
+
+
+def _half_range(dtype) -> Allowed:
+    """An integer dtype's edges whose sums stay inside it (a + b of int32 wraps past its extremes,
+    and a right answer need not wrap as a + b does)."""
+    if dtype.is_floating_point:
+        return Allowed()
+    info = torch.iinfo(dtype)
+    return Allowed(low=math.ceil(info.min / 2), high=info.max // 2)
+
+
+def _edge_pair(a_dtype, b_dtype):
+    """a and b at the edges of their dtypes (edges.edge_values), b's cycled from another start,
+    so that each edge of a meets several of b's."""
+    a_allowed, b_allowed = _half_range(a_dtype), _half_range(b_dtype)
+    n, m = len(edge_values(a_dtype, a_allowed)), len(edge_values(b_dtype, b_allowed))
+    return edge_tensor((n,), a_dtype, a_allowed), edge_tensor((m,), b_dtype, b_allowed, shift=3)
+
+
+# Mixed pairs the task allows ("a and b may have different dtypes"), at their edges, compared
+# exactly: each sum is one rounding in the promoted dtype, whatever writes it.
+_MIXED_EDGE_PAIRS = [(torch.float64, torch.float32), (torch.float16, torch.bfloat16), (torch.int32, torch.int64),
+                     (torch.uint8, torch.int8), (torch.int64, torch.float64)]
+_OUTER_EDGES += [
+    ("at the edges of both dtypes (±0, subnormals, the largest values, ±inf, nan; integers whose sums "
+     "stay inside the dtype)", _edge_pair(a_dtype, b_dtype)) for a_dtype, b_dtype in _MIXED_EDGE_PAIRS]
+
+# Every pair of dtypes, with N of 4, 1 and 0: the result's dtype is a + b's for every N (a single
+# a, or an empty one, made another way, must not take another dtype).
+_SIZE_PAIRS = [(torch.float64, torch.float32), (torch.float32, torch.float64), (torch.int32, torch.float64),
+               (torch.float16, torch.float32), (torch.bfloat16, torch.float16), (torch.uint8, torch.int8),
+               (torch.int64, torch.int64)]
+_SIZES = ((4, ""), (1, ", a single a (N = 1)"), (0, ", an empty a (N = 0)"))
+
+
+def _generated_pairs():
+    for index, (a_dtype, b_dtype) in enumerate(_SIZE_PAIRS):
+        for n, what in _SIZES:
+            low = 0 if torch.uint8 in (a_dtype, b_dtype) else -10
+            a = generated((n,), a_dtype, seed=100 + index, low=low, high=10)
+            b = generated((3,), b_dtype, seed=200 + index, low=low, high=10)
+            yield (f"a of shape ({n},), {_dtype_name(a_dtype)}, b of shape (3,), {_dtype_name(b_dtype)}{what}",
+                   a, b)
 # A loop over a or over b makes at least one torch call per element; broadcasting a handful.
 _LOOP_N, _LOOP_M, _LOOP_CALLS = 40, 37, 30
 
@@ -131,6 +227,8 @@ def _probe_outer_sum(answer, run):
         kinds = _dtype_name(a.dtype) if a.dtype == b.dtype else f"{_dtype_name(a.dtype)} and {_dtype_name(b.dtype)}"
         on = f"a of shape ({len(a)},), b of shape ({len(b)},), {kinds}, {text}"
         inputs.append((on, a.clone(), b.clone(), True))
+    for on, a, b in _generated_pairs():
+        inputs.append((on, a, b, True))
     for on, a, b, exact in inputs:
         n, m, a_dtype, b_dtype = len(a), len(b), a.dtype, b.dtype
         given_a, given_b = a.clone(), b.clone()
@@ -179,16 +277,10 @@ def _expect_outer_sum(record):
 def _judge_outer_sum(record):
     cases = record["cases"]
     if record["loops"]:
-        return Mistake("python-loop", (
-            f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
-            "Let broadcasting make every pair: a[:, None] + b[None, :]."
-        ))
+        return MESSAGES("python-loop", found=MESSAGES.text("loop-in-source", loop=record["loops"][0]), how="")
     if record["torch_calls"] >= _LOOP_CALLS:
-        return Mistake("python-loop", (
-            f"The task asks for no Python loop; for a of {_LOOP_N} and b of {_LOOP_M} elements "
-            f"your function made {record['torch_calls']} torch calls, one or more per element. "
-            "Let broadcasting make every pair in one operation: a[:, None] + b[None, :]."
-        ))
+        return MESSAGES("python-loop", how=MESSAGES.text("in-one-operation"), found=MESSAGES.text(
+            "loop-by-calls", n=_LOOP_N, m=_LOOP_M, calls=record["torch_calls"]))
     for case in cases:
         got, on, n, m = case["got"], case["on"], case["n"], case["m"]
         for name in ("a", "b"):
@@ -198,35 +290,22 @@ def _judge_outer_sum(record):
         if got["kind"] == "tensor" and got["shape"] == [n] and n == m and same_values(
             got.get("values", []), case["elementwise"]
         ):
-            return Mistake("elementwise-not-outer", (
-                f"Your result has shape ({n},); expected ({n}, {m}) ({on}): it holds a[i] + b[i]. "
-                "Two (N,) tensors meet element by element: a + b pairs a[i] with b[i] only. "
-                "Give a a second dimension, a[:, None], so it broadcasts against b."
-            ))
+            return MESSAGES("elementwise-not-outer", n=n, m=m, on=on)
         if got["kind"] == "tensor" and got["shape"] == [m, n] and n != m:
-            return Mistake("transposed", (
-                f"Your result has shape ({m}, {n}); expected ({n}, {m}) ({on}): rows should "
-                "follow a, columns b. Put the new dimension on the other side."
-            ))
+            return MESSAGES("transposed", what=MESSAGES.text("transposed-shape", n=n, m=m), on=on,
+                            how=MESSAGES.text("rows-follow-a"))
         if got["kind"] == "tensor" and got["shape"] == [n, m] and "values" in got and not same_values(
             got["values"], case["expected"]["values"]
         ):
             if n == m and n > 1 and same_values(got["values"], case["swapped"]):
-                return Mistake("transposed", (
-                    f"Your result is transposed ({on}): out[i, j] should be a[i] + b[j]."
-                ))
+                return MESSAGES("transposed", what=MESSAGES.text("is-transposed"), on=on,
+                                how=MESSAGES.text("pairs-a-with-b"))
             if same_values(got["values"], case["product"]):
-                return Mistake("product-not-sum", (
-                    f"Your result holds the products a[i] * b[j] ({on}); out[i, j] should be "
-                    "the sum a[i] + b[j]."
-                ))
+                return MESSAGES("product-not-sum", on=on)
         if (case.get("mixed") and got["kind"] == "tensor" and got["shape"] == [n, m]
                 and got["dtype"] != case["expected"]["dtype"]):
-            return Mistake("no-type-promotion", (
-                f"Your result has dtype {got['dtype']}; a + b has {case['expected']['dtype']} "
-                f"({on}). The task asks for the dtype a + b has: the one type promotion gives "
-                "when a and b meet in one operation as they are."
-            ))
+            return MESSAGES("no-type-promotion", got_dtype=got["dtype"], expected_dtype=case["expected"]["dtype"],
+                            on=on)
         # a + b is one rounding of each sum, whatever writes it: at the dtype's edges, exactly
         tolerance = {"rtol": 0, "atol": 0} if case.get("exact") else {}
         problem = tensor_problem(got, case["expected"], on=on, **tolerance)
@@ -237,9 +316,7 @@ def _judge_outer_sum(record):
         problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on,
                                  **tolerance)
         if problem:
-            return Mistake("wrong-on-second-call", (
-                f"Your function was right on its first call, not on a second call with the same a and b: {problem}"
-            ))
+            return MESSAGES("wrong-on-second-call", problem=problem)
     problem = tensor_problem(record["big"]["got"], record["big"]["expected"],
                              on=f"a of shape ({_LOOP_N},), b of shape ({_LOOP_M},)")
     if problem is None and record.get("raised"):
@@ -256,36 +333,13 @@ outer_sum = Exercise(
     expect=_expect_outer_sum,
     judge=_judge_outer_sum,
     reference=outer_sum,
-    passed_message="Correct: broadcasting (N, 1) against (1, M) made every pair.",
-    hints=[
-        "Broadcasting aligns shapes from the right; a size-1 dimension stretches.",
-        "(N, 1) + (1, M) gives (N, M). a[:, None] or a.unsqueeze(1) makes a (N, 1).",
-    ],
-    error_notes=[
-        (
-            "must match the size of tensor b",
-            "a + b on two 1-D tensors pairs a[i] with b[i] only, so their sizes must be equal. "
-            "For every pair give a a second dimension: a[:, None] + b[None, :].",
-            "added-without-new-dimension",
-        ),
-        (
-            "stack expects a non-empty TensorList",
-            "with an empty a (N = 0) a loop over a gives torch.stack an empty list. The task "
-            "asks for no loop: a[:, None] + b[None, :] handles every size.",
-            "loop-over-empty-a",
-        ),
-        (
-            "meshgrid expects all tensors to have the same dtype",
-            "torch.meshgrid needs a and b of one dtype, and the check also passes an integer a "
-            "with a float b. Broadcasting needs no grid: a[:, None] + b[None, :].",
-            "meshgrid-of-mixed-dtypes",
-        ),
-        (
-            "select(): index 0 out of range for tensor of size [0]",
-            "an empty a (N = 0) has no element 0 to take, and mapping over a's elements "
-            "(torch.vmap does, as does a.select(0, 0)) needs one. Broadcasting handles every N, "
-            "0 too: a[:, None] + b[None, :].",
-            "element-of-empty-a",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "added-without-new-dimension": "must match the size of tensor b",
+        "loop-over-empty-a": "stack expects a non-empty TensorList",
+        "meshgrid-of-mixed-dtypes": "meshgrid expects all tensors to have the same dtype",
+        "element-of-empty-a": "select(): index 0 out of range for tensor of size [0]",
+    }),
+    messages=MESSAGES,
 )

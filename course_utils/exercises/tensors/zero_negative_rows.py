@@ -1,26 +1,157 @@
-"""T9 — zero_negative_rows: a write through a mask, in place."""
+"""T9 — zero_negative_rows: a write through a mask, in place.
+
+Engine: applies edges.edge_tensor / edges.edge_values (every edge of each float dtype the task
+allows, nan left out as the task allows inf only, three to a row, the rows whose sum has one
+sign in every order of adding it up); hand-written because the task asks for a change in place
+(x and every view of its memory, watched through the tensor x is a view of), states a rule (no
+Python loop) and returns a count whose Python type the task names, none of which the quick path
+records.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, later_error
-from course_utils.exercises.facts import (
-    given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
-)
+from course_utils.exercises.core import Exercise, Function, Raised, a_or_an, later_error
+from course_utils.exercises.facts import given, same_values, shape_text, tensor_of, tensor_problem, value_facts
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.tensors.zero_rows_cases import _ZERO_ROWS_CASES, _count_facts, _random_rows
 from course_utils.exercises.tensors.zero_rows_source import (_assigned_names, _chained_write, _negates,
                                                              _or_equal_in)
 from course_utils.exercises.tensors.common import (
     CHAPTER,
     _calls_in,
-    _dtype_name,
     _generator,
     _input_changed,
     _loops_in,
 )
 from course_utils.exercises.torch_calls import TorchCallCounter
+
+_SUMS = "x.sum(dim=1)"
+_COUNT = "int(negative.sum())"
+_RETURNED = "Your function returned {got}; {expected} rows were to be zeroed ({on})."
+_SECOND = ("On a second call with the same x ({on}), whose negative rows were already zeros, your function "
+           "returned {got}; expected 0.")
+
+MESSAGES = Messages("zero_negative_rows", {
+    "python-loop": (
+        "The task asks for no Python loop; {found} One mask marks every row at once: negative = "
+        "x.sum(dim=1) < 0, then x[negative] = 0."),
+    "loop-in-source": "your function has one: `{loop}`.",
+    "loop-by-calls": "for x of {rows} rows your function made {calls} torch calls, one or more per row.",
+    "changed-x-shape-or-dtype": (
+        "{changed} Here the task does ask for a change in place, but only of the numbers: x[negative] = 0."),
+    "whole-tensor-sum": (
+        "Your function zeroed {what} of x ({on}) and counted {count}: its mask holds one True or False for "
+        "the whole tensor, not one per row. x.sum() adds every element of x; sum each row with "
+        "x.sum(dim=1), then x[negative] = 0."),
+    "zeroed-nothing": "nothing",
+    "zeroed-every-row": "every row",
+    "one-row": "row {row}",
+    "some-rows": "rows {rows}",
+    "chained-index-write": (
+        "The caller's x is unchanged ({on}): {rows} should be zeros afterwards. Your write `{write} = ...` "
+        "indexes twice: the first indexing, with a mask, makes a copy, and the second writes into that copy, "
+        "which is thrown away. Write with one indexing: x[negative] = 0."),
+    "returned-copy-not-in-place": (
+        "Your function returned a new tensor with the rows zeroed, but the caller's x is unchanged ({on}). "
+        "The task asks for x itself to change, in place (x[negative] = 0), and for the number of rows "
+        "zeroed as the result."),
+    "wrote-into-copy": (
+        "The caller's x is unchanged ({on}), though your function works for every contiguous x: it wrote "
+        "into a copy. contiguous() (and reshape, flatten) of a non-contiguous tensor is a copy; index x "
+        "itself: x[negative] = 0."),
+    "wrote-into-converted-copy": (
+        "The caller's x is unchanged ({on}), though your function changes a {other} x in place: for this "
+        "{dtype} x it wrote into a copy. x.to(...) (and .float(), .double()) of an x of another dtype is a "
+        "copy; index x itself: x[negative] = 0."),
+    "rebinds-name": (
+        "The caller's x is unchanged ({on}): {rows} should be zeros afterwards. Assigning a new tensor to "
+        "the name x (x = ...) inside your function does not change the caller's tensor; write into it: "
+        "x[negative] = 0."),
+    "not-in-place": (
+        "The caller's x is unchanged ({on}): {rows} should be zeros afterwards. Change x in place, with "
+        "one indexing: x[negative] = 0."),
+    "multiplied-by-mask": (
+        "Your x holds nan afterwards ({on}): a row with -inf was multiplied by 0, and inf * 0 is nan. "
+        "Assign the zeros instead of multiplying: x[negative] = 0."),
+    "zeroed-nan-sum-row": (
+        "Your function zeroed {rows}, whose sum is nan (it holds inf and -inf) ({on}): nan is not below 0, "
+        "so the row stays. {cause}"),
+    "cause-negated": "~(x.sum(dim=1) >= 0) is True for nan; x.sum(dim=1) < 0 is not.",
+    "cause-made-finite": (
+        "{name} replaces inf and -inf by finite numbers, and the row then sums to a number: sum x itself, "
+        "x.sum(dim=1) < 0, False for nan."),
+    "cause-signbit": (
+        "signbit reads the sign bit, which a nan from inf + -inf has set (as -0.0 has): compare the sums "
+        "with 0, x.sum(dim=1) < 0, False for both."),
+    "cause-compare": "Compare x's own row sums with 0: x.sum(dim=1) < 0 is False for nan.",
+    "mean-rounds-to-zero": Message(
+        "Your function left a row whose sum is negative ({on}): its sum is the smallest negative number the "
+        "dtype holds (a subnormal), and the mean divides it by the number of columns, which rounds it to "
+        "-0.0, not below 0. The task asks about the sum: x.sum(dim=1) < 0.", advises=(_SUMS,)),
+    "zeroed-elements": Message(
+        "You zeroed the negative elements, not the rows whose sum is negative ({on}). The mask needs one "
+        "value per row: x.sum(dim=1) < 0.", advises=(_SUMS,)),
+    "summed-columns": Message(
+        "You zeroed the columns whose sum is negative ({on}): sum(dim=0) adds down each column. The rows' "
+        "sums are sum(dim=1).", advises=(_SUMS,)),
+    "row-mask-on-columns": (
+        "Your row mask zeroed columns ({on}): a mask of shape (N,) meeting x of shape (N, N) in an "
+        "element-wise operation (torch.where, a product) lines up with the last dimension, the columns. "
+        "Give it a column dimension, negative[:, None], or index with it: x[negative] = 0."),
+    "less-or-equal": "You also zeroed rows whose sum is exactly 0 ({on}). {advice}",
+    "strictly-below": "The task says strictly below 0: < 0, not <= 0.",
+    "own-sums": (
+        "The task says strictly below 0, and x's own sums, x.sum(dim=1), are exactly 0 there: compare "
+        "those with 0, not sums computed another way, which round."),
+    "replaced-data": (
+        "x shows the zeros but the memory it was a view of does not ({on}): your function gave x new memory "
+        "(x.data = ..., or x.set_(...)), so every other view of the caller's tensor misses the change. "
+        "Write into x's own memory: x[negative] = 0."),
+    "changed-x-again": (
+        "A second call on the same x changed it again ({on}, second call): its negative rows were already "
+        "zeros, so nothing was left to change. {problem}"),
+    "remembers-earlier-call": _SECOND + (
+        " It is the first call's count: your function remembers rows of an earlier call. Count the rows "
+        "this call zeroed."),
+    "wrong-count-on-second-call": _SECOND + " Count only the rows this call zeroed.",
+    "returned-x": Message(
+        "Your function returned a tensor shaped like x ({on}); it should return the number of rows it "
+        "zeroed, here {expected}, as an int: int(negative.sum()).", advises=(_COUNT,)),
+    "count-not-int": Message(
+        "Your function returned {count} ({on}); expected the number of rows zeroed, {expected}, as an int "
+        "(int(negative.sum())) or a 0-d integer tensor.", advises=(_COUNT,)),
+    "count-tensor": "a {dtype} tensor of shape {shape}",
+    "count-tensor-holding": "a {dtype} tensor of shape {shape} holding {number}",
+    "count-object": "{what} ({repr})",
+    "counted-after-zeroing": _RETURNED + (
+        " Counting after the zeroing finds none: the zeroed rows now sum to 0. Keep the mask you made "
+        "before the write and count it."),
+    "counted-elements": Message(_RETURNED + " That is the number of elements zeroed; count the rows: "
+                                "negative.sum().", advises=("negative.sum()",)),
+    "counted-zero-rows": _RETURNED + (
+        " That is the number of rows of zeros afterwards, with those that were zeros before (and every row "
+        "of an x without columns); count the mask made before the write."),
+    "counted-kept-rows": _RETURNED + " That is the number of rows kept; count the rows zeroed.",
+    "wrong-count": _RETURNED,
+    "passed": "Correct: the rows are zeroed in the caller's x, and counted.",
+    "hint-1": "One value per row: negative = x.sum(dim=1) < 0 is a mask of shape (N,).",
+    "hint-2": ("Write through the mask in one indexing operation: x[negative] = 0. x[negative][...] = 0 "
+               "writes into a copy."),
+    "hint-3": "Count the mask, made before the write: int(negative.sum()).",
+    "mask-of-other-shape": (
+        "a boolean mask must have the shape of the dimensions it indexes. x.sum(dim=1) < 0 is (N,), one "
+        "value per row, and x[mask] picks rows; with keepdim=True it is (N, 1), which does not fit x's "
+        "(N, M)."),
+    "row-mask-against-columns": (
+        "a row mask of shape (N,) meeting x of shape (N, M) in an element-wise operation lines up with the "
+        "columns. Give it a column dimension, mask[:, None], or index with it: x[mask] = 0."),
+    "view-of-non-contiguous": (
+        "x may be a non-contiguous view, which view() cannot reshape. Index x itself: x[mask] = 0."),
+})
 
 
 # ============================================================================================
@@ -32,91 +163,7 @@ def zero_negative_rows(x):
     return int(negative.sum())
 
 
-_INF = float("inf")
-# Rows chosen so that each classic mistake shows: a negative row with a positive element (a
-# mask of elements zeroes less), a row summing to exactly 0 that is not all zeros (<= zeroes
-# it), an all-zero row (<= counts it), columns whose sums are negative (a column mask).
-_ROWS_4x3 = [[1.0, -3.0, 0.5], [2.0, 1.5, -0.5], [1.0, -1.0, 0.0], [-0.5, -0.25, 0.25]]
-_ROWS_3x3 = [[0.5, 2.0, -0.75], [-2.0, 0.5, 1.0], [1.25, -1.5, -0.5]]
-# The last row sums to nan (inf + -inf): nan < 0 is False, so it stays, and ~(sum >= 0) zeroes it.
-_ROWS_INF = [[1.0, -_INF, 2.0], [_INF, 1.0, -3.0], [-1.0, 0.5, 0.25], [0.0, 0.0, 0.0], [_INF, -_INF, 1.0]]
-
-
-def _edge_rows(dtype):
-    """Rows at the dtype's edges whose sum has one sign (or is nan) in whatever order, and at
-    whatever precision, it is added up: a negative subnormal (its mean rounds to -0.0), rows
-    of -0.0 (not below 0), inf with -inf (nan, kept), -inf with the largest value (-inf:
-    replacing inf by the largest value makes it finite), sums that overflow to -inf or inf."""
-    info = torch.finfo(dtype)
-    tiny = float(torch.nextafter(torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype)))
-    top = info.max
-    return torch.tensor([
-        [-tiny, 0.0, 0.0],
-        [tiny, -0.0, -tiny],
-        [-0.0, -0.0, -0.0],
-        [_INF, -_INF, -1.0],
-        [-_INF, top, 0.5],
-        [-top, -top, top],
-        [top, top, -top],
-    ], dtype=dtype)
-
-
-def _rows(values, dtype):
-    return lambda generator: torch.tensor(values, dtype=dtype)
-
-
-def _random_rows(n, m, dtype):
-    """Multiples of 0.25 between -2 and 2: sums are exact in every float dtype."""
-    def make(generator):
-        return ((torch.rand(n, m, generator=generator) * 16).floor() / 4 - 2).to(dtype)
-    return make
-
-
-# (description, make the base tensor, the view of it passed as x)
-_ZERO_ROWS_CASES = [
-    ("x of shape (4, 3), float32", _rows(_ROWS_4x3, torch.float32), lambda base: base),
-    ("x of shape (3, 3), float32", _rows(_ROWS_3x3, torch.float32), lambda base: base),
-    ("x of shape (6, 2), float64", _random_rows(6, 2, torch.float64), lambda base: base),
-    ("x of shape (5, 4), float16", _random_rows(5, 4, torch.float16), lambda base: base),
-    ("x of shape (5, 3), float32, the transpose of a (3, 5) tensor (not contiguous)",
-     _random_rows(3, 5, torch.float32), lambda base: base.T),
-    ("x of shape (4, 3), float64, every other column of a (4, 6) tensor (not contiguous)",
-     _random_rows(4, 6, torch.float64), lambda base: base[:, ::2]),
-    ("x of shape (4, 3), float32, rows 1 to 4 of a (6, 3) tensor",
-     _random_rows(6, 3, torch.float32), lambda base: base[1:5]),
-    ("x of shape (5, 3), float32, holding inf and -inf (one row sums to nan)", _rows(_ROWS_INF, torch.float32),
-     lambda base: base),
-    ("x of shape (1, 3), float32 (one row)", _rows([[-1.0, 0.5, 0.25]], torch.float32),
-     lambda base: base),
-    ("x of shape (0, 3), float32 (no rows)", _random_rows(0, 3, torch.float32), lambda base: base),
-    ("x of shape (3, 0), float32 (no columns)", _random_rows(3, 0, torch.float32), lambda base: base),
-    *[(f"x of shape (7, 3), {_dtype_name(dtype)}, at the edges of {_dtype_name(dtype)}: subnormals, "
-       "-0.0, inf and -inf, values near its largest (sums that overflow)",
-       (lambda dtype: lambda generator: _edge_rows(dtype))(dtype), lambda base: base)
-      for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)],
-]
 _ZERO_LOOP_ROWS, _ZERO_LOOP_CALLS = 60, 30
-
-
-def _count_facts(value) -> dict:
-    """What the answer returned as its count: the kind, and the number when it is one."""
-    if isinstance(value, bool):
-        return {"kind": "bool", "value": None, "text": repr(value)}
-    if isinstance(value, (int, np.integer)):
-        return {"kind": "int", "value": int(value), "text": repr(int(value))}
-    if isinstance(value, torch.Tensor):
-        tensor = torch.Tensor.detach(value)
-        text = f"a {_dtype_name(tensor.dtype)} tensor of shape {shape_text(list(tensor.shape))}"
-        if tensor.numel() == 1 and tensor.device.type != "meta":
-            number = tensor.reshape(()).to("cpu").item()
-            integral = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex
-                            or tensor.dtype == torch.bool)
-            return {"kind": "tensor" if integral else "other tensor",
-                    "value": int(number) if integral else None,
-                    "text": f"{text} holding {number!r}"}
-        return {"kind": "other tensor", "value": None, "text": text}
-    facts = value_facts(value)
-    return {"kind": facts["kind"], "value": None, "text": f"{a_or_an(facts['kind'])} ({facts['repr']})"}
 
 
 def _called(record, name) -> bool:
@@ -249,21 +296,39 @@ def _zeroed_nan_sum_rows(case) -> list[int]:
 
 
 def _rows_text(rows) -> str:
-    return "row " + str(rows[0]) if len(rows) == 1 else "rows " + ", ".join(map(str, rows))
+    return MESSAGES.text("one-row", row=rows[0]) if len(rows) == 1 else MESSAGES.text(
+        "some-rows", rows=", ".join(map(str, rows)))
+
+
+def _dtype_of(facts) -> str:
+    return facts["dtype"].removeprefix("torch.")
+
+
+def _zero_rows_after(case) -> int:
+    """How many rows of x are all zeros once the right rows are zeroed (every row of an x
+    without columns)."""
+    values = np.asarray(case["expected_x"].get("values", []), dtype=np.float64)
+    return int(np.all(values == 0, axis=1).sum()) if values.ndim == 2 else -1
+
+
+def _count_text(count) -> str:
+    """What the answer returned as its count, in words (``_count_facts`` recorded it as data)."""
+    if count["kind"] in ("tensor", "other tensor"):
+        shape = shape_text(count["shape"])
+        if "number" in count:
+            return MESSAGES.text("count-tensor-holding", dtype=count["dtype"], shape=shape, number=count["number"])
+        return MESSAGES.text("count-tensor", dtype=count["dtype"], shape=shape)
+    if count["kind"] in ("int", "bool"):
+        return count["repr"]
+    return MESSAGES.text("count-object", what=a_or_an(count["kind"]), repr=count["repr"])
 
 
 def _judge_zero_negative_rows(record):
     if record["loops"]:
-        return Mistake("python-loop", (
-            f"The task asks for no Python loop; your function has one: `{record['loops'][0]}`. "
-            "One mask marks every row at once: negative = x.sum(dim=1) < 0, then x[negative] = 0."
-        ))
+        return MESSAGES("python-loop", found=MESSAGES.text("loop-in-source", loop=record["loops"][0]))
     if record["torch_calls"] >= _ZERO_LOOP_CALLS:
-        return Mistake("python-loop", (
-            f"The task asks for no Python loop; for x of {_ZERO_LOOP_ROWS} rows your function "
-            f"made {record['torch_calls']} torch calls, one or more per row. One mask marks "
-            "every row at once: negative = x.sum(dim=1) < 0, then x[negative] = 0."
-        ))
+        return MESSAGES("python-loop", found=MESSAGES.text("loop-by-calls", rows=_ZERO_LOOP_ROWS,
+                                                           calls=record["torch_calls"]))
     cases = record["cases"]
     # Whether the answer changed some contiguous x in place: where it leaves another contiguous
     # x unchanged, its mask found no row there, and "not in place" would blame the wrong thing.
@@ -282,118 +347,72 @@ def _judge_zero_negative_rows(record):
         on, after, expected = case["on"], case["x_after"], case["expected_x"]
         rows = case["negative_rows"]
         if after["shape"] != case["x_before"]["shape"] or after["dtype"] != case["x_before"]["dtype"]:
-            return Mistake("changed-x-shape-or-dtype", _input_changed(case["x_before"], after, "x", on) + (
-                " Here the task does ask for a change in place, but only of the numbers: "
-                "x[negative] = 0."))
+            return MESSAGES("changed-x-shape-or-dtype", changed=_input_changed(case["x_before"], after, "x", on))
         got = after.get("values")
         unchanged = same_values(got, case["x_before"]["values"], rtol=0, atol=0)
         if rows and case["count"].get("value") != len(rows) and _one_mask_for_the_whole_tensor(case, unchanged):
-            return Mistake("whole-tensor-sum", (
-                f"Your function zeroed {'nothing' if unchanged else 'every row'} of x ({on}) and "
-                f"counted {case['count']['text']}: its mask holds one True or False for the whole "
-                "tensor, not one per row. x.sum() adds every element of x; sum each row with "
-                "x.sum(dim=1), then x[negative] = 0."
-            ))
+            what = MESSAGES.text("zeroed-nothing" if unchanged else "zeroed-every-row")
+            return MESSAGES("whole-tensor-sum", what=what,
+                            on=on, count=_count_text(case["count"]))
         if unchanged and rows and not (case["contiguous"] and wrote_in_place):
             returned = case["returned"]
             if record["chained"]:
-                return Mistake("chained-index-write", (
-                    f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
-                    f"afterwards. Your write `{record['chained']} = ...` indexes twice: the "
-                    "first indexing, with a mask, makes a copy, and the second writes into that "
-                    "copy, which is thrown away. Write with one indexing: x[negative] = 0."
-                ))
+                return MESSAGES("chained-index-write", on=on, rows=_rows_text(rows), write=record["chained"])
             if returned is not None and same_values(returned.get("values", []), expected["values"]):
-                return Mistake("returned-copy-not-in-place", (
-                    f"Your function returned a new tensor with the rows zeroed, but the caller's "
-                    f"x is unchanged ({on}). The task asks for x itself to change, in place "
-                    "(x[negative] = 0), and for the number of rows zeroed as the result."
-                ))
+                return MESSAGES("returned-copy-not-in-place", on=on)
             contiguous_right = all(
                 same_values(c["x_after"].get("values"), c["expected_x"]["values"], rtol=0, atol=0)
                 for c in cases if c["contiguous"])
             if not case["contiguous"] and contiguous_right:
-                return Mistake("wrote-into-copy", (
-                    f"The caller's x is unchanged ({on}), though your function works for every "
-                    "contiguous x: it wrote into a copy. contiguous() (and reshape, flatten) "
-                    "of a non-contiguous tensor is a copy; index x itself: x[negative] = 0."
-                ))
+                return MESSAGES("wrote-into-copy", on=on)
             if "x" in record["assigned"]:
-                return Mistake("rebinds-name", (
-                    f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
-                    "afterwards. Assigning a new tensor to the name x (x = ...) inside your "
-                    "function does not change the caller's tensor; write into it: "
-                    "x[negative] = 0."
-                ))
-            return Mistake("not-in-place", (
-                f"The caller's x is unchanged ({on}): {_rows_text(rows)} should be zeros "
-                "afterwards. Change x in place, with one indexing: x[negative] = 0."
-            ))
+                return MESSAGES("rebinds-name", on=on, rows=_rows_text(rows))
+            return MESSAGES("not-in-place", on=on, rows=_rows_text(rows))
+        same_dtype_changed = any(
+            c["x_before"]["dtype"] == after["dtype"] and not same_values(
+                c["x_after"].get("values"), c["x_before"]["values"], rtol=0, atol=0) for c in cases)
+        if unchanged and rows and not same_dtype_changed:
+            # no x of this dtype changed, where other dtypes were changed right: a copy in another dtype
+            other = next((c for c in cases if c["x_before"]["dtype"] != after["dtype"] and c["negative_rows"]
+                          and same_values(c["x_after"].get("values"), c["expected_x"]["values"], rtol=0, atol=0)),
+                         None)
+            if other is not None:
+                return MESSAGES("wrote-into-converted-copy", on=on, dtype=_dtype_of(after),
+                                other=_dtype_of(other["x_before"]))
         if not same_values(got, expected["values"], rtol=0, atol=0):
             if case["has_inf"] and np.isnan(np.asarray(got, dtype=np.float64)).any() and not np.isnan(
                     np.asarray(expected["values"], dtype=np.float64)).any():
-                return Mistake("multiplied-by-mask", (
-                    f"Your x holds nan afterwards ({on}): a row with -inf was multiplied by 0, and "
-                    "inf * 0 is nan. Assign the zeros instead of multiplying: x[negative] = 0."
-                ))
+                return MESSAGES("multiplied-by-mask", on=on)
             nan_rows = _zeroed_nan_sum_rows(case)
             if nan_rows:
                 if record["negates"]:
-                    cause = "~(x.sum(dim=1) >= 0) is True for nan; x.sum(dim=1) < 0 is not."
+                    cause = MESSAGES.text("cause-negated")
                 elif _called(record, "nan_to_num") or _called(record, "clamp") or _called(record, "clip"):
                     name = next(n for n in ("nan_to_num", "clamp", "clip") if _called(record, n))
-                    cause = (f"{name} replaces inf and -inf by finite numbers, and the row then "
-                             "sums to a number: sum x itself, x.sum(dim=1) < 0, False for nan.")
+                    cause = MESSAGES.text("cause-made-finite", name=name)
+                elif _called(record, "signbit"):
+                    cause = MESSAGES.text("cause-signbit")
                 else:
-                    cause = "Compare x's own row sums with 0: x.sum(dim=1) < 0 is False for nan."
-                return Mistake("zeroed-nan-sum-row", (
-                    f"Your function zeroed {_rows_text(nan_rows)}, whose sum is nan (it holds inf "
-                    f"and -inf) ({on}): nan is not below 0, so the row stays. {cause}"
-                ))
+                    cause = MESSAGES.text("cause-compare")
+                return MESSAGES("zeroed-nan-sum-row", rows=_rows_text(nan_rows), on=on, cause=cause)
             if _called(record, "mean") and same_values(got, case["by_mean"], rtol=0, atol=0):
-                return Mistake("mean-rounds-to-zero", (
-                    f"Your function left a row whose sum is negative ({on}): its sum is the "
-                    "smallest negative number the dtype holds (a subnormal), and the mean divides "
-                    "it by the number of columns, which rounds it to -0.0, not below 0. The task "
-                    "asks about the sum: x.sum(dim=1) < 0."
-                ))
+                return MESSAGES("mean-rounds-to-zero", on=on)
             if same_values(got, case["elements"], rtol=0, atol=0):
-                return Mistake("zeroed-elements", (
-                    f"You zeroed the negative elements, not the rows whose sum is negative "
-                    f"({on}). The mask needs one value per row: x.sum(dim=1) < 0."
-                ))
+                return MESSAGES("zeroed-elements", on=on)
             if same_values(got, case["by_columns"], rtol=0, atol=0):
-                return Mistake("summed-columns", (
-                    f"You zeroed the columns whose sum is negative ({on}): sum(dim=0) adds down "
-                    "each column. The rows' sums are sum(dim=1)."
-                ))
+                return MESSAGES("summed-columns", on=on)
             if case["row_mask_on_columns"] is not None and same_values(
                     got, case["row_mask_on_columns"], rtol=0, atol=0):
-                return Mistake("row-mask-on-columns", (
-                    f"Your row mask zeroed columns ({on}): a mask of shape (N,) meeting x of shape "
-                    "(N, N) in an element-wise operation (torch.where, a product) lines up with "
-                    "the last dimension, the columns. Give it a column dimension, negative[:, None], "
-                    "or index with it: x[negative] = 0."
-                ))
+                return MESSAGES("row-mask-on-columns", on=on)
             if same_values(got, case["or_equal"], rtol=0, atol=0):
-                if record.get("or_equal_in_source", True):
-                    advice = "The task says strictly below 0: < 0, not <= 0."
-                else:  # the answer compares strictly: its sums are not x's own
-                    advice = ("The task says strictly below 0, and x's own sums, x.sum(dim=1), are "
-                              "exactly 0 there: compare those with 0, not sums computed another "
-                              "way, which round.")
-                return Mistake("less-or-equal", (
-                    f"You also zeroed rows whose sum is exactly 0 ({on}). {advice}"
-                ))
+                # where the answer compares strictly, its sums are not x's own
+                advice = "strictly-below" if record.get("or_equal_in_source", True) else "own-sums"
+                return MESSAGES("less-or-equal", on=on, advice=MESSAGES.text(advice))
             return tensor_problem(after, expected, what="the caller's x after your call", on=on,
                                   rtol=0, atol=0)
         if not same_values(case["base_after"]["values"], case["expected_base"]["values"], rtol=0, atol=0):
-            return Mistake("replaced-data", (
-                f"x shows the zeros but the memory it was a view of does not ({on}): your function "
-                "gave x new memory (x.data = ..., or x.set_(...)), so every other view of the "
-                "caller's tensor misses the change. Write into x's own memory: x[negative] = 0."
-            ))
-        problem = _count_problem(case["count"], case, on)
+            return MESSAGES("replaced-data", on=on)
+        problem = _count_problem(case["count"], case, on, cases)
         if problem:
             return problem
     for case in cases:
@@ -401,58 +420,41 @@ def _judge_zero_negative_rows(record):
         if again is None:  # (its error, after a wrong first call: that mistake came first)
             continue
         if not same_values(again["x_after"].get("values"), case["expected_x"]["values"], rtol=0, atol=0):
-            return Mistake("changed-x-again", (
-                f"A second call on the same x changed it again ({on}, second call): its negative "
-                "rows were already zeros, so nothing was left to change. "
-                + (tensor_problem(again["x_after"], case["expected_x"], what="x", rtol=0, atol=0) or "")
-            ))
+            return MESSAGES("changed-x-again", on=on, problem=tensor_problem(
+                again["x_after"], case["expected_x"], what="x", rtol=0, atol=0) or "")
         count = again["count"]
         if count["kind"] in ("int", "tensor") and count["value"] != 0:
             first = case["expected_count"]
-            if count["value"] == first:
-                mistake = "remembers-earlier-call"
-                note = (" It is the first call's count: your function remembers rows of an earlier "
-                        "call. Count the rows this call zeroed.")
-            else:
-                mistake, note = "wrong-count-on-second-call", " Count only the rows this call zeroed."
-            return Mistake(mistake, (
-                f"On a second call with the same x ({on}), whose negative rows were already zeros, "
-                f"your function returned {count['value']}; expected 0.{note}"
-            ))
+            mistake = "remembers-earlier-call" if count["value"] == first else "wrong-count-on-second-call"
+            return MESSAGES(mistake, on=on, got=count["value"])
     if record.get("raised"):
         return Raised(record["raised"])
     return None
 
 
-def _count_problem(count, case, on) -> str | None:
+def _count_problem(count, case, on, cases) -> str | None:
     expected = case["expected_count"]
     if count["kind"] not in ("int", "tensor"):
         if count["kind"] == "other tensor" and case["returned"] is not None and (
                 case["returned"]["shape"] == case["x_before"]["shape"]):
-            return Mistake("returned-x", (
-                f"Your function returned a tensor shaped like x ({on}); it should return the "
-                f"number of rows it zeroed, here {expected}, as an int: int(negative.sum())."
-            ))
-        return Mistake("count-not-int", (
-            f"Your function returned {count['text']} ({on}); expected the number of rows "
-            f"zeroed, {expected}, as an int (int(negative.sum())) or a 0-d integer tensor."
-        ))
+            return MESSAGES("returned-x", on=on, expected=expected)
+        return MESSAGES("count-not-int", count=_count_text(count), on=on, expected=expected)
     got = count["value"]
     if got == expected:
         return None
     rows, columns = case["rows"], case["columns"]
     if expected and got == 0:
         mistake = "counted-after-zeroing"
-        note = (" Counting after the zeroing finds none: the zeroed rows now sum to 0. Keep the "
-                "mask you made before the write and count it.")
     elif expected and got == expected * columns and columns > 1:
         mistake = "counted-elements"
-        note = " That is the number of elements zeroed; count the rows: negative.sum()."
+    elif got == _zero_rows_after(case) and all(
+            c["count"].get("value") == _zero_rows_after(c) for c in cases if c["count"]["kind"] in ("int", "tensor")):
+        mistake = "counted-zero-rows"
     elif got == rows - expected:
-        mistake, note = "counted-kept-rows", " That is the number of rows kept; count the rows zeroed."
+        mistake = "counted-kept-rows"
     else:
-        mistake, note = "wrong-count", ""
-    return Mistake(mistake, f"Your function returned {got}; {expected} rows were to be zeroed ({on}).{note}")
+        mistake = "wrong-count"
+    return MESSAGES(mistake, got=got, expected=expected, on=on)
 
 
 zero_negative_rows = Exercise(
@@ -465,33 +467,12 @@ zero_negative_rows = Exercise(
     expect=_expect_zero_negative_rows,
     judge=_judge_zero_negative_rows,
     reference=zero_negative_rows,
-    passed_message="Correct: the rows are zeroed in the caller's x, and counted.",
-    hints=[
-        "One value per row: negative = x.sum(dim=1) < 0 is a mask of shape (N,).",
-        "Write through the mask in one indexing operation: x[negative] = 0. "
-        "x[negative][...] = 0 writes into a copy.",
-        "Count the mask, made before the write: int(negative.sum()).",
-    ],
-    error_notes=[
-        (
-            "The shape of the mask",
-            "a boolean mask must have the shape of the dimensions it indexes. x.sum(dim=1) < 0 "
-            "is (N,), one value per row, and x[mask] picks rows; with keepdim=True it is (N, 1), "
-            "which does not fit x's (N, M).",
-            "mask-of-other-shape",
-        ),
-        (
-            "must match the size of tensor",
-            "a row mask of shape (N,) meeting x of shape (N, M) in an element-wise operation "
-            "lines up with the columns. Give it a column dimension, mask[:, None], or index "
-            "with it: x[mask] = 0.",
-            "row-mask-against-columns",
-        ),
-        (
-            "view size is not compatible",
-            "x may be a non-contiguous view, which view() cannot reshape. Index x itself: "
-            "x[mask] = 0.",
-            "view-of-non-contiguous",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "mask-of-other-shape": "The shape of the mask",
+        "row-mask-against-columns": "must match the size of tensor",
+        "view-of-non-contiguous": "view size is not compatible",
+    }),
+    messages=MESSAGES,
 )

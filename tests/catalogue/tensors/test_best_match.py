@@ -5,7 +5,7 @@ import torch
 
 from course_utils.exercises import tensors as ex
 from course_utils.exercises.core import Outcome
-from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+from exercise_catalogue import EDGE, STATEFUL, TYPICAL, Catalogue, right, wrong
 
 RAISED = Outcome.RAISED
 
@@ -124,6 +124,40 @@ def best_match_last_of_flipped(q, k):
     return m - 1 - (q @ k.mT).flip(-1).argmax(dim=-1)
 
 
+# -- issue 45, fresh round (from the task text) --
+def best_match_scaled_by_sqrt_d(q, k):  # attention's scaling rounds near-ties equal
+    return (q @ k.mT / q.shape[-1] ** 0.5).argmax(dim=-1)
+
+
+def best_match_transposes_k_in_place(q, k):  # transpose_ turns the caller's k
+    return (q @ k.transpose_(-2, -1)).argmax(dim=-1)
+
+
+def best_match_exp_scores(q, k):  # exp() rounds near-ties equal, and overflows
+    return torch.exp(q @ k.mT).argmax(dim=-1)
+
+
+def best_match_tensordot(q, k):  # tensordot pairs every batch with every batch for 3-D k
+    return torch.tensordot(q, k, dims=([-1], [-1])).argmax(dim=-1)
+
+
+def best_match_nearest_by_distance(q, k):  # the nearest key is not the largest dot product
+    return torch.cdist(q, k.expand(q.shape[0], -1, -1) if k.dim() == 2 else k).argmin(dim=-1)
+
+
+def best_match_cosine(q, k):  # cosine similarity, not the dot product
+    return torch.nn.functional.cosine_similarity(q.unsqueeze(-2), k.unsqueeze(-3), dim=-1).argmax(dim=-1)
+
+
+def best_match_flat_reshape(q, k):  # reshape(0, -1) on an empty batch
+    scores = q @ k.mT
+    return scores.reshape(q.shape[0] * q.shape[1], -1).argmax(dim=-1).reshape(q.shape[0], q.shape[1])
+
+
+def best_match_broadcast_sum(q, k):
+    return (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-1).argmax(dim=-1)
+
+
 CATALOGUE = Catalogue({
     ex.best_match: [
         right("scores in float64, argmax on them", best_match_in_float64),
@@ -173,6 +207,25 @@ CATALOGUE = Catalogue({
               "made the two equal", "argmax the dot products themselves", kind=EDGE),
         right("topk(1) of matmul, its indices", best_match_topk),
         right("the last argmax of the flipped scores", best_match_last_of_flipped),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("scaled by sqrt(d), as attention does: near-ties round equal", best_match_scaled_by_sqrt_d,
+              "near-ties", "made the two equal", kind=EDGE),
+        wrong("transpose_ of the caller's k", best_match_transposes_k_in_place,
+              "changed its input k in place", kind=STATEFUL),
+        wrong("exp of the scores", best_match_exp_scores, "made the two equal", kind=EDGE),
+        wrong("tensordot of a 3-D k pairs every batch with every batch", best_match_tensordot,
+              "has shape (2, 3, 2); expected (2, 3)", kind=TYPICAL),
+        wrong("the largest |dot product|", lambda q, k: (q @ k.mT).abs().argmax(dim=-1),
+              "wrong values", kind=TYPICAL),
+        wrong("the nearest key by distance", best_match_nearest_by_distance, "wrong values", kind=TYPICAL),
+        wrong("cosine similarity", best_match_cosine, "wrong values", kind=TYPICAL),
+        wrong("a Python list of indices", lambda q, k: (q @ k.mT).argmax(dim=-1).tolist(),
+              "is a list", "expected a torch.Tensor", kind=TYPICAL),
+        wrong("reshape(B * n, -1): no -1 for an empty batch", best_match_flat_reshape,
+              "cannot reshape tensor of 0 elements", "Likely cause:", kind=EDGE, outcome=RAISED),
+        wrong("max with keepdim=True", lambda q, k: torch.max(q @ k.mT, dim=-1, keepdim=True).indices,
+              "has shape (2, 3, 1)", kind=TYPICAL),
+        right("broadcast product, summed, argmax", best_match_broadcast_sum),
     ],
 })
 

@@ -5,7 +5,7 @@ import torch
 
 from course_utils.exercises import tensors as ex
 from course_utils.exercises.core import Outcome
-from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+from exercise_catalogue import EDGE, STATEFUL, TYPICAL, Catalogue, right, wrong
 
 RAISED = Outcome.RAISED
 
@@ -52,12 +52,30 @@ def match_through_float32(x, reference):
 
 
 def match_through_float64(x, reference):
-    return x.double().to(reference)  # float64 holds every value tried exactly
+    return x.double().to(reference)  # float64 rounds int64 past 2**53
 
 
 def match_by_copying_into_the_reference(x, reference):
     reference.copy_(x)
     return reference
+
+
+# -- issue 45, fresh round (from the task text) --
+def match_int64_for_any_integer(x, reference):  # every integer reference taken for int64
+    return x.to(device=reference.device, dtype=reference.dtype if reference.is_floating_point() else torch.int64)
+
+
+def match_requires_grad_like_reference(x, reference):  # copies requires_grad too, onto x itself when no copy
+    out = x.to(dtype=reference.dtype, device=reference.device)
+    if out.is_floating_point():
+        out.requires_grad_(reference.requires_grad)
+    return out
+
+
+def match_default_float_for_ints(x, reference):  # float references fine; integer ones via float32
+    if reference.is_floating_point():
+        return x.to(reference.dtype).to(reference.device)
+    return x.to(torch.get_default_dtype()).to(reference.dtype).to(reference.device)
 
 
 CATALOGUE = Catalogue({
@@ -104,7 +122,6 @@ CATALOGUE = Catalogue({
               "changed its input x in place", "is (3,) float32 afterwards instead of (3,) float64",
               "x.data", kind=STATEFUL),
         # -- round 3 of outside testing
-        right("a float64 detour, then x.to(reference)", match_through_float64),
         right("clone, then to(..., copy=True)", lambda x, reference: x.clone().to(
             device=reference.device, dtype=reference.dtype, copy=True)),
         wrong("to(dtype, device) by position: the device comes first",
@@ -115,6 +132,36 @@ CATALOGUE = Catalogue({
         wrong("a float32 detour rounds float64 numbers and big integers", match_through_float32,
               "Your numbers were rounded on the way", "as if they passed through float32",
               kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("view(dtype) reinterprets the bits", lambda x, reference: x.view(reference.dtype).to(reference.device),
+              "has shape (6,); expected (3,)", kind=TYPICAL),
+        wrong("every integer reference taken for int64", match_int64_for_any_integer,
+              "has dtype int64", "expected the reference's, int32", kind=EDGE),
+        wrong("empty_like(reference): the reference's shape",
+              lambda x, reference: torch.empty_like(reference).copy_(x),
+              "must match the size", "Likely cause:", kind=TYPICAL, outcome=RAISED),
+        wrong("through tolist(): an empty x loses its shape",
+              lambda x, reference: torch.tensor(x.tolist(), dtype=reference.dtype, device=reference.device),
+              "has shape (0,); expected (0, 3)", kind=EDGE),
+        wrong("copies the reference's requires_grad", match_requires_grad_like_reference,
+              "requires grad and x does not", kind=EDGE),
+        wrong("through numpy: no bfloat16 there",
+              lambda x, reference: torch.from_numpy(x.numpy()).to(reference.dtype).to(reference.device),
+              "unsupported ScalarType BFloat16", "numpy has no bfloat16", kind=EDGE, outcome=RAISED),
+        wrong("the wider of the two dtypes",
+              lambda x, reference: x.to(device=reference.device, dtype=torch.promote_types(x.dtype, reference.dtype)),
+              "kept x's dtype float64", kind=TYPICAL),
+        wrong("squeeze() drops size-1 dims",
+              lambda x, reference: x.squeeze().to(reference.dtype).to(reference.device),
+              "has shape (4,); expected (4, 1)", kind=EDGE),
+        wrong("view(-1) of a non-contiguous x",
+              lambda x, reference: x.view(-1).to(reference.dtype).to(reference.device).view(x.shape),
+              "view size is not compatible", "Likely cause:", kind=EDGE, outcome=RAISED),
+        wrong("integer references through the default float dtype", match_default_float_for_ints,
+              "what x gives through float32", "cannot hold every int64 number", kind=EDGE),
+        wrong("a float64 detour rounds int64 past 2**53", match_through_float64,
+              "what x gives through float64", "cannot hold every int64 number", kind=EDGE),
+        right("new_empty on the reference, then copy_", lambda x, reference: reference.new_empty(x.shape).copy_(x)),
     ],
 })
 

@@ -1,11 +1,12 @@
 """Chapter 01's outer_sum: its catalogue of right and wrong answers."""
 
+import numpy as np
 import pytest
 import torch
 
 from course_utils.exercises import tensors as ex
 from course_utils.exercises.core import Outcome
-from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+from exercise_catalogue import EDGE, STATEFUL, TYPICAL, Catalogue, right, wrong
 
 RAISED = Outcome.RAISED
 
@@ -79,11 +80,46 @@ def outer_sum_halves_against_overflow(a, b):
     return a[:, None] + b[None, :]
 
 
+# -- issue 45, fresh round (from the task text) --
+def outer_sum_cartesian_prod_sum(a, b):  # sum() of integers gives int64 (and does not wrap)
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    return torch.cartesian_prod(a.to(dtype), b.to(dtype)).sum(dim=1).reshape(len(a), len(b))
+
+
+def outer_sum_repeat_then_add_in_place(a, b):  # += keeps a's dtype
+    out = a.unsqueeze(1).repeat(1, len(b))
+    out += b
+    return out
+
+
+def outer_sum_numpy_add_outer(a, b):  # numpy's promotion: int64 + float32 is float64 there
+    return torch.from_numpy(np.add.outer(a.numpy(), b.numpy()))
+
+
+def outer_sum_int64_against_overflow(a, b):  # widens integers to int64 against overflow
+    if not a.is_floating_point():
+        a = a.long()
+    if not b.is_floating_point():
+        b = b.long()
+    return a[:, None] + b[None, :]
+
+
+def outer_sum_item_for_one(a, b):  # N == 1 through a Python number: float64 a stops promoting
+    if len(a) == 1:
+        return (a.item() + b)[None, :]
+    return a[:, None] + b[None, :]
+
+
+def outer_sum_empty_special_case(a, b):  # the empty case in the default dtype
+    if len(a) == 0:
+        return torch.empty(0, len(b))
+    return a[:, None] + b[None, :]
+
+
 CATALOGUE = Catalogue({
     ex.outer_sum: [
         right("unsqueeze(1) and broadcasting b", lambda a, b: a.unsqueeze(1) + b),
         right("view(-1, 1) + view(1, -1)", lambda a, b: a.view(-1, 1) + b.view(1, -1)),
-        right("torch.vmap over a", lambda a, b: torch.vmap(lambda ai: ai + b)(a) if len(a) else a[:, None] + b),
         right("repeat b's length, transpose, add", lambda a, b: a.repeat(len(b), 1).T + b),
         wrong("meshgrid needs one dtype: an int64 a with a float32 b", outer_sum_meshgrid_ij,
               "meshgrid expects all tensors to have the same dtype", "Likely cause:",
@@ -143,6 +179,33 @@ CATALOGUE = Catalogue({
               "wrong values", "at the edges of float32", "expected 1.401298464324817e-45", kind=EDGE),
         right("torch.add of unsqueeze(-1) and b", lambda a, b: torch.add(a.unsqueeze(-1), b)),
         right("torch.sub with alpha=-1", lambda a, b: torch.sub(a[:, None], b, alpha=-1)),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("squeeze() drops N == 1", lambda a, b: (a[:, None] + b[None, :]).squeeze(),
+              "has shape (3,); expected (1, 3)", kind=EDGE),
+        wrong("cartesian_prod, summed: integer sums become int64", outer_sum_cartesian_prod_sum,
+              "has dtype torch.int64; expected torch.int32", kind=EDGE),
+        wrong("torch.stack of copies: none for N == 0",
+              lambda a, b: torch.stack([a] * len(b), dim=1) + torch.stack([b] * len(a)),
+              "stack expects a non-empty TensorList", "Likely cause:", kind=EDGE, outcome=RAISED),
+        wrong("repeat, then += b: keeps a's dtype", outer_sum_repeat_then_add_in_place,
+              "can't be cast to the desired output type", "Likely cause:", kind=TYPICAL, outcome=RAISED),
+        wrong("reshape(len(a), -1): no -1 for N == 0", lambda a, b: a.reshape(len(a), -1) + b,
+              "cannot reshape tensor of 0 elements", "Likely cause:", kind=EDGE, outcome=RAISED),
+        wrong("through tolist(): Python numbers lose the dtype",
+              lambda a, b: torch.tensor(a.tolist())[:, None] + torch.tensor(b.tolist()),
+              "has dtype torch.float32; expected torch.float64", kind=EDGE),
+        wrong("numpy's add.outer: numpy's type promotion", outer_sum_numpy_add_outer,
+              "a + b has torch.float32", kind=EDGE),
+        wrong("widens integers to int64 against overflow", outer_sum_int64_against_overflow,
+              "has dtype torch.int64; expected torch.int32", kind=EDGE),
+        wrong("a.item() for N == 1: a Python number does not promote", outer_sum_item_for_one,
+              "a single a (N = 1)", "a + b has torch.float64", kind=EDGE),
+        wrong("an empty a answered in the default dtype", outer_sum_empty_special_case,
+              "an empty a (N = 0)", "a + b has torch.float64", kind=EDGE),
+        wrong("torch.vmap over a: each a[i] is 0-d, and a 0-d float64 does not promote",
+              lambda a, b: torch.vmap(lambda ai: ai + b)(a) if len(a) else a[:, None] + b,
+              "a + b has torch.float64", kind=EDGE),
+        right("expand a over b's length, transpose, add", lambda a, b: a.expand(len(b), len(a)).T + b),
     ],
 })
 

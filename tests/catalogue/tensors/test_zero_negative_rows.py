@@ -5,7 +5,7 @@ import torch
 
 from course_utils.exercises import tensors as ex
 from course_utils.exercises.core import Outcome
-from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
+from exercise_catalogue import EDGE, STATEFUL, TYPICAL, Catalogue, right, wrong
 
 RAISED = Outcome.RAISED
 
@@ -192,6 +192,74 @@ def zero_rows_einsum_index_put(x):
     return int(rows.count_nonzero())
 
 
+# -- issue 45, fresh round (from the task text) --
+def zero_rows_signbit(x):  # -0.0 sums count as negative, and so does nan from inf + -inf
+    negative = torch.signbit(x.sum(dim=1))
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_counts_zero_rows_after(x):  # counts the rows of zeros, old ones too (and rows of no columns)
+    x[x.sum(dim=1) < 0] = 0
+    return int((x == 0).all(dim=1).sum())
+
+
+def zero_rows_nonzero_squeeze_len(x):  # one negative row: squeeze() makes a 0-d index, len() fails
+    rows = (x.sum(dim=1) < 0).nonzero().squeeze()
+    x[rows] = 0
+    return len(rows)
+
+
+def zero_rows_epsilon_threshold(x):  # "below 0 up to rounding": tiny negative sums stay
+    negative = x.sum(dim=1) < -torch.finfo(x.dtype).eps
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_cumsum_last(x):  # the running sum's last column: no column to read in an x without columns
+    negative = x.cumsum(dim=1)[:, -1] < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_nan_to_num_in_place(x):  # tames the infinities of the caller's x, in rows not zeroed too
+    x.nan_to_num_()
+    negative = x.sum(dim=1) < 0
+    x[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_count_of_keepdim_mask(x):  # a keepdim mask counted down its rows: a (1,) tensor, not 0-d
+    negative = x.sum(dim=1, keepdim=True) < 0
+    x.masked_fill_(negative, 0)
+    return negative.sum(dim=0)
+
+
+def zero_rows_float32_working_copy(x):  # half precision sums inaccurate: works on a float32 copy
+    y = x.to(torch.float32)
+    negative = y.sum(dim=1) < 0
+    y[negative] = 0
+    return int(negative.sum())
+
+
+def zero_rows_as_tuple_len(x):  # len of nonzero(as_tuple=True) is the number of dimensions
+    rows = (x.sum(dim=1) < 0).nonzero(as_tuple=True)
+    x[rows] = 0
+    return len(rows)
+
+
+def zero_rows_counts_elements(x):  # the expanded mask counts elements, not rows
+    mask = (x.sum(dim=1, keepdim=True) < 0).expand_as(x)
+    x[mask] = 0
+    return int(mask.sum())
+
+
+def zero_rows_index_put(x):
+    negative = x.sum(dim=1) < 0
+    x.index_put_((negative,), torch.tensor(0, dtype=x.dtype))
+    return torch.count_nonzero(negative)
+
+
 CATALOGUE = Catalogue({
     ex.zero_negative_rows: [
         wrong("~(sum >= 0)", zero_rows_not_at_least_zero, "whose sum is nan", "x.sum(dim=1) < 0 is not", kind=EDGE),
@@ -247,6 +315,28 @@ CATALOGUE = Catalogue({
         # call's error only where the first call left x right (issue 43)
         wrong("refuses a row of zeros: raises on the second call", zero_rows_refusing_rows_of_zeros,
               "x has a row of zeros", "second call on the same x", kind=STATEFUL, outcome=RAISED),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("signbit of the sums: nan from inf + -inf has its sign bit set", zero_rows_signbit,
+              "whose sum is nan", "signbit reads the sign bit", kind=EDGE),
+        wrong("counts the rows of zeros afterwards", zero_rows_counts_zero_rows_after,
+              "That is the number of rows of zeros afterwards", kind=EDGE),
+        wrong("nonzero().squeeze() and len(): one negative row is a 0-d index", zero_rows_nonzero_squeeze_len,
+              "len() of a 0-d tensor", "Likely cause:", kind=EDGE, outcome=RAISED),
+        wrong("below minus eps: a tiny negative sum stays", zero_rows_epsilon_threshold,
+              "at the edges of float32", "wrong values", kind=EDGE),
+        wrong("the last column of cumsum: none in an x without columns", zero_rows_cumsum_last,
+              "index -1 is out of bounds", "no columns", kind=EDGE, outcome=RAISED),
+        wrong("nan_to_num_ on the caller's x", zero_rows_nan_to_num_in_place,
+              "holding inf and -inf", "got 3.40282e+38, expected inf", kind=EDGE),
+        wrong("a (1,) count from a keepdim mask", zero_rows_count_of_keepdim_mask,
+              "tensor of shape (1,) holding 2", "0-d integer tensor", kind=TYPICAL),
+        wrong("zeroes a float32 copy of a float64 x", zero_rows_float32_working_copy,
+              "for this float64 x it wrote into a copy", "another dtype is a copy", kind=EDGE),
+        wrong("len() of nonzero(as_tuple=True): the number of dimensions", zero_rows_as_tuple_len,
+              "Your function returned 1; 2 rows were to be zeroed", kind=TYPICAL),
+        wrong("counts the elements of an expanded mask", zero_rows_counts_elements,
+              "number of elements zeroed", kind=TYPICAL),
+        right("index_put_ of a 0-d zero, count_nonzero", zero_rows_index_put),
     ],
 })
 
