@@ -1,4 +1,11 @@
-"""T5 — flatten_transposed: transposes are views with other strides."""
+"""T5 — flatten_transposed: transposes are views with other strides.
+
+Engine: applies edges.edge_tensor (the edges of float32, float64, float16 and int64: ±0,
+subnormals, the largest values, ±inf, nan, the integers float32 and float64 cannot hold), in a
+contiguous and a transposed layout, and a bool x and an empty x of another dtype; hand-written
+because its named mistakes read the answer's own source (a reshape to (columns, rows)) and
+compare with what x flattened without the transpose gives.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,12 @@ import ast
 import torch
 
 from course_utils.exercises.answer_source import answer_nodes as _answer_nodes
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
+from course_utils.exercises.core import Exercise, Function, Raised, later_error
+from course_utils.exercises.edges import edge_tensor
 from course_utils.exercises.facts import (
     given, same_values, shape_text, tensor_of, tensor_problem, value_facts,
 )
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.tensors.common import (
     CHAPTER,
@@ -20,6 +29,43 @@ from course_utils.exercises.tensors.common import (
     _input_changed,
     _left_as_it_was,
 )
+
+
+MESSAGES = Messages("flatten_transposed", {
+    "not-transposed": Message(
+        "These are x's values in x's own order ({on}): transpose first (x.T), then flatten.{note}",
+        advises=("x.T.reshape(-1)",)),
+    "reshape-not-transpose": Message(
+        "These are x's values in x's own order ({on}): transpose first (x.T), then flatten.{note}",
+        advises=("x.T.reshape(-1)",)),
+    "reshape-note": " (Reshaping x to (columns, rows) is not a transpose: it keeps x's order.)",
+    "transposes-only-some": (
+        "These are x's values in x's own order ({on}), though your function transposes somewhere: a "
+        "branch that skips the transpose, or a second one that undoes it? Transpose every x once, "
+        "whatever its shape or layout, then flatten."),
+    "not-flattened": (
+        "Your result has shape {shape} ({on}); expected one dimension, {expected}. Flatten after "
+        "transposing."),
+    "assumes-contiguous": (
+        "Your function is right for every contiguous x, wrong for this one ({on}): {problem} Work with "
+        "x's dimensions (x.T, transpose, permute), not with assumed strides or memory order."),
+    "wrong-on-second-call": (
+        "Your function was right on its first call, not on a second call with the same x ({on}): "
+        "{problem}"),
+    "passed": "Correct: transposed, then flattened in the transposed order.",
+    "hint-1": "x.T swaps the two dimensions without moving any data: it is a view with other strides.",
+    "hint-2": "view() needs memory laid out in the order it reads; after a transpose it is not.",
+    "hint-3": "x.T.reshape(-1), x.T.flatten() and x.T.contiguous().view(-1) all work.",
+    "numpy-has-no-bfloat16": (
+        "NumPy has no bfloat16, so a tensor of that dtype cannot go through .numpy(). Stay in torch, "
+        "which works for every dtype: x.T.reshape(-1)."),
+    "view-of-transpose": (
+        "view() cannot reorder memory, and a transposed tensor is not contiguous. Use .reshape(-1), or "
+        ".contiguous().view(-1)."),
+    "cat-of-no-columns": (
+        "an x with no columns (shape (n, 0)) gives an empty list of columns, and torch.cat refuses an "
+        "empty list. x.T.reshape(-1) handles every shape, empty ones too."),
+})
 
 
 def _reshapes_to_two_sizes(answer) -> bool:
@@ -36,6 +82,16 @@ def _reshapes_to_two_sizes(answer) -> bool:
     return False
 
 
+_TRANSPOSING = {"T", "mT", "transpose", "permute", "t", "movedim", "swapaxes", "swapdims"}
+
+
+def _transposes_somewhere(answer) -> bool:
+    """Whether the answer's own source transposes x somewhere (x.T, transpose, permute, ...):
+    then values in x's own order come from a branch that skips it."""
+    return any(isinstance(inner, ast.Attribute) and inner.attr in _TRANSPOSING
+               for node in _answer_nodes(answer) for inner in ast.walk(node))
+
+
 # ============================================================================================
 # T5 — transposes are views with other strides
 # ============================================================================================
@@ -43,24 +99,39 @@ def flatten_transposed(x):
     return x.T.reshape(-1)
 
 
-# (shape, dtype, layout): "transposed" gives x as the transpose of a contiguous tensor, so x
-# itself is not contiguous (and x.T is); "strided" takes every other column.
+# (shape, dtype, layout, values): "transposed" gives x as the transpose of a contiguous
+# tensor, so x itself is not contiguous (and x.T is); "strided" takes every other column.
+# "edges" fills x with the classic edges of its dtype (edges.edge_tensor): the task allows any
+# dtype and any values, so a detour through another dtype (float32 for an int64 x, a float
+# copy) or a cleaning of nan and inf shows there; then a bool x and an empty x of another dtype.
 _FLATTEN_CASES = [
-    ((2, 3), torch.float32, "contiguous"),
-    ((4, 5), torch.float64, "contiguous"),
-    ((1, 6), torch.int64, "contiguous"),
-    ((3, 1), torch.float32, "contiguous"),
-    ((3, 3), torch.int32, "contiguous"),
-    ((3, 4), torch.float32, "transposed"),
-    ((2, 3), torch.float32, "strided"),
-    ((3, 0), torch.float32, "contiguous"),
-    ((1, 1), torch.float64, "contiguous"),
-    ((2, 3), torch.bfloat16, "transposed"),  # "of any dtype": NumPy has no bfloat16
+    ((2, 3), torch.float32, "contiguous", "random"),
+    ((4, 5), torch.float64, "contiguous", "random"),
+    ((1, 6), torch.int64, "contiguous", "random"),
+    ((3, 1), torch.float32, "contiguous", "random"),
+    ((3, 3), torch.int32, "contiguous", "random"),
+    ((3, 4), torch.float32, "transposed", "random"),
+    ((2, 3), torch.float32, "strided", "random"),
+    ((3, 0), torch.float32, "contiguous", "random"),
+    ((1, 1), torch.float64, "contiguous", "random"),
+    ((2, 3), torch.bfloat16, "transposed", "random"),  # "of any dtype": NumPy has no bfloat16
+    ((3, 4), torch.bool, "contiguous", "random"),
+    ((0, 2), torch.int64, "contiguous", "random"),
+    ((3, 6), torch.float32, "contiguous", "edges"),
+    ((6, 3), torch.float64, "transposed", "edges"),
+    ((3, 4), torch.int64, "contiguous", "edges"),
+    ((3, 6), torch.float16, "contiguous", "edges"),
 ]
 
 
-def _flatten_input(shape, dtype, layout, generator):
+def _flatten_input(shape, dtype, layout, values, generator):
     n, m = shape
+    if values == "edges":
+        if layout == "transposed":
+            return edge_tensor((m, n), dtype).T
+        return edge_tensor((n, m), dtype)
+    if dtype is torch.bool:
+        return torch.rand(n, m, generator=generator) > 0.5
     if layout == "transposed":
         base = torch.rand(m, n, generator=generator) * 20 - 10
         return base.to(dtype).T  # the transpose of a contiguous (m, n): not contiguous
@@ -75,12 +146,15 @@ def _probe_flatten_transposed(answer, run):
     generator = _generator(5)
     cases = []
     record = {"cases": cases, "calls": _calls_in(answer),
-              "reshapes_to_two_sizes": _reshapes_to_two_sizes(answer)}
-    for shape, dtype, layout in _FLATTEN_CASES:
-        x = _flatten_input(shape, dtype, layout, generator)
+              "reshapes_to_two_sizes": _reshapes_to_two_sizes(answer),
+              "transposes_somewhere": _transposes_somewhere(answer)}
+    for shape, dtype, layout, values in _FLATTEN_CASES:
+        x = _flatten_input(shape, dtype, layout, values, generator)
         on = f"x of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
         if layout != "contiguous":
             on += f", {layout} (not contiguous)"
+        if values == "edges":
+            on += f", at the edges of {_dtype_name(dtype)}"
         before = given(x)
         given_x = x.clone() if layout == "contiguous" else x  # (the layout is the point)
         kept = x.clone()
@@ -129,19 +203,15 @@ def _judge_flatten_transposed(record):
             and not same_values(case["untransposed"], case["expected"]["values"])
             and same_values(got.get("values", []), case["untransposed"])
         ):
+            if record["transposes_somewhere"]:
+                return MESSAGES("transposes-only-some", on=on)
             mistake, note = "not-transposed", ""
             if record["reshapes_to_two_sizes"]:
-                mistake = "reshape-not-transpose"
-                note = " (Reshaping x to (columns, rows) is not a transpose: it keeps x's order.)"
-            return Mistake(mistake, (
-                f"These are x's values in x's own order ({on}): transpose first (x.T), then "
-                f"flatten.{note}"
-            ))
+                mistake, note = "reshape-not-transpose", MESSAGES.text("reshape-note")
+            return MESSAGES(mistake, on=on, note=note)
         if got["kind"] == "tensor" and len(got["shape"]) == 2:
-            return Mistake("not-flattened", (
-                f"Your result has shape {shape_text(got['shape'])} ({on}); expected one "
-                f"dimension, {shape_text(case['expected']['shape'])}. Flatten after transposing."
-            ))
+            return MESSAGES("not-flattened", shape=shape_text(got["shape"]), on=on,
+                            expected=shape_text(case["expected"]["shape"]))
         problem = tensor_problem(got, case["expected"], on=on)
         if problem:
             contiguous_right = all(
@@ -149,17 +219,11 @@ def _judge_flatten_transposed(record):
                 for c in cases if c["layout"] == "contiguous"
             )
             if case["layout"] != "contiguous" and contiguous_right:
-                return Mistake("assumes-contiguous", (
-                    f"Your function is right for every contiguous x, wrong for this one ({on}): "
-                    f"{tensor_problem(got, case['expected'])} Work with x's dimensions (x.T, transpose, permute), not with "
-                    "assumed strides or memory order."
-                ))
+                return MESSAGES("assumes-contiguous", on=on, problem=tensor_problem(got, case["expected"]))
             return problem
         if tensor_problem(case["again"], case["expected"]):
-            return Mistake("wrong-on-second-call", (
-                f"Your function was right on its first call, not on a second call with the same "
-                f"x ({on}): {tensor_problem(case['again'], case['expected'], what='the second result')}"
-            ))
+            return MESSAGES("wrong-on-second-call", on=on,
+                            problem=tensor_problem(case["again"], case["expected"], what="the second result"))
     if record.get("raised"):
         return Raised(record["raised"])
     return None
@@ -175,30 +239,12 @@ flatten_transposed = Exercise(
     expect=_expect_flatten_transposed,
     judge=_judge_flatten_transposed,
     reference=flatten_transposed,
-    passed_message="Correct: transposed, then flattened in the transposed order.",
-    hints=[
-        "x.T swaps the two dimensions without moving any data: it is a view with other strides.",
-        "view() needs memory laid out in the order it reads; after a transpose it is not.",
-        "x.T.reshape(-1), x.T.flatten() and x.T.contiguous().view(-1) all work.",
-    ],
-    error_notes=[
-        (
-            "Got unsupported ScalarType BFloat16",
-            "NumPy has no bfloat16, so a tensor of that dtype cannot go through .numpy(). Stay "
-            "in torch, which works for every dtype: x.T.reshape(-1).",
-            "numpy-has-no-bfloat16",
-        ),
-        (
-            "view size is not compatible with input tensor's size and stride",
-            "view() cannot reorder memory, and a transposed tensor is not contiguous. Use "
-            ".reshape(-1), or .contiguous().view(-1).",
-            "view-of-transpose",
-        ),
-        (
-            "expected a non-empty list of Tensors",
-            "an x with no columns (shape (n, 0)) gives an empty list of columns, and torch.cat "
-            "refuses an empty list. x.T.reshape(-1) handles every shape, empty ones too.",
-            "cat-of-no-columns",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "numpy-has-no-bfloat16": "Got unsupported ScalarType BFloat16",
+        "view-of-transpose": "view size is not compatible with input tensor's size and stride",
+        "cat-of-no-columns": "expected a non-empty list of Tensors",
+    }),
+    messages=MESSAGES,
 )

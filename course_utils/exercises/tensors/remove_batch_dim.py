@@ -1,11 +1,23 @@
-"""T6 — remove_batch_dim: squeeze only drops size-1 dimensions."""
+"""T6 — remove_batch_dim: squeeze only drops size-1 dimensions.
+
+Engine: applies edges.edge_tensor (the edges of float32, float64, float16 and int64: ±0,
+subnormals, the largest values, ±inf, nan, the integers float32 cannot hold), in a contiguous and
+a permuted layout, and a 1-D x of another dtype; hand-written because its named mistakes compare
+the result's shape with what squeeze() gives and read the answer's own calls.
+"""
 
 from __future__ import annotations
 
+import ast
+
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.answer_source import answer_nodes as _answer_nodes
+
+from course_utils.exercises.core import Exercise, Function
+from course_utils.exercises.edges import edge_tensor
 from course_utils.exercises.facts import given, shape_text, tensor_of, tensor_problem, value_facts
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.tensors.common import (
     CHAPTER,
     _calls_in,
@@ -16,6 +28,64 @@ from course_utils.exercises.tensors.common import (
 )
 
 
+MESSAGES = Messages("remove_batch_dim", {
+    "squeeze-all": Message(
+        "Your result has shape {shape}; expected {expected} ({on}): every size-1 dimension is gone, not "
+        "only the batch one.{note} Remove only dimension 0: x.squeeze(0) or x[0].",
+        advises=("x.squeeze(0)",)),
+    "squeeze-all-note": " squeeze() with no argument drops them all.",
+    "drops-other-dims-too": (
+        "Your result has shape {shape}; expected {expected} ({on}): every size-1 dimension is gone, not "
+        "only the batch one, though your function removes dimension 0 alone elsewhere. Look for the "
+        "call or the branch that gives this shape: only dimension 0 may go, for every x."),
+    "batch-dim-kept": (
+        "Your result still has shape {shape} ({on}): the batch dimension, dimension 0, is still "
+        "there.{note}"),
+    "squeezed-other-dim": (
+        "Your result still has shape {shape} ({on}): the batch dimension, dimension 0, is still "
+        "there.{note}"),
+    "squeezed-other-dim-note": " squeeze(d) silently does nothing when dimension d is not of size 1.",
+    "wrong-on-second-call": (
+        "Your function was right on its first call, not on a second call with the same x: {problem}"),
+    "passed": "Correct: only dimension 0 is gone, other size-1 dimensions are kept.",
+    "hint-1": "The check also uses shapes like (1, 1, 5): only the first 1 is the batch.",
+    "hint-2": "squeeze() drops every dimension of size 1; squeeze(0) only the first (x[0] works too).",
+    "reshape-of-unpacked-empty-shape": Message(
+        "for x of shape (1,) the rest is (), so reshape(*x.shape[1:]) passes no size at all. Pass the "
+        "shape as one tuple, x.reshape(x.shape[1:]), or use x.squeeze(0) or x[0].",
+        advises=("x.reshape(x.shape[1:])",)),
+    "view-of-unpacked-empty-shape": Message(
+        "for x of shape (1,) the rest is (), so view(*x.shape[1:]) passes no size at all. Pass the "
+        "shape as one tuple, x.view(x.shape[1:]), or use x.squeeze(0) or x[0].",
+        advises=("x.view(x.shape[1:])",)),
+    "view-flattens-everything": (
+        "view() cannot reorder memory, and this x is a permuted (non-contiguous) view. Do not follow "
+        "torch's advice to the letter here: reshape(-1) runs, but it flattens every dimension into one, "
+        "and removing the batch dimension must keep the others. x.squeeze(0) (or x[0]) removes only "
+        "that one, as a view, for any layout."),
+    "mean-of-integers": (
+        "mean() computes an average, which needs a floating dtype; an integer x has none. Dropping a "
+        "dimension needs no arithmetic: x.squeeze(0) or x[0]."),
+    "iteration-over-0-d": (
+        "for x of shape (1,) the rest is (): what is left without the batch dimension is 0-d, a single "
+        "number, with nothing to go through. "
+        "x.squeeze(0) (or x[0]) removes the batch dimension of any x in one call."),
+})
+
+
+def _removes_dim_0_alone(answer) -> bool:
+    """Whether the answer's own source removes dimension 0 alone somewhere (squeeze(0),
+    squeeze(dim=0)): then a result with every size-1 dimension gone comes from another call."""
+    for node in _answer_nodes(answer):
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) \
+                    and inner.func.attr in ("squeeze", "squeeze_"):
+                given = list(inner.args) + [k.value for k in inner.keywords if k.arg == "dim"]
+                if any(isinstance(arg, ast.Constant) and arg.value == 0 for arg in given):
+                    return True
+    return False
+
+
 # ============================================================================================
 # T6 — squeeze only drops size-1 dimensions
 # ============================================================================================
@@ -23,20 +93,34 @@ def remove_batch_dim(x):
     return x.squeeze(0)
 
 
-# (shape, dtype, permuted): "permuted" gives x as a non-contiguous view.
+# (shape, dtype, permuted, values): "permuted" gives x as a non-contiguous view; "edges" fills
+# x with the classic edges of its dtype (edges.edge_tensor): the task allows several dtypes and
+# any values, so a detour through another dtype (float32 for an int64 x, a Python number) or a
+# cleaning of nan and inf shows there.
 _BATCH_CASES = [
-    ((1, 5), torch.float32, False),
-    ((1, 3, 4), torch.float32, True),
-    ((1, 1, 5), torch.int64, False),
-    ((1, 2, 1), torch.float64, False),
-    ((1, 1), torch.bool, False),
-    ((1,), torch.float32, False),
-    ((1, 0, 3), torch.float32, False),
-    ((1, 4), torch.int8, False),
+    ((1, 5), torch.float32, False, "random"),
+    ((1, 3, 4), torch.float32, True, "random"),
+    ((1, 1, 5), torch.int64, False, "random"),
+    ((1, 2, 1), torch.float64, False, "random"),
+    ((1, 1), torch.bool, False, "random"),
+    ((1,), torch.float32, False, "random"),
+    ((1, 0, 3), torch.float32, False, "random"),
+    ((1, 4), torch.int8, False, "random"),
+    ((1,), torch.int32, False, "random"),
+    ((1, 2, 9), torch.float32, False, "edges"),
+    ((1, 3, 6), torch.float64, True, "edges"),
+    ((1, 11, 1), torch.int64, False, "edges"),
+    ((1, 9, 2), torch.float16, False, "edges"),
 ]
+# (The edges fill a rest of two dimensions: edges.edge_tensor makes its values as one row first,
+# which for a 1-D rest would be the right answer, computed where the learner's code runs.)
 
 
-def _batch_input(shape, dtype, permuted, generator):
+def _batch_input(shape, dtype, permuted, values, generator):
+    if values == "edges":
+        if permuted:
+            return edge_tensor((shape[0], shape[2], shape[1]), dtype).transpose(1, 2)
+        return edge_tensor(shape, dtype)
     if permuted:
         base = torch.rand(shape[0], shape[2], shape[1], generator=generator) * 20 - 10
         return base.to(dtype).transpose(1, 2)
@@ -49,11 +133,13 @@ def _probe_remove_batch_dim(answer, run):
     gives (``_expect_remove_batch_dim`` adds that, on the judge's side)."""
     generator = _generator(6)
     cases = []
-    for shape, dtype, permuted in _BATCH_CASES:
-        x = _batch_input(shape, dtype, permuted, generator)
+    for shape, dtype, permuted, values in _BATCH_CASES:
+        x = _batch_input(shape, dtype, permuted, values, generator)
         on = f"x of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
         if permuted:
             on += ", a permuted (non-contiguous) view"
+        if values == "edges":
+            on += f", at the edges of {_dtype_name(dtype)}"
         before = given(x)
         given_x = x if permuted else x.clone()
         kept = x.clone()
@@ -69,7 +155,7 @@ def _probe_remove_batch_dim(answer, run):
                 "x_after": after,
             }
         )
-    return {"cases": cases, "calls": _calls_in(answer)}
+    return {"cases": cases, "calls": _calls_in(answer), "removes_dim_0_alone": _removes_dim_0_alone(answer)}
 
 
 def _expect_remove_batch_dim(record):
@@ -91,32 +177,23 @@ def _judge_remove_batch_dim(record):
             return changed
         if got["kind"] == "tensor" and got["shape"] != case["expected"]["shape"]:
             if got["shape"] == case["squeezed_all"]:
-                note = (
-                    " squeeze() with no argument drops them all." if "squeeze()" in calls else ""
-                )
-                return Mistake("squeeze-all", (
-                    f"Your result has shape {shape_text(got['shape'])}; expected "
-                    f"{shape_text(case['expected']['shape'])} ({on}): every size-1 dimension is "
-                    f"gone, not only the batch one.{note} Remove only dimension 0: x.squeeze(0) "
-                    "or x[0]."
-                ))
+                if record.get("removes_dim_0_alone") and "squeeze()" not in calls:
+                    return MESSAGES("drops-other-dims-too", shape=shape_text(got["shape"]), on=on,
+                                    expected=shape_text(case["expected"]["shape"]))
+                note = MESSAGES.text("squeeze-all-note") if "squeeze()" in calls else ""
+                return MESSAGES("squeeze-all", shape=shape_text(got["shape"]), on=on, note=note,
+                                expected=shape_text(case["expected"]["shape"]))
             if got["shape"] == case["given"]["x"]["shape"]:
                 mistake, note = "batch-dim-kept", ""
                 if "squeeze" in calls:
-                    mistake = "squeezed-other-dim"
-                    note = " squeeze(d) silently does nothing when dimension d is not of size 1."
-                return Mistake(mistake, (
-                    f"Your result still has shape {shape_text(got['shape'])} ({on}): the batch "
-                    f"dimension, dimension 0, is still there.{note}"
-                ))
+                    mistake, note = "squeezed-other-dim", MESSAGES.text("squeezed-other-dim-note")
+                return MESSAGES(mistake, shape=shape_text(got["shape"]), on=on, note=note)
         problem = tensor_problem(got, case["expected"], on=on)
         if problem:
             return problem
         problem = tensor_problem(case["again"], case["expected"], what="the second result", on=on)
         if problem:
-            return Mistake("wrong-on-second-call", (
-                f"Your function was right on its first call, not on a second call with the same x: {problem}"
-            ))
+            return MESSAGES("wrong-on-second-call", problem=problem)
     return None
 
 
@@ -130,37 +207,14 @@ remove_batch_dim = Exercise(
     expect=_expect_remove_batch_dim,
     judge=_judge_remove_batch_dim,
     reference=remove_batch_dim,
-    passed_message="Correct: only dimension 0 is gone, other size-1 dimensions are kept.",
-    hints=[
-        "The check also uses shapes like (1, 1, 5): only the first 1 is the batch.",
-        "squeeze() drops every dimension of size 1; squeeze(0) only the first (x[0] works too).",
-    ],
-    error_notes=[
-        (
-            'reshape() missing 1 required positional arguments: "shape"',
-            "for x of shape (1,) the rest is (), so reshape(*x.shape[1:]) passes no size at "
-            "all. Pass the shape as one tuple, x.reshape(x.shape[1:]), or use x.squeeze(0) or x[0].",
-            "reshape-of-unpacked-empty-shape",
-        ),
-        (
-            "view() received an invalid combination of arguments - got ()",
-            "for x of shape (1,) the rest is (), so view(*x.shape[1:]) passes no size at all. "
-            "Pass the shape as one tuple, x.view(x.shape[1:]), or use x.squeeze(0) or x[0].",
-            "view-of-unpacked-empty-shape",
-        ),
-        (
-            "view size is not compatible with input tensor's size and stride",
-            "view() cannot reorder memory, and this x is a permuted (non-contiguous) view. Do "
-            "not follow torch's advice to the letter here: reshape(-1) runs, but it flattens "
-            "every dimension into one, and removing the batch dimension must keep the others. "
-            "x.squeeze(0) (or x[0]) removes only that one, as a view, for any layout.",
-            "view-flattens-everything",
-        ),
-        (
-            "could not infer output dtype",
-            "mean() computes an average, which needs a floating dtype; an integer x has none. "
-            "Dropping a dimension needs no arithmetic: x.squeeze(0) or x[0].",
-            "mean-of-integers",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "reshape-of-unpacked-empty-shape": 'reshape() missing 1 required positional arguments: "shape"',
+        "view-of-unpacked-empty-shape": "view() received an invalid combination of arguments - got ()",
+        "view-flattens-everything": "view size is not compatible with input tensor's size and stride",
+        "mean-of-integers": "could not infer output dtype",
+        "iteration-over-0-d": "iteration over a 0-d tensor",
+    }),
+    messages=MESSAGES,
 )

@@ -111,6 +111,84 @@ def mse_torch_assert(pred, target):
     return (difference * difference).mean()
 
 
+# -- issue 45, fresh round (from the task text) -------------------------------------------------
+def _shapes(pred, target):
+    return f"pred {tuple(pred.shape)} vs target {tuple(target.shape)}"
+
+
+def mse_mean_dim0(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError(_shapes(pred, target))
+    return ((pred - target) ** 2).mean(dim=0)
+
+
+def mse_nanmean(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError(_shapes(pred, target))
+    return ((pred - target) ** 2).nanmean()
+
+
+def mse_empty_zero(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError(_shapes(pred, target))
+    if pred.numel() == 0:
+        return torch.tensor(0.0)
+    return ((pred - target) ** 2).mean()
+
+
+def mse_float32(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError(_shapes(pred, target))
+    return ((pred.float() - target.float()) ** 2).mean()
+
+
+def mse_squeeze_then_compare(pred, target):
+    pred, target = pred.squeeze(), target.squeeze()
+    if pred.shape != target.shape:
+        raise AssertionError(_shapes(pred, target))
+    return ((pred - target) ** 2).mean()
+
+
+def mse_checks_broadcastable(pred, target):
+    try:
+        torch.broadcast_shapes(pred.shape, target.shape)
+    except RuntimeError:
+        raise AssertionError(_shapes(pred, target)) from None
+    return ((pred - target) ** 2).mean()
+
+
+def mse_message_numel(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError(f"pred has {pred.numel()} elements, target {target.numel()}")
+    return ((pred - target) ** 2).mean()
+
+
+def mse_reduction_sum(pred, target):
+    if pred.shape != target.shape:
+        raise ValueError(_shapes(pred, target))
+    return torch.nn.functional.mse_loss(pred, target, reduction="sum")
+
+
+def mse_row_sums_mean(pred, target):
+    if pred.shape != target.shape:
+        raise AssertionError(_shapes(pred, target))
+    return ((pred - target) ** 2).sum(dim=-1).mean()
+
+
+def mse_warns(pred, target):
+    import warnings
+    if pred.shape != target.shape:
+        warnings.warn(_shapes(pred, target))
+    return ((pred - target) ** 2).mean()
+
+
+def mse_sub_mul_mean(pred, target):
+    if tuple(pred.shape) != tuple(target.shape):
+        raise ValueError(f"pred.shape={tuple(pred.shape)}, target.shape={tuple(target.shape)}")
+    diff = pred.sub(target)
+    return diff.mul(diff).mean()
+
+
 CATALOGUE = Catalogue({
     ex.checked_mse: [
         right("ValueError and F.mse_loss", mse_value_error_and_functional),
@@ -158,6 +236,28 @@ CATALOGUE = Catalogue({
               if pred.shape == target.shape else (_ for _ in ()).throw(
                   AssertionError(f"{pred.shape} vs {target.shape}")),
               "right shape but wrong values"),
+        # -- issue 45, fresh round (from the task text) --
+        right("sub, mul, mean; ValueError with shape= in its message", mse_sub_mul_mean),
+        wrong("mean over dim 0 only: a 2-D loss is not 0-dim", mse_mean_dim0,
+              "your loss has shape (2,); expected ()", kind=EDGE),
+        wrong("nanmean skips the nan", mse_nanmean,
+              "at the edges of float32", "got inf, expected nan", kind=EDGE),
+        wrong("returns 0 for empty inputs", mse_empty_zero,
+              "(empty)", "got 0, expected nan", kind=EDGE),
+        wrong("computes in float32: float64 lost", mse_float32,
+              "has dtype torch.float32; expected torch.float64", kind=EDGE),
+        wrong("squeezes both before comparing the shapes", mse_squeeze_then_compare,
+              "instead of stopping"),
+        wrong("checks only that the shapes broadcast", mse_checks_broadcastable,
+              "instead of stopping"),
+        wrong("message with element counts, not shapes", mse_message_numel,
+              "'pred has 4 elements, target 4'", "include both shapes"),
+        wrong("F.mse_loss with reduction='sum'", mse_reduction_sum,
+              "the sum of the squares, not their mean", 'reduction is "mean"'),
+        wrong("sums the last dimension, then the mean", mse_row_sums_mean,
+              "the sum of the squares, not their mean"),
+        wrong("warns instead of stopping", mse_warns,
+              "instead of stopping"),
     ],
 })
 

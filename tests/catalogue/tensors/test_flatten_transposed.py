@@ -42,6 +42,57 @@ def flatten_through_numpy(x):
     return torch.from_numpy(x.numpy().T.reshape(-1).copy())
 
 
+# -- issue 45, fresh round (from the task text) -------------------------------------------------
+def ft_preallocated(x):
+    out = torch.empty(x.numel())
+    out[:] = x.T.reshape(-1)
+    return out
+
+
+def ft_plus_zero_copy(x):
+    return x.T.reshape(-1) + 0
+
+
+def ft_tolist_result(x):
+    return x.T.reshape(-1).tolist()
+
+
+def ft_empty_special(x):
+    if x.numel() == 0:
+        return torch.tensor([])
+    return x.T.reshape(-1)
+
+
+def ft_float_roundtrip(x):
+    return x.float().T.reshape(-1).to(x.dtype)
+
+
+def ft_cat_unbind(x):
+    return torch.cat(x.unbind(1))
+
+
+def ft_index_square(x):
+    index = torch.arange(x.numel()).view(x.shape[1], x.shape[0]).T.reshape(-1)
+    return x.reshape(-1)[index]
+
+
+def ft_nan_to_num(x):
+    return torch.nan_to_num(x.T.reshape(-1))
+
+
+def ft_times_one(x):
+    return x.T.reshape(-1) * 1.0
+
+
+def ft_loop_default_dtype(x):
+    rows, cols = x.shape
+    return torch.tensor([x[i, j].item() for j in range(cols) for i in range(rows)])
+
+
+def ft_gather_index(x):
+    return x.reshape(-1)[torch.arange(x.numel()).view(x.shape).T.reshape(-1)]
+
+
 CATALOGUE = Catalogue({
     ex.flatten_transposed: [
         wrong("through NumPy", flatten_through_numpy, "NumPy has no bfloat16", outcome=RAISED, kind=EDGE),
@@ -80,6 +131,28 @@ CATALOGUE = Catalogue({
               "x's own order", "transposed (not contiguous)", kind=EDGE),
         wrong("replaces the caller's x through x.data", flatten_through_x_data,
               "changed its input x in place", "x.data", kind=STATEFUL),
+        # -- issue 45, fresh round (from the task text) --
+        right("fancy index of arange laid out like x, transposed", ft_gather_index),
+        wrong("fills a float32 buffer: float64 lost", ft_preallocated,
+              "has dtype torch.float32; expected torch.float64", kind=EDGE),
+        wrong("+ 0 to copy: a bool x becomes int64", ft_plus_zero_copy,
+              "has dtype torch.int64; expected torch.bool", kind=EDGE),
+        wrong("returns a Python list", ft_tolist_result,
+              "is a list", "expected a torch.Tensor"),
+        wrong("an empty x becomes torch.tensor([])", ft_empty_special,
+              "has dtype torch.float32; expected torch.int64", "x of shape (0, 2)", kind=EDGE),
+        wrong("through float32 and back: the edges of float64 lost", ft_float_roundtrip,
+              "wrong values", "at the edges of float64", kind=EDGE),
+        wrong("torch.cat of unbind(1): no columns", ft_cat_unbind,
+              "expected a non-empty list of Tensors", "Likely cause:", "(n, 0)", kind=EDGE, outcome=RAISED),
+        wrong("indices laid out (columns, rows)", ft_index_square,
+              "wrong values", "x of shape (2, 3)"),
+        wrong("nan_to_num cleans the nan and inf", ft_nan_to_num,
+              "at the edges of float32", "expected inf", kind=EDGE),
+        wrong("* 1.0 makes an integer x float", ft_times_one,
+              "has dtype torch.float32; expected torch.int64", kind=EDGE),
+        wrong("element by element through .item(): float64 lost", ft_loop_default_dtype,
+              "has dtype torch.float32; expected torch.float64", kind=EDGE),
     ],
 })
 

@@ -55,6 +55,57 @@ def copy_into_an_empty_tensor(array):
     return out
 
 
+# -- issue 45, fresh round (from the task text) -------------------------------------------------
+def ic_asarray(array):
+    return torch.asarray(array)
+
+
+def ic_slice_copy(array):
+    return torch.from_numpy(array[...])
+
+
+def ic_zeros_copy(array):
+    return torch.zeros(array.shape).copy_(torch.from_numpy(array))
+
+
+def ic_empty_special(array):
+    if array.size == 0:
+        return torch.tensor([])
+    return torch.tensor(array)
+
+
+def ic_ravel_reshape(array):
+    return torch.from_numpy(array.ravel()).reshape(array.shape)
+
+
+def ic_astype_no_copy(array):
+    return torch.from_numpy(array.astype(array.dtype, copy=False))
+
+
+def ic_unsigned_to_int64(array):
+    if array.dtype.kind == "u":
+        return torch.tensor(array.astype(np.int64))
+    return torch.tensor(array)
+
+
+def ic_detach(array):
+    return torch.from_numpy(array).detach()
+
+
+def ic_to_cpu(array):
+    return torch.from_numpy(array).to("cpu")
+
+
+def ic_read_only(array):
+    array.setflags(write=False)
+    return torch.tensor(array)
+
+
+def ic_empty_then_copy(array):
+    source = torch.from_numpy(array[...])
+    return torch.empty(source.shape, dtype=source.dtype).copy_(source)
+
+
 CATALOGUE = Catalogue({
     ex.independent_copy: [
         right("from_numpy then clone", lambda array: torch.from_numpy(array).clone()),
@@ -105,6 +156,28 @@ CATALOGUE = Catalogue({
         wrong(".contiguous() copies only a non-contiguous array",
               lambda array: torch.from_numpy(array).contiguous(),
               "shares memory with the array", kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+        right("torch.empty of the array's dtype, then copy_", ic_empty_then_copy),
+        wrong("torch.asarray shares by default", ic_asarray,
+              "shares memory with the array"),
+        wrong("from_numpy(array[...]): a NumPy view still shares", ic_slice_copy,
+              "shares memory with the array"),
+        wrong("copy_ into torch.zeros: float32", ic_zeros_copy,
+              "has dtype torch.float32, the array torch.float64", kind=EDGE),
+        wrong("an empty array becomes torch.tensor([])", ic_empty_special,
+              "has dtype torch.float32, the array torch.float64", "(empty)", kind=EDGE),
+        wrong("ravel copies only a non-contiguous array", ic_ravel_reshape,
+              "shares memory with the array", kind=EDGE),
+        wrong("astype(copy=False) to its own dtype", ic_astype_no_copy,
+              "shares memory with the array"),
+        wrong("unsigned arrays made int64", ic_unsigned_to_int64,
+              "has dtype torch.int64, the array torch.uint8", kind=EDGE),
+        wrong("detach() thought to copy", ic_detach,
+              "shares memory with the array"),
+        wrong(".to('cpu') of a CPU tensor thought to copy", ic_to_cpu,
+              "shares memory with the array"),
+        wrong("copies, but makes the caller's array read-only", ic_read_only,
+              "read-only", "writeable flag is off", kind=STATEFUL),
     ],
 })
 

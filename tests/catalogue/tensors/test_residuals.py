@@ -33,6 +33,55 @@ def residuals_diagonal_of_every_pair(pred, target):
     return (pred - target).diagonal()  # right numbers, from an (N, N) tensor
 
 
+# -- issue 45, fresh round (from the task text) -------------------------------------------------
+def rs_transpose_no_squeeze(pred, target):
+    return pred.T - target
+
+
+def rs_first_target(pred, target):
+    return pred[:, 0] - target[0]
+
+
+def rs_nan_to_num(pred, target):
+    return torch.nan_to_num(pred.squeeze(1) - target)
+
+
+def rs_float32(pred, target):
+    return pred.squeeze(1).float() - target.float()
+
+
+def rs_minus_mean(pred, target):
+    return pred.squeeze(1) - target.mean()
+
+
+def rs_relative(pred, target):
+    return (pred.squeeze(1) - target) / target
+
+
+def rs_empty_special(pred, target):
+    if len(target) == 0:
+        return torch.empty(0)
+    return pred.squeeze(1) - target
+
+
+def rs_item_for_one(pred, target):
+    if len(target) == 1:
+        return (pred[0, 0] - target[0]).item()
+    return pred.squeeze(1) - target
+
+
+def rs_through_numpy(pred, target):
+    return torch.from_numpy(pred.detach().numpy()[:, 0] - target.detach().numpy())
+
+
+def rs_sum_over_column(pred, target):
+    return (pred - target[:, None]).sum(dim=1)
+
+
+def rs_select_subtract(pred, target):
+    return torch.subtract(pred.select(1, 0), target)
+
+
 CATALOGUE = Catalogue({
     ex.residuals: [
         right("index column 0", lambda pred, target: pred[:, 0] - target),
@@ -73,6 +122,28 @@ CATALOGUE = Catalogue({
               "squared errors"),
         wrong("averages the (N, N) away: named", lambda pred, target: (pred - target).mean(dim=1),
               "right shape but wrong values", "built the (4, 4) tensor of every pair"),
+        # -- issue 45, fresh round (from the task text) --
+        right("torch.subtract of select(1, 0)", rs_select_subtract),
+        wrong("pred.T - target: a (1, N) row", rs_transpose_no_squeeze,
+              "has shape (1, 4); expected (4,)"),
+        wrong("subtracts the first target from every pred", rs_first_target,
+              "wrong values"),
+        wrong("nan_to_num cleans the nan and inf", rs_nan_to_num,
+              "at the edges of float32", "expected -inf", kind=EDGE),
+        wrong("computes in float32: float64 lost", rs_float32,
+              "has dtype torch.float32; expected torch.float64", kind=EDGE),
+        wrong("subtracts the mean target", rs_minus_mean,
+              "wrong values"),
+        wrong("relative errors", rs_relative,
+              "wrong values"),
+        wrong("an empty batch becomes torch.empty(0): float32", rs_empty_special,
+              "has dtype torch.float32; expected torch.float64", "pred of shape (0, 1)", kind=EDGE),
+        wrong("a Python number for one sample", rs_item_for_one,
+              "is a float", "pred of shape (1, 1)", kind=EDGE),
+        wrong("through NumPy: no bfloat16", rs_through_numpy,
+              "unsupported ScalarType BFloat16", "Likely cause:", "NumPy has no bfloat16", kind=EDGE, outcome=RAISED),
+        wrong("sum over the column: int32 becomes int64", rs_sum_over_column,
+              "has dtype torch.int64; expected torch.int32", kind=EDGE),
     ],
 })
 
