@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import torch
 
 INF, NAN = math.inf, math.nan
@@ -95,8 +96,12 @@ def edge_tensor(shape: Sequence[int], dtype: torch.dtype, allowed: Allowed = ANY
     count = math.prod(shape)
     if not values:
         raise ValueError(f"no edge of {dtype} is allowed by {allowed}")
-    cycled = [values[(shift + i) % len(values)] for i in range(count)]
-    return torch.tensor(cycled, dtype=dtype).reshape(tuple(shape))
+    if count == 0:
+        return torch.empty(tuple(shape), dtype=dtype)
+    cycled = np.array([values[(shift + i) % len(values)] for i in range(count)], dtype=object)
+    # Made in its shape in one call: no flat tensor of the values is ever made (a probe's spy
+    # would take a flat vector for a right answer that is one, such as x[0] of a (1, n) x).
+    return torch.tensor(cycled.reshape(tuple(shape)).tolist(), dtype=dtype)
 
 
 def near_ties(shape: Sequence[int], dtype: torch.dtype, *, base: float = 1.0) -> torch.Tensor:
