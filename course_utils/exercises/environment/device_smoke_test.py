@@ -1,13 +1,70 @@
-"""E6 — device_smoke_test: on each device, allocate, compute, copy back."""
+"""E6 — device_smoke_test: on each device, allocate, compute, copy back.
+
+Engine: applies no edges or states catalogue: the one input is a device, tried as every
+spelling the task allows (a str, a torch.device, "meta" as the stand-in GPU, each accelerator),
+called twice; hand-written because the verdict reads where the product ran and what was copied
+back (a dispatch record), which a comparison of results cannot see.
+"""
 
 from __future__ import annotations
 
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, a_or_an, later_error
+from course_utils.exercises.core import Exercise, Function, Raised, a_or_an, later_error
 from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import same_values, tensor_problem, value_facts
+from course_utils.exercises.messages import Messages
 from course_utils.exercises.running import LearnerRaised, default_device
+
+MESSAGES = Messages("device_smoke_test", {
+    "hint-1": "Factories such as torch.arange take a device= argument.",
+    "hint-2": "torch.arange(1.0, 10.0, device=device).reshape(3, 3) is the matrix; `@` multiplies matrices.",
+    "hint-3": "Return product.cpu(): a result is only proven usable once it is back on the CPU.",
+    "passed": ("Correct: on every device tried (the CPU, a stand-in GPU, and every accelerator this "
+               "machine has), the matrix was made there, multiplied there and copied back."),
+    "operands-on-two-devices": "one operand is on the device and the other on the CPU: create both on `device`.",
+    "cuda-written-in": (
+        "the code asks for 'cuda' itself. Use the `device` argument the check passes in: it may "
+        "be the CPU, a GPU, or the stand-in 'meta'."),
+    "device-given-as-string": (
+        "the check passes the device as a string ('cpu') as well as a torch.device; "
+        "torch.device(device) turns either into a torch.device."),
+    "numpy-of-device-tensor": (
+        ".numpy() only works on CPU tensors, and the task asks for a tensor anyway: return "
+        "product.cpu()."),
+    "not-a-tensor": (
+        "device_smoke_test returned {kind} (on {on}); return the tensor itself, copied back to "
+        "the CPU with .cpu()."),
+    "default-device-left-set": (
+        "Your function left torch's default device set to {device} after the call (on {on}): "
+        "every tensor the notebook creates afterwards lands there. Pass device=device to the "
+        "factory, or use `with torch.device(device):`, which puts the default back when the "
+        "block ends."),
+    "no-copy-back": (
+        "Your result is still on {device} (on {on}). The last step of the smoke test is the copy "
+        "back: return product.cpu()."),
+    "integer-matrix": (
+        "Your result has dtype {dtype} (on {on}): torch.arange(1, 10) makes integers. Use "
+        "torch.arange(1.0, 10.0) for float32."),
+    "elementwise-product": (
+        "These are element-wise squares (on {on}): `*` multiplies element by element. The "
+        "matrix product is `@` (or torch.matmul)."),
+    "transposed-product": "This is a @ a.T (on {on}); the task asks for a @ a.",
+    "no-matmul": (
+        "No matrix product ran during this call (on {on}): your result was worked out with "
+        "{ops} instead. A smoke test is there to run the device's own matrix multiplication: "
+        "compute a @ a (torch.matmul)."),
+    "cached-result": (
+        "No matrix product ran during this call (on {on}). The smoke test must compute a @ a on "
+        "the device each time it is called: a result known in advance proves nothing about the "
+        "device."),
+    "computed-off-device": (
+        "The matrix product ran on {ran_on}, not on {device} (on {on}): create the tensor with "
+        "device=device, or move it there with .to(device), before computing."),
+    "recomputed-on-cpu": (
+        "Your result is on the CPU, but nothing was copied back from {device} (on {on}): the "
+        "product computed there never left it. Return product.cpu()."),
+})
 
 
 # ============================================================================================
@@ -245,61 +302,29 @@ def _judge_device_smoke_test(record):
     for case in cases:
         got, expected, device, on = case["got"], case["expected"], case["device"], case["on"]
         if got["kind"] in ("list", "numpy.ndarray", "float", "tuple"):
-            return Mistake("not-a-tensor", (
-                f"device_smoke_test returned {a_or_an(got['kind'])} (on {on}); return the tensor "
-                "itself, copied back to the CPU with .cpu()."
-            ))
+            return MESSAGES("not-a-tensor", kind=a_or_an(got["kind"]), on=on)
         if got["kind"] != "tensor":
             return tensor_problem(got, expected, what="your result", on=on)
         if case["default_device_after"] != case["default_device_before"]:
-            return Mistake("default-device-left-set", (
-                f"Your function left torch's default device set to {case['default_device_after']} "
-                f"after the call (on {on}): every tensor the notebook creates afterwards lands "
-                "there. Pass device=device to the factory, or use `with torch.device(device):`, "
-                "which puts the default back when the block ends."
-            ))
-        if got["kind"] == "tensor" and got["device"] != "cpu":
-            return Mistake("no-copy-back", (
-                f"Your result is still on {got['device']} (on {on}). The last step of the smoke "
-                "test is the copy back: return product.cpu()."
-            ))
-        if got["kind"] == "tensor" and got["dtype"].startswith(("torch.int", "torch.uint")):
-            return Mistake("integer-matrix", (
-                f"Your result has dtype {got['dtype']} (on {on}): torch.arange(1, 10) makes "
-                "integers. Use torch.arange(1.0, 10.0) for float32."
-            ))
-        if got["kind"] == "tensor" and got["shape"] == [3, 3] and "values" in got and not case["values_unknown"]:
+            return MESSAGES("default-device-left-set", device=case["default_device_after"], on=on)
+        if got["device"] != "cpu":
+            return MESSAGES("no-copy-back", device=got["device"], on=on)
+        if got["dtype"].startswith(("torch.int", "torch.uint")):
+            return MESSAGES("integer-matrix", dtype=got["dtype"], on=on)
+        if got["shape"] == [3, 3] and "values" in got and not case["values_unknown"]:
             if same_values(got["values"], case["elementwise"]):
-                return Mistake("elementwise-product", (
-                    f"These are element-wise squares (on {on}): `*` multiplies element by element. "
-                    "The matrix product is `@` (or torch.matmul)."
-                ))
+                return MESSAGES("elementwise-product", on=on)
             if same_values(got["values"], case["transposed"]):
-                return Mistake("transposed-product", f"This is a @ a.T (on {on}); the task asks for a @ a.")
+                return MESSAGES("transposed-product", on=on)
         ran_on = case["matmul_devices"]
         if not ran_on and case.get("arithmetic_ops"):
-            return Mistake("no-matmul", (
-                f"No matrix product ran during this call (on {on}): your result was worked out "
-                f"with {', '.join(case['arithmetic_ops'])} instead. A smoke test is there to run "
-                "the device's own matrix multiplication: compute a @ a (torch.matmul)."
-            ))
+            return MESSAGES("no-matmul", on=on, ops=", ".join(case["arithmetic_ops"]))
         if not ran_on:
-            return Mistake("cached-result", (
-                f"No matrix product ran during this call (on {on}). The smoke test must "
-                "compute a @ a on the device each time it is called: a result known in advance "
-                "proves nothing about the device."
-            ))
+            return MESSAGES("cached-result", on=on)
         if device not in ran_on:
-            return Mistake("computed-off-device", (
-                f"The matrix product ran on {', '.join(ran_on)}, not on {device} (on {on}): "
-                "create the tensor with device=device, or move it there with .to(device), "
-                "before computing."
-            ))
-        if device != "cpu" and got["kind"] == "tensor" and device not in case["copied_back_from"]:
-            return Mistake("recomputed-on-cpu", (
-                f"Your result is on the CPU, but nothing was copied back from {device} (on "
-                f"{on}): the product computed there never left it. Return product.cpu()."
-            ))
+            return MESSAGES("computed-off-device", ran_on=", ".join(ran_on), device=device, on=on)
+        if device != "cpu" and device not in case["copied_back_from"]:
+            return MESSAGES("recomputed-on-cpu", device=device, on=on)
         if case["values_unknown"]:
             expected = {key: value for key, value in expected.items() if key != "values"}
         problem = tensor_problem(got, expected, what="your result", on=on)
@@ -320,38 +345,13 @@ device_smoke_test = Exercise(
     expect=_expect_device_smoke_test,
     judge=_judge_device_smoke_test,
     reference=device_smoke_test,
-    passed_message=(
-        "Correct: on every device tried (the CPU, a stand-in GPU, and every accelerator this "
-        "machine has), the matrix was made there, multiplied there and copied back."
-    ),
-    hints=[
-        "Factories such as torch.arange take a device= argument.",
-        "torch.arange(1.0, 10.0, device=device).reshape(3, 3) is the matrix; `@` multiplies matrices.",
-        "Return product.cpu(): a result is only proven usable once it is back on the CPU.",
-    ],
-    error_notes=[
-        (
-            "Expected all tensors to be on the same device",
-            "one operand is on the device and the other on the CPU: create both on `device`.",
-            "operands-on-two-devices",
-        ),
-        (
-            "Torch not compiled with CUDA enabled",
-            "the code asks for 'cuda' itself. Use the `device` argument the check passes in: "
-            "it may be the CPU, a GPU, or the stand-in 'meta'.",
-            "cuda-written-in",
-        ),
-        (
-            "'str' object has no attribute",
-            "the check passes the device as a string ('cpu') as well as a torch.device; "
-            "torch.device(device) turns either into a torch.device.",
-            "device-given-as-string",
-        ),
-        (
-            "to numpy",
-            ".numpy() only works on CPU tensors, and the task asks for a tensor anyway: "
-            "return product.cpu().",
-            "numpy-of-device-tensor",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "operands-on-two-devices": "Expected all tensors to be on the same device",
+        "cuda-written-in": "Torch not compiled with CUDA enabled",
+        "device-given-as-string": "'str' object has no attribute",
+        "numpy-of-device-tensor": "to numpy",
+    }),
+    messages=MESSAGES,
 )

@@ -1,4 +1,9 @@
-"""E4 — kernel_environment: which interpreter, which environment, which torch."""
+"""E4 — kernel_environment: which interpreter, which environment, which torch.
+
+Engine: applies states.session_settings' idea to the interpreter's own state: the answer runs in
+simulated kernels (sys, sysconfig, site and the shell's variables describing each); hand-written
+because the answer takes no input at all, and what it may read is the state of the process.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,81 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake, a_or_an
+from course_utils.exercises.core import Exercise, Function, a_or_an
 from course_utils.exercises.environment.common import CHAPTER, _shown_already
 from course_utils.exercises.facts import value_facts
+from course_utils.exercises.messages import Messages
 from course_utils.exercises.running import LearnerRaised
+
+MESSAGES = Messages("kernel_environment", {
+    "hint-1": "Everything you need is in the `sys` module and in `torch.__file__`.",
+    "hint-2": "sys.executable is the running interpreter; sys.prefix is its environment's folder.",
+    "hint-3": ("In a virtual environment sys.prefix and sys.base_prefix differ. Environment "
+               "variables such as VIRTUAL_ENV only describe the shell that started Jupyter."),
+    "passed": ("Correct: these four facts tell you which installation every `import` in this "
+               "notebook comes from — and they follow the kernel into any environment."),
+    "name-not-imported": (
+        "a name used before it was imported or defined in this notebook: import it "
+        "(import sys, import torch, from pathlib import Path) above your function."),
+    "not-a-dict": "kernel_environment() returned {kind}{where}; it should return a dict.",
+    "missing-keys": "Your dict lacks the key{plural} {missing} (it has: {has}){where}.",
+    "not-read-in-call": (
+        "'{key}' did not follow the kernel: on {on}, where {source} is {truth}, your function "
+        "still returned {got}, the value of the kernel you ran it in. A path written out, or "
+        "worked out before the call, describes one machine only: read {source} inside the "
+        "function."),
+    "python-not-a-path": "'python' should be a path (a str or a Path); got {kind} ({got}){where}.",
+    "python-from-path": (
+        "'python' is the first python on your PATH (what `which python` finds), which need not "
+        "be the interpreter running this kernel: JupyterLab can start kernels from other "
+        "environments{where}. Use sys.executable."),
+    "resolved-python-link": (
+        "'python' is where the environment's python link points (the base installation it was "
+        "made from){where}. The environment is named by the link itself: use sys.executable as "
+        "it is, without resolving it."),
+    "wrong-python": (
+        "'python' should be the interpreter running this kernel, sys.executable ({truth}), "
+        "not {got}{where}."),
+    "prefix-from-python-path": (
+        "'prefix' is the folder two levels above the interpreter (on {on}, where sys.executable "
+        "is {python}); that holds only where the interpreter lies in a bin/ or Scripts/ folder. "
+        "Here the environment's folder, sys.prefix, is {truth}: use sys.prefix rather than "
+        "working it out from a path."),
+    "prefix-is-exec-prefix": (
+        "'prefix' is sys.exec_prefix (on {on}), the folder an installation keeps its "
+        "platform-specific files in; the environment's folder is sys.prefix ({truth}). The two "
+        "are one folder in most installations and in every virtual environment, not in all."),
+    "wrong-prefix": (
+        "'prefix' should be the environment's folder, sys.prefix ({truth}); got {got}{where}. "
+        "(sys.base_prefix is the installation the environment was made from.)"),
+    "in-virtualenv-not-bool": "'in_virtualenv' should be True or False; got {kind} ({got}){where}.",
+    "in-virtualenv-from-virtual-env-var": (
+        "'in_virtualenv' is {flag}{where}, but this kernel {runs} in a virtual environment. The "
+        "VIRTUAL_ENV variable only says whether a shell ran `activate`; a kernel started by "
+        "JupyterLab usually was not. Compare sys.prefix with sys.base_prefix: they differ "
+        "inside a virtual environment."),
+    "word-runs": "runs",
+    "word-does-not-run": "does not run",
+    "in-virtualenv-from-conda-var": (
+        "'in_virtualenv' is True (on {on}), but a conda environment is not a virtual "
+        "environment: its sys.prefix is its own sys.base_prefix. The CONDA_PREFIX variable "
+        "only says that a shell ran `conda activate`. Compare sys.prefix with sys.base_prefix, "
+        "and nothing else."),
+    "in-virtualenv-constant": (
+        "'in_virtualenv' was {flag} in every kernel the check tried, including {on}, where it "
+        "should be {truth}: your value is the same whatever environment the kernel runs in. "
+        "Compare sys.prefix with sys.base_prefix inside the function: they differ inside a "
+        "virtual environment."),
+    "wrong-in-virtualenv": (
+        "'in_virtualenv' is {flag}; it should be {truth}{where}. Inside a virtual environment "
+        "sys.prefix differs from sys.base_prefix; outside one they are the same folder."),
+    "torch-file-not-folder": (
+        "'torch_dir' is torch's __init__.py file; the key asks for the folder that holds it "
+        "(Path(torch.__file__).parent)."),
+    "wrong-torch-dir": (
+        "'torch_dir' should be the folder of the torch package this kernel imported ({truth}); "
+        "got {got}{where}."),
+})
 
 
 # ============================================================================================
@@ -56,10 +132,20 @@ def _make_simulated_kernels(folder: Path) -> list[dict]:
     (windows / "python.exe").write_bytes(b"")
     (project / "pyvenv.cfg").write_text(f"home = {installation / 'bin'}\n")
     link = project / "bin" / "python3"
-    try:  # a virtual environment's interpreter is a link to the installation's
-        link.symlink_to(installation / "bin" / "python3")
-    except OSError:
-        link.write_bytes(b"")
+    inside = installation / "envs" / "work"  # a venv in its installation's folder (pyenv-virtualenv)
+    (inside / "bin").mkdir(parents=True)
+    (inside / "pyvenv.cfg").write_text(f"home = {installation / 'bin'}\n")
+    for made in (link, inside / "bin" / "python3"):
+        try:  # a virtual environment's interpreter is a link to the installation's
+            made.symlink_to(installation / "bin" / "python3")
+        except OSError:
+            made.write_bytes(b"")
+    conda = folder / "miniforge" / "envs" / "course"  # a conda environment: a whole installation
+    split, split_exec = folder / "split", folder / "split-exec"  # ./configure --exec-prefix=...
+    for place in (conda / "bin", split / "lib", split_exec / "bin"):
+        place.mkdir(parents=True)
+    (conda / "bin" / "python3").write_bytes(b"")
+    (split_exec / "bin" / "python3").write_bytes(b"")
     return [
         {
             "on": f"a simulated kernel in another virtual environment ({project})",
@@ -83,6 +169,33 @@ def _make_simulated_kernels(folder: Path) -> list[dict]:
             "sys": {"executable": str(windows / "python.exe"),
                     "prefix": str(windows), "exec_prefix": str(windows),
                     "base_prefix": str(windows), "base_exec_prefix": str(windows)},
+            "virtual_env": None,
+            "in_virtualenv": False,
+        },
+        {
+            "on": (f"a simulated kernel in a virtual environment made inside its installation's "
+                   f"folder ({inside}), as pyenv-virtualenv makes them"),
+            "sys": {"executable": str(inside / "bin" / "python3"), "prefix": str(inside),
+                    "exec_prefix": str(inside), "base_prefix": str(installation),
+                    "base_exec_prefix": str(installation)},
+            "virtual_env": None,
+            "in_virtualenv": True,
+        },
+        {
+            "on": (f"a simulated kernel in a conda environment ({conda}), started from a shell "
+                   "where `conda activate` set CONDA_PREFIX"),
+            "sys": {"executable": str(conda / "bin" / "python3"), "prefix": str(conda),
+                    "exec_prefix": str(conda), "base_prefix": str(conda), "base_exec_prefix": str(conda)},
+            "virtual_env": None,
+            "conda_prefix": str(conda),
+            "in_virtualenv": False,
+        },
+        {
+            "on": (f"a simulated kernel of an installation built with its own exec_prefix "
+                   f"({split}, its compiled files in {split_exec})"),
+            "sys": {"executable": str(split_exec / "bin" / "python3"), "prefix": str(split),
+                    "exec_prefix": str(split_exec), "base_prefix": str(split),
+                    "base_exec_prefix": str(split_exec)},
             "virtual_env": None,
             "in_virtualenv": False,
         },
@@ -115,27 +228,30 @@ def _derived_from_sys(kernel):
 def _run_in_kernel(answer, run, kernel):
     """Call the answer with sys and VIRTUAL_ENV describing ``kernel``; put everything back."""
     saved = {name: getattr(sys, name) for name in _SYS_FIELDS}
-    saved_env = os.environ.get("VIRTUAL_ENV")
+    variables = {"VIRTUAL_ENV": kernel["virtual_env"], "CONDA_PREFIX": kernel.get("conda_prefix")}
+    saved_env = {name: os.environ.get(name) for name in variables}
     derived = _derived_from_sys(kernel)
+
+    def put(values):
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
     try:
         for module, name, _, value in derived:
             setattr(module, name, value)
         for name, value in kernel["sys"].items():
             setattr(sys, name, value)
-        if kernel["virtual_env"] is None:
-            os.environ.pop("VIRTUAL_ENV", None)
-        else:
-            os.environ["VIRTUAL_ENV"] = kernel["virtual_env"]
+        put(variables)
         return run(answer, on=kernel["on"])
     finally:
         for name, value in saved.items():
             setattr(sys, name, value)
         for module, name, value, _ in derived:
             setattr(module, name, value)
-        if saved_env is None:
-            os.environ.pop("VIRTUAL_ENV", None)
-        else:
-            os.environ["VIRTUAL_ENV"] = saved_env
+        put(saved_env)
 
 
 def _environment_record(got, truth, clues, on):
@@ -197,6 +313,8 @@ def _probe_kernel_environment(answer, run):
                 "virtual_env_var_set": kernel["virtual_env"] is not None,
                 "this_kernel": this_kernel,
                 "prefix_from_python": _normal_path(Path(kernel["sys"]["executable"]).parent.parent),
+                "exec_prefix": _normal_path(kernel["sys"]["exec_prefix"]),
+                "conda_prefix_set": kernel.get("conda_prefix") is not None,
             }
             try:
                 got = _run_in_kernel(answer, run, kernel)
@@ -213,109 +331,64 @@ def _judge_one_environment(record, everywhere):
     simulated = "this_kernel" in record["clues"]
     where = f" (on {on})" if simulated else ""
     if record["kind"] != "dict":
-        return Mistake("not-a-dict", (
-            f"kernel_environment() returned {a_or_an(record['kind'])}{where}; it should return a dict."
-        ))
+        return MESSAGES("not-a-dict", kind=a_or_an(record["kind"]), where=where)
     missing = [key for key in _ENV_KEYS if key not in record["got"]]
     if missing:
-        return Mistake("missing-keys", (
-            f"Your dict lacks the key{'s' if len(missing) > 1 else ''} "
-            f"{', '.join(repr(k) for k in missing)} (it has: {', '.join(record['keys']) or 'none'}){where}."
-        ))
+        return MESSAGES("missing-keys", plural="s" if len(missing) > 1 else "",
+                        missing=", ".join(repr(k) for k in missing), has=", ".join(record["keys"]) or "none",
+                        where=where)
     truth, got, clues = record["truth"], record["got"], record["clues"]
     here = clues.get("this_kernel", {})
 
+    def shown(key):
+        return got[key]["facts"].get("repr")
+
     def did_not_follow(key, source):
-        return Mistake("not-read-in-call", (
-            f"'{key}' did not follow the kernel: on {on}, where {source} is "
-            f"{truth[key]}, your function still returned {got[key]['facts'].get('repr')}, the "
-            f"value of the kernel you ran it in. A path written out, or worked out before the "
-            f"call, describes one machine only: read {source} inside the function."
-        ))
+        return MESSAGES("not-read-in-call", key=key, on=on, source=source, truth=truth[key], got=shown(key))
 
     python = got["python"]["path"]
     if python != truth["python"]:
         if python is None:
-            return Mistake("python-not-a-path", (
-                f"'python' should be a path (a str or a Path); got "
-                f"{a_or_an(got['python']['facts']['kind'])} ({got['python']['facts'].get('repr')}){where}."
-            ))
+            return MESSAGES("python-not-a-path", kind=a_or_an(got["python"]["facts"]["kind"]),
+                            got=shown("python"), where=where)
         if python == clues["python_on_path"]:
-            return Mistake("python-from-path", (
-                "'python' is the first python on your PATH (what `which python` finds), which "
-                "need not be the interpreter running this kernel: JupyterLab can start kernels "
-                f"from other environments{where}. Use sys.executable."
-            ))
+            return MESSAGES("python-from-path", where=where)
         if python == clues["python_resolved"]:
-            return Mistake("resolved-python-link", (
-                "'python' is where the environment's python link points (the base installation "
-                f"it was made from){where}. The environment is named by the link itself: use "
-                "sys.executable as it is, without resolving it."
-            ))
+            return MESSAGES("resolved-python-link", where=where)
         if simulated and python == here.get("python"):
             return did_not_follow("python", "sys.executable")
-        return Mistake("wrong-python", (
-            f"'python' should be the interpreter running this kernel, sys.executable "
-            f"({truth['python']}), not {got['python']['facts'].get('repr')}{where}."
-        ))
+        return MESSAGES("wrong-python", truth=truth["python"], got=shown("python"), where=where)
 
     prefix = got["prefix"]["path"]
     if prefix != truth["prefix"]:
         if simulated and prefix == here.get("prefix"):
             return did_not_follow("prefix", "sys.prefix")
+        if prefix is not None and prefix == clues.get("exec_prefix"):
+            return MESSAGES("prefix-is-exec-prefix", on=on, truth=truth["prefix"])
         if prefix is not None and prefix == clues.get("prefix_from_python"):
-            return Mistake("prefix-from-python-path", (
-                f"'prefix' is the folder two levels above the interpreter (on {on}, where "
-                f"sys.executable is {truth['python']}); that holds only where the interpreter "
-                f"lies in a bin/ or Scripts/ folder. Here the environment's folder, sys.prefix, "
-                f"is {truth['prefix']}: use sys.prefix rather than working it out from a path."
-            ))
-        return Mistake("wrong-prefix", (
-            f"'prefix' should be the environment's folder, sys.prefix ({truth['prefix']}); "
-            f"got {got['prefix']['facts'].get('repr')}{where}. (sys.base_prefix is the "
-            "installation the environment was made from.)"
-        ))
+            return MESSAGES("prefix-from-python-path", on=on, python=truth["python"], truth=truth["prefix"])
+        return MESSAGES("wrong-prefix", truth=truth["prefix"], got=shown("prefix"), where=where)
 
     flag = got["in_virtualenv"]["bool"]
     if flag is None:
-        return Mistake("in-virtualenv-not-bool", (
-            f"'in_virtualenv' should be True or False; got {a_or_an(got['in_virtualenv']['facts']['kind'])} "
-            f"({got['in_virtualenv']['facts'].get('repr')}){where}."
-        ))
+        return MESSAGES("in-virtualenv-not-bool", kind=a_or_an(got["in_virtualenv"]["facts"]["kind"]),
+                        got=shown("in_virtualenv"), where=where)
     if flag != truth["in_virtualenv"]:
         flags = [(r["flag"], r["virtual_env_var_set"]) for r in everywhere]
         if all(f == var for f, var in flags):
-            return Mistake("in-virtualenv-from-virtual-env-var", (
-                f"'in_virtualenv' is {flag}{where}, but this kernel "
-                f"{'runs' if truth['in_virtualenv'] else 'does not run'} in a virtual "
-                "environment. The VIRTUAL_ENV variable only says whether a shell ran "
-                "`activate`; a kernel started by JupyterLab usually was not. Compare "
-                "sys.prefix with sys.base_prefix: they differ inside a virtual environment."
-            ))
+            return MESSAGES("in-virtualenv-from-virtual-env-var", flag=flag, where=where,
+                            runs=MESSAGES.text("word-runs" if truth["in_virtualenv"] else "word-does-not-run"))
         if len({f for f, _ in flags}) == 1:
-            return Mistake("in-virtualenv-constant", (
-                f"'in_virtualenv' was {flag} in every kernel the check tried, including {on}, "
-                f"where it should be {truth['in_virtualenv']}: your value is the same whatever "
-                "environment the kernel runs in. Compare sys.prefix with sys.base_prefix inside "
-                "the function: they differ inside a virtual environment."
-            ))
-        return Mistake("wrong-in-virtualenv", (
-            f"'in_virtualenv' is {flag}; it should be {truth['in_virtualenv']}{where}. Inside a "
-            "virtual environment sys.prefix differs from sys.base_prefix; outside one they are "
-            "the same folder."
-        ))
+            return MESSAGES("in-virtualenv-constant", flag=flag, on=on, truth=truth["in_virtualenv"])
+        if flag and clues.get("conda_prefix_set"):
+            return MESSAGES("in-virtualenv-from-conda-var", on=on)
+        return MESSAGES("wrong-in-virtualenv", flag=flag, truth=truth["in_virtualenv"], where=where)
 
     torch_dir = got["torch_dir"]["path"]
     if torch_dir != truth["torch_dir"]:
         if torch_dir == clues["torch_file"]:
-            return Mistake("torch-file-not-folder", (
-                "'torch_dir' is torch's __init__.py file; the key asks for the folder that "
-                "holds it (Path(torch.__file__).parent)."
-            ))
-        return Mistake("wrong-torch-dir", (
-            f"'torch_dir' should be the folder of the torch package this kernel imported "
-            f"({truth['torch_dir']}); got {got['torch_dir']['facts'].get('repr')}{where}."
-        ))
+            return MESSAGES("torch-file-not-folder")
+        return MESSAGES("wrong-torch-dir", truth=truth["torch_dir"], got=shown("torch_dir"), where=where)
     return None
 
 
@@ -341,22 +414,8 @@ kernel_environment = Exercise(
     probe=_probe_kernel_environment,
     judge=_judge_kernel_environment,
     reference=kernel_environment,
-    passed_message=(
-        "Correct: these four facts tell you which installation every `import` in this "
-        "notebook comes from — and they follow the kernel into any environment."
-    ),
-    hints=[
-        "Everything you need is in the `sys` module and in `torch.__file__`.",
-        "sys.executable is the running interpreter; sys.prefix is its environment's folder.",
-        "In a virtual environment sys.prefix and sys.base_prefix differ. Environment "
-        "variables such as VIRTUAL_ENV only describe the shell that started Jupyter.",
-    ],
-    error_notes=[
-        (
-            "is not defined",
-            "a name used before it was imported or defined in this notebook: import it "
-            "(import sys, import torch, from pathlib import Path) above your function.",
-            "name-not-imported",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({"name-not-imported": "is not defined"}),
+    messages=MESSAGES,
 )

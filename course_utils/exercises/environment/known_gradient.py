@@ -1,13 +1,128 @@
-"""E6 — known_gradient: autograd on a function whose derivative we know."""
+"""E6 — known_gradient: autograd on a function whose derivative we know.
+
+Engine: applies edges.edge_tensor (float16, float32 and float64's classic edges, nan and ±inf
+among them: the task allows any float tensor), edges.resized (an empty x of shape (0, 3)) and
+states' grad states of x (requires grad, a stale .grad, computed from a tensor that records,
+grad mode left as found); hand-written because the task's rule "computed by autograd" is checked
+by a dispatch record of the backward pass, which a comparison of results cannot see.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
+from course_utils.exercises.core import Exercise, Function, Raised, later_error
+from course_utils.exercises.edges import edge_tensor, resized
 from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.running import LearnerRaised
+
+_COPY = "x.detach().clone().requires_grad_(True)"
+MESSAGES = Messages("known_gradient", {
+    "hint-1": "Make a copy of x that records operations: x.detach().clone().requires_grad_(True).",
+    "hint-2": "y = (x**3).sum() is a single number, so y.backward() needs no arguments.",
+    "hint-3": "After y.backward(), the gradient is in x.grad. Return it.",
+    "passed": ("Correct: autograd's gradient matches 3x² on every shape and dtype tried, and the "
+               "caller's x is left as it was."),
+    "x-not-recording": (
+        "x has requires_grad=False, so nothing was recorded. Make a copy that records: "
+        "x = x.detach().clone().requires_grad_(True)."),
+    "backward-of-many-values": (
+        "backward() with no argument needs a single number. Sum first: (x**3).sum().backward()."),
+    "in-place-change-of-x": (
+        "an in-place change of a tensor that requires grad. Compute a new tensor (x**3) instead."),
+    "view-of-non-contiguous": (
+        "x can be non-contiguous (a transposed tensor, for example), and .view() needs "
+        "contiguous memory. Use .reshape(), or keep x's own shape: the gradient has it."),
+    "second-backward": (
+        "backward() frees the graph it went through. Compute y again before another "
+        "backward(), or call backward() once."),
+    "grad-mode-not-restored": (
+        "Your function left autograd switched {state} for the whole session (on {on}): "
+        "torch.is_grad_enabled() was {before} before the call and {after} after it, so "
+        "everything computed afterwards (the next call of your function too) {consequence}"
+        "Leave the grad mode as you found it: a `with torch.no_grad():` (or "
+        "`with torch.enable_grad():`) block switches it back when the block ends; "
+        "torch.set_grad_enabled(...) on its own line does not."),
+    "word-off": "off",
+    "word-on": "on",
+    "consequence-records-nothing": "records nothing for backward. ",
+    "consequence-recorded": "is recorded. ",
+    "cached-result-after-change": (
+        "After the caller changed x in place, your function returned the gradient of x's old "
+        "numbers (on {on}): it gave back a result kept from an earlier call. Compute the "
+        "gradient afresh on every call."),
+    "copy-not-a-leaf": Message(
+        "known_gradient returned None on an x that itself requires grad (on {on}), though it "
+        "returned a gradient for plain tensors. A copy made from such an x (x.clone(), x * 1) "
+        "is recorded as an operation on x: it is not a leaf, so its .grad stays None. Copy with "
+        "x.detach().clone(), a fresh leaf, then requires_grad_(True).", advises=(_COPY,)),
+    "returned-none": (
+        "known_gradient returned None (on {on}). x.grad stays None until backward() runs on a "
+        "result computed from an x with requires_grad=True — and check that your function ends "
+        "with `return`."),
+    "detached-callers-x": (
+        "Your function changed the caller's x in place (on {on}): x required grad before the "
+        "call and no longer does after it. x.detach_() (or x.requires_grad_(False)) detaches "
+        "the caller's own tensor; use x.detach(), which returns a new tensor and leaves x as it "
+        "was."),
+    "changed-x": (
+        "Your function changed its input x in place (on {on}): the caller's x holds other "
+        "numbers afterwards. Compute new tensors; leave x as it was."),
+    "requires-grad-on-callers-x": Message(
+        "Your function switched on requires_grad for the caller's own x (on {on}): x did not "
+        "require grad before the call and does after it, so everything the caller computes from "
+        "x afterwards is recorded. Make a copy that records instead: "
+        "x.detach().clone().requires_grad_(True).", advises=(_COPY,)),
+    "stale-grad": Message(
+        "Your gradient is 3x² plus the .grad the caller's x already held (on {on}): backward() "
+        "adds to .grad, it does not replace it. Compute on a fresh copy, "
+        "x.detach().clone().requires_grad_(True), whose .grad starts empty.", advises=(_COPY,)),
+    "grad-kept-between-calls": (
+        "The second call with the same x returned twice 3x² (on {on}): the first call's "
+        "gradient stayed in a .grad and backward() added the new one to it. Compute on a fresh "
+        "copy of x on every call."),
+    "changed-callers-grad": (
+        "Your function changed the caller's x.grad (on {on}): x held {before} before the call "
+        "and {after} after it. Leave the caller's x as it was: {fix}"),
+    "held-no-grad": "no .grad",
+    "held-a-grad": "a .grad",
+    "held-none": "none",
+    "held-one": "one",
+    "held-another": "another",
+    "fix-copy": "compute on a copy, x.detach().clone().requires_grad_(True).",
+    "fix-copy-every-x": ("compute on a copy, x.detach().clone().requires_grad_(True), of every x, "
+                         "one that already requires grad too."),
+    "fix-leave-its-grad": ("its .grad is the caller's to keep or clear; a copy of x starts without "
+                           "one anyway."),
+    "no-detach": (
+        "Your backward pass reached the tensors x was computed from (on {on}): the caller's w "
+        "now has a .grad. Cut x from its history first with x.detach()."),
+    "returned-y": (
+        "You returned y = x**3 itself (on {on}). The gradient is what backward() leaves in "
+        "x.grad."),
+    "backward-twice": (
+        "Your gradient is twice 3x² (on {on}), and {passes} backward passes ran during the call: "
+        "gradients accumulate in .grad, so two backward() calls add up. Call backward() once."),
+    "twice-the-gradient": "Your gradient is twice 3x² (on {on}); the gradient of (x**3).sum() is 3x².",
+    "float32-detour": (
+        "Your float64 gradient agrees with 3x² to about 7 digits only (on {on}), the precision "
+        "of float32: somewhere it went through a lower precision than x's own. Compute on a "
+        "copy of x in x's dtype: x.detach().clone().requires_grad_(True)."),
+    "cached-result": (
+        "No backward pass ran during this call (on {on}), though one ran on the first: your "
+        "function gave back a result kept from an earlier call. Compute the gradient afresh, "
+        "with autograd, on every call."),
+    "no-backward": (
+        "Your values are 3x², but no backward pass ran during the call (on {on}): the task asks "
+        "for the gradient computed by autograd. Call backward() on (x**3).sum() (or "
+        "torch.autograd.grad) and return what it computes."),
+    "formula-after-backward": (
+        "A backward pass ran during the call, but the tensor you returned was computed from x "
+        "outside it, not by it (on {on}): your values are 3x² worked out as a formula. Return "
+        "what autograd computes: x.grad after backward(), or the result of torch.autograd.grad."),
+})
 
 
 # ============================================================================================
@@ -118,7 +233,12 @@ def _gradient_inputs(torch):
         ("x of shape (0,) (empty)", uniform((0,)), None, 1e-5),
         ("a transposed (non-contiguous) x of shape (3, 2)", uniform((2, 3)).t(), None, 1e-5),
         ("x of shape (3,), float16", uniform((3,), torch.float16), None, 1e-2),
+        ("x of shape (0,), float64 (empty)", uniform(resized((3,), 0, 0), torch.float64), None, 1e-12),
     ]
+    for dtype, shape, rtol in ((torch.float32, (3, 6), 1e-5), (torch.float64, (18,), 1e-12),
+                               (torch.float16, (2, 9), 1e-2)):
+        inputs.append((f"x of shape {shape}, {str(dtype)[6:]}, holding its dtype's classic edges "
+                       "(±0, subnormals, ±1, huge values, ±inf, nan)", edge_tensor(shape, dtype), None, rtol))
     return inputs
 
 
@@ -214,139 +334,69 @@ def _judge_known_gradient(record):
     for case in cases:
         got, expected, on = case["got"], case["expected"], case["on"]
         if case["grad_mode_after"] != case["grad_mode"]:
-            state = "off" if case["grad_mode"] else "on"
-            return Mistake("grad-mode-not-restored", (
-                f"Your function left autograd switched {state} for the whole session (on {on}): "
-                f"torch.is_grad_enabled() was {case['grad_mode']} before the call and "
-                f"{case['grad_mode_after']} after it, so everything computed afterwards (the "
-                "next call of your function too) "
-                + ("records nothing for backward. " if case["grad_mode"] else "is recorded. ")
-                + "Leave the grad mode as you found it: a `with torch.no_grad():` (or "
-                "`with torch.enable_grad():`) block switches it back when the block ends; "
-                "torch.set_grad_enabled(...) on its own line does not."
-            ))
+            state = MESSAGES.text("word-off" if case["grad_mode"] else "word-on")
+            return MESSAGES("grad-mode-not-restored", state=state, on=on,
+                            before=case["grad_mode"], after=case["grad_mode_after"],
+                            consequence=MESSAGES.text("consequence-records-nothing" if case["grad_mode"]
+                                                      else "consequence-recorded"))
         second_call = "a second call" in on
         if "after the caller changed x in place" in on and got["kind"] == "tensor" and (
                 got["shape"] == expected["shape"] and "values" in got and got["values"].size
                 and same_values(got["values"], 3 * (case["x_before"] - 0.5) ** 2, rtol=case["rtol"])
                 and not same_values(got["values"], expected["values"], rtol=case["rtol"])):
-            return Mistake("cached-result", (
-                f"After the caller changed x in place, your function returned the gradient of "
-                f"x's old numbers (on {on}): it gave back a result kept from an earlier call. "
-                "Compute the gradient afresh on every call."
-            ))
+            return MESSAGES("cached-result-after-change", on=on)
         if got["kind"] == "NoneType" and case["requires_grad"]:
-            return Mistake("copy-not-a-leaf", (
-                f"known_gradient returned None on an x that itself requires grad (on "
-                f"{on}), though it returned a gradient for plain tensors. A copy made "
-                "from such an x (x.clone(), x * 1) is recorded as an operation on x: it is not "
-                "a leaf, so its .grad stays None. Copy with x.detach().clone(), a fresh leaf, "
-                "then requires_grad_(True)."
-            ))
+            return MESSAGES("copy-not-a-leaf", on=on)
         if got["kind"] == "NoneType":
-            return Mistake("returned-none", (
-                f"known_gradient returned None (on {on}). x.grad stays None until "
-                "backward() runs on a result computed from an x with requires_grad=True — "
-                "and check that your function ends with `return`."
-            ))
+            return MESSAGES("returned-none", on=on)
         if case["requires_grad"] and not case["requires_grad_after"]:
-            return Mistake("detached-callers-x", (
-                f"Your function changed the caller's x in place (on {on}): x required "
-                "grad before the call and no longer does after it. x.detach_() (or "
-                "x.requires_grad_(False)) detaches the caller's own tensor; use x.detach(), "
-                "which returns a new tensor and leaves x as it was."
-            ))
+            return MESSAGES("detached-callers-x", on=on)
         if not same_values(case["x_after"], case["x_before"], rtol=0, atol=0):
-            return Mistake("changed-x", (
-                f"Your function changed its input x in place (on {on}): the caller's "
-                "x holds other numbers afterwards. Compute new tensors; leave x as it was."
-            ))
+            return MESSAGES("changed-x", on=on)
         if not case["requires_grad"] and case["requires_grad_after"]:
-            return Mistake("requires-grad-on-callers-x", (
-                f"Your function switched on requires_grad for the caller's own x (on {on}): "
-                "x did not require grad before the call and does after it, so everything the "
-                "caller computes from x afterwards is recorded. Make a copy that records "
-                "instead: x.detach().clone().requires_grad_(True)."
-            ))
+            return MESSAGES("requires-grad-on-callers-x", on=on)
         values = got.get("values") if got["kind"] == "tensor" and got["shape"] == expected["shape"] else None
         grad_before = case["grad_before"]
         if (values is not None and grad_before is not None and values.size
                 and same_values(values, expected["values"] + grad_before, rtol=case["rtol"])):
-            return Mistake("stale-grad", (
-                f"Your gradient is 3x² plus the .grad the caller's x already held (on {on}): "
-                "backward() adds to .grad, it does not replace it. Compute on a fresh copy, "
-                "x.detach().clone().requires_grad_(True), whose .grad starts empty."
-            ))
+            return MESSAGES("stale-grad", on=on)
         if second_call and values is not None and values.size and same_values(
                 values, 2 * expected["values"], rtol=case["rtol"]):
-            return Mistake("grad-kept-between-calls", (
-                f"The second call with the same x returned twice 3x² (on {on}): the first "
-                "call's gradient stayed in a .grad and backward() added the new one to it. "
-                "Compute on a fresh copy of x on every call."
-            ))
+            return MESSAGES("grad-kept-between-calls", on=on)
         if not _same_grad(case["grad_after"], grad_before):
-            before = "no .grad" if grad_before is None else "a .grad"
-            after = "none" if case["grad_after"] is None else ("one" if grad_before is None else "another")
-            return Mistake("changed-callers-grad", (
-                f"Your function changed the caller's x.grad (on {on}): x held {before} before "
-                f"the call and {after} after it. Leave the caller's x as it was: compute on a "
-                "copy, x.detach().clone().requires_grad_(True)."
-            ))
+            before = MESSAGES.text("held-no-grad" if grad_before is None else "held-a-grad")
+            after = MESSAGES.text("held-none" if case["grad_after"] is None
+                                  else "held-one" if grad_before is None else "held-another")
+            fix = ("fix-leave-its-grad" if case["grad_after"] is None
+                   else "fix-copy-every-x" if case["requires_grad"] else "fix-copy")
+            return MESSAGES("changed-callers-grad", on=on, before=before, after=after, fix=MESSAGES.text(fix))
         if case["leaf_grad_after"] is not None:
-            return Mistake("no-detach", (
-                f"Your backward pass reached the tensors x was computed from (on {on}): the "
-                "caller's w now has a .grad. Cut x from its history first with x.detach()."
-            ))
+            return MESSAGES("no-detach", on=on)
         if values is not None and values.size:
             if same_values(values, case["cubed"], rtol=case["rtol"]):
-                return Mistake("returned-y", (
-                    f"You returned y = x**3 itself (on {on}). The gradient is what "
-                    "backward() leaves in x.grad."
-                ))
+                return MESSAGES("returned-y", on=on)
             if same_values(values, 2 * expected["values"], rtol=case["rtol"]):
                 if case["backward_passes"] >= 2:
-                    return Mistake("backward-twice", (
-                        f"Your gradient is twice 3x² (on {on}), and {case['backward_passes']} "
-                        "backward passes ran during the call: gradients accumulate in .grad, "
-                        "so two backward() calls add up. Call backward() once."
-                    ))
-                return Mistake("twice-the-gradient", (
-                    f"Your gradient is twice 3x² (on {on}); the gradient of (x**3).sum() is 3x²."
-                ))
+                    return MESSAGES("backward-twice", on=on, passes=case["backward_passes"])
+                return MESSAGES("twice-the-gradient", on=on)
         if (values is not None and values.size and expected["dtype"] == "torch.float64"
                 and got["dtype"] == "torch.float64"
                 and not same_values(values, expected["values"], rtol=case["rtol"], atol=case["rtol"] / 10)
                 and same_values(values, expected["values"], rtol=1e-5, atol=1e-6)):
-            return Mistake("float32-detour", (
-                f"Your float64 gradient agrees with 3x² to about 7 digits only (on {on}), the "
-                "precision of float32: somewhere it went through a lower precision than x's "
-                "own. Compute on a copy of x in x's dtype: x.detach().clone().requires_grad_(True)."
-            ))
+            return MESSAGES("float32-detour", on=on)
         problem = tensor_problem(got, expected, what="your gradient", on=on,
                                  rtol=case["rtol"], atol=case["rtol"] / 10)
         if problem:
             return problem
-        if case["backward_ops"] == 0 and got["shape"] != [0] and (
+        empty = 0 in got["shape"]
+        if case["backward_ops"] == 0 and not empty and (
                 "a second call" in on or "a third call" in on) and any(
                 earlier["backward_ops"] for earlier in cases if earlier is not case):
-            return Mistake("cached-result", (
-                f"No backward pass ran during this call (on {on}), though one ran on the "
-                "first: your function gave back a result kept from an earlier call. Compute "
-                "the gradient afresh, with autograd, on every call."
-            ))
-        if case["backward_ops"] == 0 and got["shape"] != [0]:
-            return Mistake("no-backward", (
-                f"Your values are 3x², but no backward pass ran during the call (on {on}): "
-                "the task asks for the gradient computed by autograd. Call backward() on "
-                "(x**3).sum() (or torch.autograd.grad) and return what it computes."
-            ))
-        if case.get("formula_from_x") and got["shape"] != [0]:
-            return Mistake("formula-after-backward", (
-                f"A backward pass ran during the call, but the tensor you returned was computed "
-                f"from x outside it, not by it (on {on}): your values are 3x² worked out as a "
-                "formula. Return what autograd computes: x.grad after backward(), or the "
-                "result of torch.autograd.grad."
-            ))
+            return MESSAGES("cached-result", on=on)
+        if case["backward_ops"] == 0 and not empty:
+            return MESSAGES("no-backward", on=on)
+        if case.get("formula_from_x") and not empty:
+            return MESSAGES("formula-after-backward", on=on)
     if record.get("raised"):
         return Raised(record["raised"])
     return None
@@ -367,43 +417,14 @@ known_gradient = Exercise(
     expect=_expect_known_gradient,
     judge=_judge_known_gradient,
     reference=known_gradient,
-    passed_message=(
-        "Correct: autograd's gradient matches 3x² on every shape and dtype tried, and the "
-        "caller's x is left as it was."
-    ),
-    hints=[
-        "Make a copy of x that records operations: x.detach().clone().requires_grad_(True).",
-        "y = (x**3).sum() is a single number, so y.backward() needs no arguments.",
-        "After y.backward(), the gradient is in x.grad. Return it.",
-    ],
-    error_notes=[
-        (
-            "does not require grad",
-            "x has requires_grad=False, so nothing was recorded. Make a copy that records: "
-            "x = x.detach().clone().requires_grad_(True).",
-            "x-not-recording",
-        ),
-        (
-            "only for scalar outputs",
-            "backward() with no argument needs a single number. Sum first: (x**3).sum().backward().",
-            "backward-of-many-values",
-        ),
-        (
-            "a leaf Variable that requires grad",
-            "an in-place change of a tensor that requires grad. Compute a new tensor (x**3) instead.",
-            "in-place-change-of-x",
-        ),
-        (
-            "view size is not compatible with input tensor's size and stride",
-            "x can be non-contiguous (a transposed tensor, for example), and .view() needs "
-            "contiguous memory. Use .reshape(), or keep x's own shape: the gradient has it.",
-            "view-of-non-contiguous",
-        ),
-        (
-            "Trying to backward through the graph a second time",
-            "backward() frees the graph it went through. Compute y again before another "
-            "backward(), or call backward() once.",
-            "second-backward",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "x-not-recording": "does not require grad",
+        "backward-of-many-values": "only for scalar outputs",
+        "in-place-change-of-x": "a leaf Variable that requires grad",
+        "view-of-non-contiguous": "view size is not compatible with input tensor's size and stride",
+        "second-backward": "Trying to backward through the graph a second time",
+    }),
+    messages=MESSAGES,
 )

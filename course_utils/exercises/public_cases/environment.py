@@ -38,7 +38,9 @@ kernel_environment = PublicCases(
         "site-packages as torch_dir", "in_virtualenv compares prefix with exec_prefix",
         "the first python on PATH", "resolves the interpreter link",
         "VIRTUAL_ENV decides in_virtualenv", "torch.__file__ as the folder",
-        "base_prefix as the environment")},
+        "base_prefix as the environment", "sys.argv[0] as the interpreter", "only the old real_prefix test",
+        "torch_dir as the folder's name", "the interpreter's file name only",
+        "site.getsitepackages()[0] as the environment")},
 )
 
 
@@ -115,8 +117,40 @@ def _same_for_every_seed():
     return draw
 
 
+def _never_seeded():
+    def draw(seed):
+        return torch.rand(3)  # torch's global generator, never seeded: new numbers every call
+    draw.__qualname__ = "a draw that never seeds torch's generator"
+    return draw
+
+
+def _reordered():
+    calls = [0]
+
+    def draw(seed):
+        calls[0] += 1
+        numbers = torch.rand(4, generator=torch.Generator().manual_seed(seed))
+        return torch.roll(numbers, shifts=calls[0])  # the same numbers, in another order each call
+    draw.__qualname__ = "a draw that returns its numbers in another order on every call"
+    return draw
+
+
+def _jittered():
+    calls = [0]
+
+    def draw(seed):
+        calls[0] += 1
+        numbers = torch.rand(3, generator=torch.Generator().manual_seed(seed))
+        return numbers * (1 + 4e-6 * calls[0])  # differ in the 6th digit from call to call
+    draw.__qualname__ = "a draw whose numbers differ in the 6th digit from call to call"
+    return draw
+
+
 seed_check = PublicCases(use=_a_truth_value, cases=[
     PublicCase("a draw that follows its seed", lambda: (_seeded(100),)),
     PublicCase("a draw that ignores its seed", lambda: (_always_new(),)),
     PublicCase("a draw that gives the same numbers for every seed", lambda: (_same_for_every_seed(),)),
+    PublicCase("a draw that never seeds torch's generator", lambda: (_never_seeded(),)),
+    PublicCase("a draw that returns its numbers in another order on every call", lambda: (_reordered(),)),
+    PublicCase("a draw whose numbers differ in the 6th digit from call to call", lambda: (_jittered(),)),
 ])

@@ -163,6 +163,63 @@ def smoke_cubes_the_matrix(device):
     return torch.linalg.matrix_power(a, 3).cpu()
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------
+def smoke_returns_true(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    product = (a @ a).cpu()
+    return bool(product.shape == (3, 3))
+
+
+def smoke_sum(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return (a @ a).sum().cpu()
+
+
+def smoke_with_the_device_name(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return (a @ a).cpu(), str(device)
+
+
+def smoke_moves_one_operand(device):
+    a = torch.arange(1.0, 10.0).reshape(3, 3)
+    return (a.to(device) @ a).cpu()
+
+
+def smoke_doubles(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return (a + a).cpu()
+
+
+def smoke_as_numpy(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return (a @ a).cpu().numpy()
+
+
+def smoke_from_zero(device):
+    a = torch.arange(0.0, 9.0, device=device).reshape(3, 3)
+    return (a @ a).cpu()
+
+
+def smoke_flat(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return (a @ a).cpu().reshape(9)
+
+
+def smoke_arange_stops_early(device):
+    a = torch.arange(1.0, 9.0, device=device).reshape(3, 3)
+    return (a @ a).cpu()
+
+
+def smoke_transposes_the_result(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return (a @ a).cpu().T
+
+
+def smoke_linalg_matmul(device):
+    a = torch.arange(9, dtype=torch.float32, device=device).add(1).view(3, 3)
+    return torch.linalg.matmul(a, a).to("cpu")
+
+
 CATALOGUE = Catalogue({
     ex.device_smoke_test: [
         wrong("matrix product written out with broadcasting", smoke_product_by_broadcasting,
@@ -199,6 +256,21 @@ CATALOGUE = Catalogue({
         right("torch.linspace", smoke_with_linspace),
         right("the matrix as a literal on the device", smoke_with_the_matrix_written_out),
         wrong("a @ a @ a", smoke_cubes_the_matrix, "right shape but wrong values"),
+        # -- issue 45, fresh round (from the task text) --
+
+        wrong("returns True when the shape is right", smoke_returns_true, "is a bool", "expected a torch.Tensor"),
+        wrong("returns the product's sum", smoke_sum, "has shape (); expected (3, 3)"),
+        wrong("returns the product and the device's name", smoke_with_the_device_name, "returned a tuple"),
+        wrong("moves only one operand", smoke_moves_one_operand, "Expected all tensors to be on the same device",
+              "Likely cause:", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("a + a", smoke_doubles, "worked out with add"),
+        wrong("returns a NumPy array", smoke_as_numpy, "returned a numpy.ndarray"),
+        wrong("arange from 0", smoke_from_zero, "right shape but wrong values"),
+        wrong("returns nine numbers in a row", smoke_flat, "has shape (9,); expected (3, 3)"),
+        wrong("arange(1.0, 9.0)", smoke_arange_stops_early, "invalid for input of size 8", "Likely cause:",
+              outcome=Outcome.RAISED),
+        wrong("returns the product transposed", smoke_transposes_the_result, "right shape but wrong values"),
+        right("arange(9) + 1, .view, torch.linalg.matmul, .to('cpu')", smoke_linalg_matmul),
     ],
 })
 

@@ -162,6 +162,21 @@ def env_as_an_ordered_dict():
         torch_dir=os.path.dirname(torch.__file__))
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------
+def env_torch_dir_by_os_path():
+    return {
+        "python": os.fspath(Path(sys.executable)),
+        "prefix": os.fspath(sys.prefix),
+        "in_virtualenv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+        "torch_dir": os.path.dirname(torch.__file__),
+    }
+
+
+def env_with_a_misspelt_key():
+    return {"python": sys.executable, "prefix": sys.prefix, "in_virtualenv": sys.prefix != sys.base_prefix,
+            "torch_path": str(Path(torch.__file__).parent)}
+
+
 CATALOGUE = Catalogue({
     ex.kernel_environment: [
         right("sysconfig's data path, site.PREFIXES and torch.__spec__", env_from_sysconfig_and_site),
@@ -177,7 +192,7 @@ CATALOGUE = Catalogue({
               "'torch_dir' should be the folder of the torch package this kernel imported"),
         wrong("in_virtualenv compares prefix with exec_prefix",
               _environment_with(in_virtualenv=lambda: sys.prefix != sys.exec_prefix),
-              "'in_virtualenv' was False in every kernel the check tried"),
+              "'in_virtualenv' is False; it should be True", "sys.base_prefix"),
         right("pathlib, importlib's find_spec and the old real_prefix test", env_with_pathlib_and_find_spec),
         right("pyvenv.cfg marks a virtual environment; torch.__path__", env_from_pyvenv_cfg),
         right("dict(...) with keywords and inspect.getfile", env_built_with_dict_keywords),
@@ -217,6 +232,32 @@ CATALOGUE = Catalogue({
               "inside the function", kind=STATEFUL),
         wrong("sys._base_executable", env_base_executable,
               "where the environment's python link points", "use sys.executable", kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+
+        wrong("sys.argv[0] as the interpreter", _environment_with(python=lambda: sys.argv[0]),
+              "'python' should be the interpreter running this kernel"),
+        wrong("sys.exec_prefix as the environment", _environment_with(prefix=lambda: sys.exec_prefix),
+              "'prefix' is sys.exec_prefix", kind=EDGE),
+        wrong("CONDA_PREFIX also counts as a virtual environment",
+              _environment_with(in_virtualenv=lambda: sys.prefix != sys.base_prefix or "CONDA_PREFIX" in os.environ),
+              "a conda environment is not a virtual environment", kind=EDGE),
+        wrong("only the old real_prefix test", _environment_with(in_virtualenv=lambda: hasattr(sys, "real_prefix")),
+              "was False in every kernel the check tried"),
+        wrong("torch_dir built from site.getsitepackages()",
+              _environment_with(torch_dir=lambda: os.path.join(__import__("site").getsitepackages()[0], "torch")),
+              "'torch_dir' should be the folder of the torch package this kernel imported", kind=EDGE),
+        wrong("torch_dir as the folder's name", _environment_with(torch_dir=lambda: Path(torch.__file__).parent.name),
+              "got 'torch'"),
+        wrong("the interpreter's file name only", _environment_with(python=lambda: os.path.basename(sys.executable)),
+              "not 'python"),
+        wrong("a misspelt key", env_with_a_misspelt_key, "lacks the key 'torch_dir'", "torch_path"),
+        wrong("in_virtualenv: the interpreter lies outside base_prefix",
+              _environment_with(in_virtualenv=lambda: not sys.executable.startswith(sys.base_prefix)),
+              "made inside its installation's folder", kind=EDGE),
+        wrong("site.getsitepackages()[0] as the environment",
+              _environment_with(prefix=lambda: __import__("site").getsitepackages()[0]),
+              "'prefix' should be the environment's folder"),
+        right("os.fspath, getattr(sys, 'base_prefix') and os.path.dirname", env_torch_dir_by_os_path),
     ],
 })
 

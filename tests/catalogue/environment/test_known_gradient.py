@@ -236,6 +236,79 @@ def gradient_under_no_grad(x):
     return leaf.grad
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------
+def grad_flattened(x):
+    x = x.detach().reshape(-1).clone().requires_grad_(True)
+    (x ** 3).sum().backward()
+    return x.grad
+
+
+def grad_of_a_copy_through_tolist(x):
+    x = torch.tensor(x.tolist(), requires_grad=True)
+    (x ** 3).sum().backward()
+    return x.grad
+
+
+def grad_as_numpy(x):
+    x = x.detach().clone().requires_grad_(True)
+    (x ** 3).sum().backward()
+    return x.grad.numpy()
+
+
+def grad_formula_for_a_scalar(x):
+    if x.dim() == 0:
+        return torch.tensor(3 * x.item() ** 2)
+    x = x.detach().clone().requires_grad_(True)
+    (x ** 3).sum().backward()
+    return x.grad
+
+
+def grad_of_abs_cubed(x):
+    x = x.detach().clone().requires_grad_(True)
+    (x.abs() ** 3).sum().backward()
+    return x.grad
+
+
+def grad_of_exp_3_log(x):
+    x = x.detach().clone().requires_grad_(True)
+    torch.exp(3 * torch.log(x)).sum().backward()
+    return x.grad
+
+
+def grad_squeezed(x):
+    x = x.detach().clone().squeeze().requires_grad_(True)
+    (x ** 3).sum().backward()
+    return x.grad
+
+
+def grad_zeroed_after_reading(x):
+    x = x.detach().clone().requires_grad_(True)
+    (x ** 3).sum().backward()
+    grad = x.grad
+    x.grad.zero_()  # tidy up after backward
+    return grad
+
+
+def grad_empty_shortcut(x):
+    if x.numel() == 0:
+        return torch.zeros(0)
+    x = x.detach().clone().requires_grad_(True)
+    (x ** 3).sum().backward()
+    return x.grad
+
+
+def grad_tuple_from_autograd_grad(x):
+    x = x.detach().clone().requires_grad_(True)
+    return torch.autograd.grad((x ** 3).sum(), x)
+
+
+def grad_of_a_product_with_a_seed_gradient(x):
+    with torch.enable_grad():
+        leaf = x.detach().clone().requires_grad_()
+        (leaf * leaf * leaf).sum().backward(gradient=torch.tensor(1.0, dtype=x.dtype))
+    return leaf.grad
+
+
 CATALOGUE = Catalogue({
     ex.known_gradient: [
         wrong("caches the gradient by id(x)", grad_cached_by_id, "No backward pass ran during this call",
@@ -293,6 +366,21 @@ CATALOGUE = Catalogue({
         wrong("clears the caller's .grad first", gradient_drops_the_callers_grad,
               "changed the caller's x.grad", "held a .grad before the call and none after it",
               kind=STATEFUL),
+        # -- issue 45, fresh round (from the task text) --
+
+        wrong("flattens x", grad_flattened, "has shape (6,); expected (2, 3)"),
+        wrong("copies x through tolist()", grad_of_a_copy_through_tolist, "dtype torch.float32; expected torch.float64",
+              kind=EDGE),
+        wrong("returns a NumPy array", grad_as_numpy, "is a numpy.ndarray", "expected a torch.Tensor"),
+        wrong("3x² by hand for a 0-d x", grad_formula_for_a_scalar, "no backward pass ran", "0-dimensional", kind=EDGE),
+        wrong("(x.abs()**3).sum()", grad_of_abs_cubed, "right shape but wrong values"),
+        wrong("x**3 as exp(3 log x)", grad_of_exp_3_log, "right shape but wrong values", "got nan", kind=EDGE),
+        wrong("squeezes x", grad_squeezed, "has shape (4, 2); expected (4, 1, 2)", kind=EDGE),
+        wrong("zeroes the .grad it returns", grad_zeroed_after_reading, "right shape but wrong values", "got 0"),
+        wrong("torch.zeros(0) for an empty x", grad_empty_shortcut, "dtype torch.float32; expected torch.float64",
+              "(empty)", kind=EDGE),
+        wrong("returns autograd.grad's tuple", grad_tuple_from_autograd_grad, "is a tuple", "expected a torch.Tensor"),
+        right("leaf * leaf * leaf, backward(gradient=1) under enable_grad", grad_of_a_product_with_a_seed_gradient),
     ],
 })
 

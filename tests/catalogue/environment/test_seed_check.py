@@ -144,6 +144,70 @@ def check_in_float64(draw):
     return torch.equal(a, b) and not torch.equal(a, c)
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------
+def check_seeds_for_the_draw(draw):
+    torch.manual_seed(0)
+    a = draw(0)
+    torch.manual_seed(0)
+    b = draw(0)
+    torch.manual_seed(1)
+    c = draw(1)
+    return torch.equal(a, b) and not torch.equal(a, c)
+
+
+def check_by_the_largest_number(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return a.shape == b.shape and bool(a.max() == b.max()) and bool(a.max() != c.max())
+
+
+def check_printed(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return str(a) == str(b) and str(a) != str(c)
+
+
+def check_largest_difference(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return bool((a - b).abs().max() == 0) and bool((a - c).abs().max() != 0)
+
+
+def check_with_seed_as_a_keyword(draw):
+    a, b, c = draw(seed=0), draw(seed=0), draw(seed=1)
+    return torch.equal(a, b) and not torch.equal(a, c)
+
+
+def check_returns_text(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return "True" if torch.equal(a, b) and not torch.equal(a, c) else "False"
+
+
+def check_same_seed_by_shape(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return a.shape == b.shape and not torch.equal(a, c)
+
+
+def check_or_for_and(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return torch.equal(a, b) or not torch.equal(a, c)
+
+
+def check_any_number_equal(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return a.shape == b.shape and bool((a == b).any()) and not torch.equal(a, c)
+
+
+def check_returns_a_pair(draw):
+    a, b, c = draw(0), draw(0), draw(1)
+    return torch.equal(a, b), not torch.equal(a, c)
+
+
+def check_shape_then_eq_all(draw):
+    def same(p, q):
+        return p.shape == q.shape and bool(torch.eq(p, q).all())
+
+    first, again, other = (draw(seed) for seed in (21, 21, 22))
+    return same(first, again) and not same(first, other)
+
+
 CATALOGUE = Catalogue({
     ex.seed_check: [
         right("any element differs, shapes first", check_any_difference),
@@ -187,6 +251,22 @@ CATALOGUE = Catalogue({
         wrong("compares flattened tensors", check_flattened, "as shape (6,) on one call",
               "your comparison looks past the shape", kind=EDGE),
         wrong("compares raw bytes", check_raw_bytes, "as shape (6,) on one call", "raw bytes", kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+
+        wrong("seeds torch itself before each draw", check_seeds_for_the_draw,
+              "accepted a draw function that never seeds at all"),
+        wrong("compares the largest numbers", check_by_the_largest_number, "in another order on every call"),
+        wrong("compares the printed tensors", check_printed, "differ in the 6th digit"),
+        wrong("largest absolute difference is 0", check_largest_difference, "shape (1,), then (2,)", kind=EDGE),
+        wrong("calls draw(seed=...)", check_with_seed_as_a_keyword, "unexpected keyword argument 'seed'",
+              "call draw(0), not draw(seed=0)", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("returns 'True' or 'False'", check_returns_text, "returned a str", "should return True or False"),
+        wrong("same seed: same shape only", check_same_seed_by_shape, "accepted a draw function that never seeds at all"),
+        wrong("or where and is meant", check_or_for_and, "accepted a draw function that ignores its seed"),
+        wrong("any number equal", check_any_number_equal, "never seeds its second generator",
+              "any() where all() is meant", kind=EDGE),
+        wrong("returns both findings as a pair", check_returns_a_pair, "returned a tuple"),
+        right("shapes, then torch.eq(...).all()", check_shape_then_eq_all),
     ],
 })
 

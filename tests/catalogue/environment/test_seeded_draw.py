@@ -149,6 +149,68 @@ def draw_from_a_generator_seeded_in_two_lines(seed, n):
     generator.manual_seed(seed)
     return torch.randn(n, generator=generator)
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------
+def draw_sorted(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n).sort().values
+
+
+def draw_as_a_column(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n, 1)
+
+
+def draw_at_least_one(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(max(n, 1))
+
+
+def draw_one_at_a_time(seed, n):
+    torch.manual_seed(seed)
+    return torch.stack([torch.randn(()) for _ in range(n)])
+
+
+def draw_in_half_precision(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n, dtype=torch.float16).float()
+
+
+_draws_by_seed = {}
+
+
+def draw_cached_by_seed_only(seed, n):
+    if seed not in _draws_by_seed:
+        torch.manual_seed(seed)
+        _draws_by_seed[seed] = torch.randn(n)
+    return _draws_by_seed[seed].clone()
+
+
+def draw_in_float64_then_float32(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n, dtype=torch.float64).float()
+
+
+def draw_clamped(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n).clamp(-3, 3)
+
+
+def draw_as_a_list(seed, n):
+    torch.manual_seed(seed)
+    return torch.randn(n).tolist()
+
+
+def draw_seeds_when_seed_is_truthy(seed, n):
+    if seed:
+        torch.manual_seed(seed)
+    return torch.randn(n)
+
+
+def draw_with_a_size_object(seed, n):
+    torch.random.manual_seed(seed)
+    return torch.randn(torch.Size([n]), dtype=torch.float32)
+
+
 CATALOGUE = Catalogue({
     ex.seeded_draw: [
         right("inside torch.random.fork_rng()", draw_in_fork_rng),
@@ -163,7 +225,7 @@ CATALOGUE = Catalogue({
         wrong("torch.seed(seed)", draw_torch_seed, "torch.seed() sets a fresh, random seed", "Likely cause:",
               outcome=Outcome.RAISED),
         wrong("NumPy's draw", draw_from_numpy, "dtype torch.float64; expected torch.float32"),
-        wrong("draws twice", draw_twice, "wrong values", "then call torch.randn(n)"),
+        wrong("draws twice", draw_twice, "wrong values", "draws right after"),
         wrong("seeds only the first time it sees a seed", draw_seeds_once, "Two calls with seed=0 gave different numbers",
               kind=STATEFUL),
         wrong("caches its draws", draw_cached, "the very tensor object the first call returned", kind=STATEFUL),
@@ -186,6 +248,24 @@ CATALOGUE = Catalogue({
         wrong("seeds torch, draws from a generator seeded with seed + 1", draw_from_a_generator_seeded_with_seed_plus_1,
               "draws nothing from it", kind=EDGE),
         right("a torch.Generator() seeded on its own line", draw_from_a_generator_seeded_in_two_lines),
+        # -- issue 45, fresh round (from the task text) --
+
+        wrong("sorts its draw", draw_sorted, "right shape but wrong values", "draws right after"),
+        wrong("a column of n numbers", draw_as_a_column, "has shape (5, 1); expected (5,)"),
+        wrong("at least one number", draw_at_least_one, "has shape (1,); expected (0,)", "n=0", kind=EDGE),
+        wrong("one number at a time, stacked", draw_one_at_a_time, "stack expects a non-empty TensorList",
+              "Likely cause:", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("draws in float16, converts to float32", draw_in_half_precision, "right shape but wrong values",
+              "draws right after"),
+        wrong("caches one draw per seed, whatever n", draw_cached_by_seed_only, "has shape (5,); expected (3,)",
+              "seed=0, n=3", kind=STATEFUL),
+        wrong("draws float64, converts to float32", draw_in_float64_then_float32, "right shape but wrong values",
+              "n=1000", kind=EDGE),
+        wrong("clamps to [-3, 3]", draw_clamped, "right shape but wrong values", "n=1000", kind=EDGE),
+        wrong("returns a list", draw_as_a_list, "is a list", "expected a torch.Tensor"),
+        wrong("seeds only when `if seed:` holds", draw_seeds_when_seed_is_truthy, "not for seed=0",
+              "`if seed:` is False for 0", kind=EDGE),
+        right("torch.random.manual_seed, torch.randn(torch.Size([n]))", draw_with_a_size_object),
     ],
 })
 
