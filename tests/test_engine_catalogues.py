@@ -30,9 +30,11 @@ def test_the_float_edges_hold_what_each_dtype_has_at_its_edges(dtype):
     assert all(float(torch.tensor(v, dtype=dtype)) == v for v in finite), "each value exact in the dtype"
 
 
-@pytest.mark.parametrize("dtype", (torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool), ids=str)
+@pytest.mark.parametrize("dtype", (torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool, torch.uint32),
+                         ids=str)
 def test_the_integer_edges_are_the_dtypes_extremes_and_the_floats_first_inexact_integers(dtype):
     values = edges.edge_values(dtype)
+    assert len(values) == len(set(values)), "each edge once"
     torch.tensor(values, dtype=dtype)  # every one fits
     if dtype == torch.bool:
         assert values == [False, True]

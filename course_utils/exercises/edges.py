@@ -83,9 +83,15 @@ def int_edges(dtype: torch.dtype) -> list[int]:
 
 
 def edge_values(dtype: torch.dtype, allowed: Allowed = ANY) -> list:
-    """The classic edges of ``dtype`` that ``allowed`` admits, in a fixed order."""
+    """The classic edges of ``dtype`` that ``allowed`` admits, in a fixed order, each once
+    (an unsigned dtype's smallest value is 0; -0.0 and 0.0 count as two)."""
     values = float_edges(dtype) if dtype.is_floating_point else int_edges(dtype)
-    return [v for v in values if allowed.admits(v)]
+    seen, unique = set(), []
+    for value in values:
+        if repr(value) not in seen and allowed.admits(value):
+            seen.add(repr(value))
+            unique.append(value)
+    return unique
 
 
 def edge_tensor(shape: Sequence[int], dtype: torch.dtype, allowed: Allowed = ANY, *, shift: int = 0) -> torch.Tensor:
