@@ -1,4 +1,9 @@
-"""Chapter 04, L5: EarlyStopping, a class that says when to stop training."""
+"""Chapter 04, L5: EarlyStopping, a class that says when to stop training.
+
+Engine: applies edges.edge_values(float64, Allowed(finite=True)) as one sequence of losses
+(inf has its own), a second object after a first, and calls after the stop; hand-written
+because the answer is a class whose objects keep state from call to call, and its judge names
+the slips of a stopping rule from when each object said stop."""
 
 from __future__ import annotations
 
@@ -6,11 +11,180 @@ import copy
 import math
 
 import numpy as np
+import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
+from course_utils.exercises.edges import Allowed, edge_values
+from course_utils.exercises.messages import Messages
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.training_loop.common import CHAPTER
 
+
+
+MESSAGES = Messages("EarlyStopping", {
+    "said-never": "never said stop",
+    "said-stop-after": "said stop after epoch {stop}",
+    "wrong-best-loss": "After {on}, best_loss is {got}; expected {expected}, the lowest loss seen so far.",
+    "count-not-from-zero": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
+        "improved on the best, so each epoch adds 1 to the count of epochs without "
+        "improvement, and it reaches patience={patience} after epoch {right}: your count "
+        "does not start at 0, or an inf loss stops training at once. Set the count to 0 in "
+        "__init__, and count an epoch whose loss is inf like any epoch without improvement."
+    ),
+    "count-below-zero": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
+        "improved on the best (best_epoch is still {best_epoch}), so each epoch adds 1 to "
+        "the count of epochs without improvement and it reaches patience={patience} after "
+        "epoch {right}: your count starts below 0. Set it to 0 in __init__."
+    ),
+    "mixes-inf-readings": (
+        "Your EarlyStopping {said} with best_epoch {best_epoch} on {on}. Either the first inf "
+        "is no improvement on a best that starts at math.inf (stop after epoch {right}, "
+        "best_epoch None), or it is the first best (best_epoch 1, stop after epoch "
+        "{right_plus_one}); your answer mixes the two."
+    ),
+    "state-on-class": (
+        "step() changed {name}, a class attribute: one container that every EarlyStopping "
+        "shares, so the state of one object carries over from one object to the next (a "
+        "second run of training would start with the first one's losses). Create it on "
+        "self in __init__: self.{name} = ..."
+    ),
+    "state-carries-over": (
+        "A second EarlyStopping, given {on} after a first one, {said_again} "
+        "with best_epoch {best_epoch_again} and best_loss {best_loss_again}; the first "
+        "object given the same losses {said_first} with best_epoch {best_epoch_first}. Something "
+        "carries over from one object to the next: state kept on the class (a list or a "
+        "counter written as a class attribute) or in a global. Set every attribute on self "
+        "in __init__."
+    ),
+    "start-best-loss": "math.inf",
+    "start-best-epoch": "None, no best epoch yet",
+    "attribute-set-only-in-step": (
+        "A new EarlyStopping(patience={patience}) has no attribute {name}: it "
+        "appears only once step() sets it, so code that reads it before (or without) an "
+        "improvement crashes. Set it in __init__ ({name} = {start})."
+    ),
+    "returns-not-a-bool": (
+        "step() returned {kind} (on {on}); return True to stop now and False "
+        "to go on, e.g. `return self.bad_epochs >= self.patience`."
+    ),
+    "falsy-zero-best": (
+        "On {on}, the best loss was 0.0 at epoch {expected_epoch}, but your "
+        "class then took {got_loss} (epoch {got_epoch}) as a new best: "
+        "0.0 counts as false, so a test like `if not self.best_loss` reads it as 'no best "
+        "yet'. Start best_loss at math.inf and compare with `<` (or test `is None`)."
+    ),
+    "ignores-patience": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. You stop at "
+        "the first epoch that is worse than the one before: "
+        "that ignores patience. Count the epochs without a new best and stop when "
+        "that count reaches patience."
+    ),
+    "compares-with-previous": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. From epoch 3 "
+        "on, each epoch is better than the one before it, yet "
+        "none beats the best (0.5 at epoch 2). Compare with the best loss so far, not with the "
+        "previous epoch."
+    ),
+    "margin-or-rounding": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. 0.4999999999 "
+        "is lower than 0.5, and 0.4999999998 lower than "
+        "0.4999999999: each is a new best, however small the difference. Any loss "
+        "strictly lower than the best counts: compare val_loss < self.best_loss, with "
+        "no margin (min_delta) and no rounding."
+    ),
+    "equal-counts-as-better": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. A loss equal "
+        "to the best is not an improvement: use `<`, not "
+        "`<=`, or a flat validation loss never stops training."
+    ),
+    "no-reset-on-new-best": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. A new best "
+        "loss must reset the count of epochs without "
+        "improvement to 0; you keep counting from before."
+    ),
+    "stops-one-late": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. You stop one "
+        "epoch late: stop as soon as the number of epochs "
+        "without improvement reaches patience (>=, not >)."
+    ),
+    "stops-one-early": (
+        "Your EarlyStopping {said} on {on}; it should stop after epoch {right}. You stop one "
+        "epoch early: patience=N means you wait N epochs "
+        "without improvement, and stop after the Nth (count >= patience)."
+    ),
+    "wrong-stop-epoch": "Your EarlyStopping {said} on {on}; it should stop after epoch {right}.",
+    "wrong-best-epoch": (
+        "After {on}, best_epoch is {got}; expected {expected}. "
+        "Count the calls to step() from 1, and remember the number of the call that "
+        "gave the lowest loss."
+    ),
+    "stop-latched": (
+        "Your EarlyStopping said stop after epoch {stop} on {on}, and still True after "
+        "epoch {epoch}, whose loss {loss:g} was a new best (lower than {before:g}). step() "
+        "returns True only while the last `patience` calls brought no improvement: a new "
+        "best resets the count of epochs without improvement to 0, so step() returns False "
+        "then, and True again only after `patience` more epochs without a new best. Don't "
+        "keep a 'stopped' flag (or the largest count so far); return count >= patience."
+    ),
+    "wrong-after-new-best": (
+        "Your EarlyStopping said {said} after epoch {epoch} on {on}; expected "
+        "{expected}. After the stop, {loss:g} {why}"
+    ),
+    "clause-was-a-new-best": (
+        "was a new best: it resets the count of epochs without improvement to 0 and becomes "
+        "best_loss, like any new best."
+    ),
+    "clause-no-improvement": (
+        "brought no improvement on the best since the last new best: count it, and say stop "
+        "once the count reaches patience."
+    ),
+    "stop-not-kept": (
+        "Your EarlyStopping said stop after epoch {stop} on {on}, then go on (False) "
+        "after epoch {later}, although no loss had improved on the best since. Training should "
+        "still stop: the number of epochs without improvement only grows, so step() keeps "
+        "returning True until a loss beats the best. Compare that number with `>=` patience, "
+        "and don't reset it when you say stop."
+    ),
+    "passed": (
+        "Correct: you stop after `patience` epochs without a new best, compare with the best "
+        "so far, and remember which epoch that was."
+    ),
+    "hint-1": (
+        "Keep three things: the best loss so far, the epoch it came from, and how many epochs "
+        "have passed since. Start the best at math.inf so the first (finite) loss is always a new best."
+    ),
+    "hint-2": (
+        "In step(): count the epoch; if val_loss < best_loss it is a new best (reset the count "
+        "to 0), otherwise add 1 to the count. Return whether the count has reached patience."
+    ),
+    "hint-3": (
+        "self.epoch += 1; if val_loss < self.best_loss: self.best_loss, self.best_epoch, "
+        "self.bad_epochs = val_loss, self.epoch, 0; else: self.bad_epochs += 1; "
+        "return self.bad_epochs >= self.patience"
+    ),
+    "attribute-not-set-in-init": (
+        "an attribute used in step() that __init__ never set. Set every attribute in "
+        "__init__ (best_loss = math.inf, best_epoch = None, the counters = 0)."
+    ),
+    "arithmetic-with-none": (
+        "a subtraction with None: best_epoch (or another attribute that starts as None) is "
+        "None until the first best, and stays so on losses that are all inf, so arithmetic "
+        "with it fails. Test `is None` first (no best yet: every epoch counts as one without "
+        "improvement), or keep the epochs without improvement in a counter of their own."
+    ),
+    "loss-compared-with-none": (
+        "a loss compared (<, >) with None: an attribute that starts as None cannot be "
+        "compared with a number. Start best_loss at math.inf, or test `is None` before "
+        "comparing."
+    ),
+})
+
+# Error notes: the clue in the error's message, by note id.
+ERROR_CLUES = {"attribute-not-set-in-init": "has no attribute",
+               "arithmetic-with-none": "unsupported operand type(s) for -:",
+               "loss-compared-with-none": "and 'NoneType'"}
 
 # ============================================================================================
 # L5 — early stopping
@@ -42,6 +216,8 @@ _TINY_STEPS = "a loss that improves by tiny steps"
 # After a stop, a loss that beats the best: the last call brought an improvement, so step()
 # says False (True again only after `patience` more calls without one), and the new best counts.
 _NEW_BEST_AFTER_STOP = "a loss that sets a new best after the stop"
+_EDGES = "losses at the edges of a float64, falling from the largest finite one to the most negative"
+_EDGE_LOSSES = sorted(edge_values(torch.float64, Allowed(finite=True)), reverse=True)
 
 # (name, patience, validation losses): each separates the right rule from one classic mistake.
 _STOPPING_CASES = (
@@ -61,6 +237,11 @@ _STOPPING_CASES = (
     # second new object after a first that said stop, which must start from nothing.
     (_NEW_BEST_AFTER_STOP, 2, [1.0, 1.1, 1.2, 0.5, 0.6, 0.7, 0.4, 0.45]),
     (_NEW_BEST_AFTER_STOP + ", on a second EarlyStopping", 2, [1.0, 1.1, 1.2, 0.5, 0.6, 0.7, 0.4, 0.45]),
+    # The edges of a float64 loss (edges.py; finite: inf has its case above), from the largest
+    # down: each a new best but -0.0, which equals 0.0; then the lowest twice, to stop. A best
+    # that starts at 1e9 or sys.float_info.max, a sentinel below zero, a relative margin or a
+    # float32 copy of the best each take one of them for another.
+    (_EDGES, 2, _EDGE_LOSSES + _EDGE_LOSSES[-1:] * 2),
 )
 
 
@@ -144,82 +325,79 @@ def _first_rise(losses):
     return next((i + 1 for i in range(1, len(losses)) if losses[i] > losses[i - 1]), None)
 
 
+def _said(stop) -> str:
+    return MESSAGES.text("said-never") if stop is None else MESSAGES.text("said-stop-after", stop=stop)
+
+
 def _judge_all_inf(on, got, expected, patience):
     """A first loss of inf is no improvement on math.inf, or (with a best that starts empty)
     the first best: both readings are correct, as long as the count starts at 0."""
     stop, right, best_epoch = got["stop"], expected["stop"], got["best_epoch"]
     no_best = best_epoch in ("None", 0)
     if got["best_loss"] != expected["best_loss"]:
-        return Mistake("wrong-best-loss", (
-            f"After {on}, best_loss is {got['best_loss']}; expected {expected['best_loss']}, "
-            "the lowest loss seen so far."
-        ))
+        return MESSAGES("wrong-best-loss", on=on, got=got["best_loss"], expected=expected["best_loss"])
     if (stop == right and no_best) or (right is not None and stop == right + 1 and best_epoch == 1):
         return None
-    said = "never said stop" if stop is None else f"said stop after epoch {stop}"
+    said = _said(stop)
     if no_best and stop is not None and right is not None and stop < right:
-        return Mistake("count-not-from-zero", (
-            f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
-            "improved on the best, so each epoch adds 1 to the count of epochs without "
-            f"improvement, and it reaches patience={patience} after epoch {right}: your count "
-            "does not start at 0. Set it to 0 in __init__."
-        ))
+        return MESSAGES("count-not-from-zero", said=said, on=on, right=right, patience=patience)
     if no_best and (stop is None or (right is not None and stop > right)):
-        return Mistake("count-not-from-zero", (
-            f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}. No loss "
-            f"improved on the best (best_epoch is still {best_epoch}), so each epoch adds 1 to "
-            f"the count of epochs without improvement and it reaches patience={patience} after "
-            f"epoch {right}: your count starts below 0. Set it to 0 in __init__."
-        ))
-    return Mistake("mixes-inf-readings", (
-        f"Your EarlyStopping {said} with best_epoch {best_epoch} on {on}. Either the first inf "
-        f"is no improvement on a best that starts at math.inf (stop after epoch {right}, "
-        f"best_epoch None), or it is the first best (best_epoch 1, stop after epoch "
-        f"{None if right is None else right + 1}); your answer mixes the two."
-    ))
+        return Mistake("count-not-from-zero", MESSAGES.text(
+            "count-below-zero", said=said, on=on, right=right, best_epoch=best_epoch, patience=patience))
+    return MESSAGES("mixes-inf-readings", said=said, best_epoch=best_epoch, on=on, right=right,
+                    right_plus_one=None if right is None else right + 1)
 
 
-def _judge_early_stopping(record):
+def _stop_problem(case, got, expected):
+    """step() said stop after another epoch than the reference: which slip explains it."""
+    on, losses, stop, right = case["on"], case["losses"], got["stop"], expected["stop"]
+    fields = {"said": _said(stop), "on": on, "right": right}
+    if stop is not None and stop == _first_rise(losses) and stop != right:
+        return MESSAGES("ignores-patience", **fields)
+    if on.startswith("a loss that drifts") and (stop is None or stop > right):
+        return MESSAGES("compares-with-previous", **fields)
+    if on.startswith(_TINY_STEPS) and stop is not None and right is not None and stop < right:
+        return MESSAGES("margin-or-rounding", **fields)
+    if on.startswith("a loss that stays flat") and (stop is None or stop > right):
+        return MESSAGES("equal-counts-as-better", **fields)
+    if on.startswith("a loss that recovers") and stop is not None and stop < right:
+        return MESSAGES("no-reset-on-new-best", **fields)
+    if stop is not None and right is not None and stop == right + 1:
+        return MESSAGES("stops-one-late", **fields)
+    if stop is not None and right is not None and stop == right - 1:
+        return MESSAGES("stops-one-early", **fields)
+    return MESSAGES("wrong-stop-epoch", **fields)
+
+
+def _objects_problem(record):
+    """State that carries over from one object to the next (on the class, or in a global)."""
     cases = record["cases"]
     first, again = cases[0]["got"], record["again"]
     if again.get("class_attributes_changed"):
-        name = again["class_attributes_changed"][0]
-        return Mistake("state-on-class", (
-            f"step() changed {name}, a class attribute: one container that every EarlyStopping "
-            "shares, so the state of one object carries over from one object to the next (a "
-            "second run of training would start with the first one's losses). Create it on "
-            f"self in __init__: self.{name} = ..."
-        ))
+        return MESSAGES("state-on-class", name=again["class_attributes_changed"][0])
     if (again["stop"], again["best_epoch"], again["best_loss"]) != (
         first["stop"], first["best_epoch"], first["best_loss"]
     ):
-        def said(got):
-            return "never said stop" if got["stop"] is None else f"said stop after epoch {got['stop']}"
+        return Mistake("state-on-class", MESSAGES.text(
+            "state-carries-over", on=cases[0]["on"], said_again=_said(again["stop"]),
+            best_epoch_again=again["best_epoch"], best_loss_again=again["best_loss"],
+            said_first=_said(first["stop"]), best_epoch_first=first["best_epoch"]))
+    return None
 
-        return Mistake("state-on-class", (
-            f"A second EarlyStopping, given {cases[0]['on']} after a first one, {said(again)} "
-            f"with best_epoch {again['best_epoch']} and best_loss {again['best_loss']}; the first "
-            f"object given the same losses {said(first)} with best_epoch {first['best_epoch']}. Something "
-            "carries over from one object to the next: state kept on the class (a list or a "
-            "counter written as a class attribute) or in a global. Set every attribute on self "
-            "in __init__."
-        ))
-    for case in cases:
-        on, got, expected, losses = case["on"], case["got"], case["expected"], case["losses"]
+
+def _judge_early_stopping(record):
+    problem = _objects_problem(record)
+    if problem:
+        return problem
+    for case in record["cases"]:
+        on, got, expected = case["on"], case["got"], case["expected"]
         if got["missing_after_init"]:
             name = got["missing_after_init"][0]
-            start = "math.inf" if name == "best_loss" else "None, no best epoch yet"
-            return Mistake("attribute-set-only-in-step", (
-                f"A new EarlyStopping(patience={case['patience']}) has no attribute {name}: it "
-                "appears only once step() sets it, so code that reads it before (or without) an "
-                f"improvement crashes. Set it in __init__ ({name} = {start})."
-            ))
+            start = MESSAGES.text("start-best-loss" if name == "best_loss" else "start-best-epoch")
+            return MESSAGES("attribute-set-only-in-step", patience=case["patience"], name=name, start=start)
         wrong_kinds = [k for k in got["kinds"] if k != "bool"]
         if wrong_kinds:
-            return Mistake("returns-not-a-bool", (
-                f"step() returned {wrong_kinds[0]} (on {on}); return True to stop now and False "
-                "to go on, e.g. `return self.bad_epochs >= self.patience`."
-            ))
+            return MESSAGES("returns-not-a-bool", kind=wrong_kinds[0], on=on)
         if on.startswith(_NEW_BEST_AFTER_STOP) and got["said"] != expected["said"] and got["stop"] == expected["stop"]:
             return _new_best_after_stop_problem(case, got, expected)
         if on.startswith(_ALL_INF):
@@ -227,72 +405,19 @@ def _judge_early_stopping(record):
             if problem:
                 return problem
             continue
-        stop, right = got["stop"], expected["stop"]
         if (
             on.startswith(_REACHES_ZERO) and type(got["best_epoch"]) is int
             and got["best_epoch"] > expected["best_epoch"]
             and isinstance(got["best_loss"], float) and got["best_loss"] > 0
         ):
-            return Mistake("falsy-zero-best", (
-                f"On {on}, the best loss was 0.0 at epoch {expected['best_epoch']}, but your "
-                f"class then took {got['best_loss']} (epoch {got['best_epoch']}) as a new best: "
-                "0.0 counts as false, so a test like `if not self.best_loss` reads it as 'no best "
-                "yet'. Start best_loss at math.inf and compare with `<` (or test `is None`)."
-            ))
-        if stop != right:
-            said = "never said stop" if stop is None else f"said stop after epoch {stop}"
-            base = f"Your EarlyStopping {said} on {on}; it should stop after epoch {right}."
-            if stop is not None and stop == _first_rise(losses) and stop != right:
-                return Mistake("ignores-patience", (
-                    base + " You stop at the first epoch that is worse than the one before: "
-                    "that ignores patience. Count the epochs without a new best and stop when "
-                    "that count reaches patience."
-                ))
-            if on.startswith("a loss that drifts") and (stop is None or stop > right):
-                return Mistake("compares-with-previous", (
-                    base + " From epoch 3 on, each epoch is better than the one before it, yet "
-                    "none beats the best (0.5 at epoch 2). Compare with the best loss so far, not with the "
-                    "previous epoch."
-                ))
-            if on.startswith(_TINY_STEPS) and stop is not None and right is not None and stop < right:
-                return Mistake("margin-or-rounding", (
-                    base + " 0.4999999999 is lower than 0.5, and 0.4999999998 lower than "
-                    "0.4999999999: each is a new best, however small the difference. Any loss "
-                    "strictly lower than the best counts: compare val_loss < self.best_loss, with "
-                    "no margin (min_delta) and no rounding."
-                ))
-            if on.startswith("a loss that stays flat") and (stop is None or stop > right):
-                return Mistake("equal-counts-as-better", (
-                    base + " A loss equal to the best is not an improvement: use `<`, not "
-                    "`<=`, or a flat validation loss never stops training."
-                ))
-            if on.startswith("a loss that recovers") and stop is not None and stop < right:
-                return Mistake("no-reset-on-new-best", (
-                    base + " A new best loss must reset the count of epochs without "
-                    "improvement to 0; you keep counting from before."
-                ))
-            if stop is not None and right is not None and stop == right + 1:
-                return Mistake("stops-one-late", (
-                    base + " You stop one epoch late: stop as soon as the number of epochs "
-                    "without improvement reaches patience (>=, not >)."
-                ))
-            if stop is not None and right is not None and stop == right - 1:
-                return Mistake("stops-one-early", (
-                    base + " You stop one epoch early: patience=N means you wait N epochs "
-                    "without improvement, and stop after the Nth (count >= patience)."
-                ))
-            return Mistake("wrong-stop-epoch", base)
+            return MESSAGES("falsy-zero-best", on=on, expected_epoch=expected["best_epoch"],
+                            got_loss=got["best_loss"], got_epoch=got["best_epoch"])
+        if got["stop"] != expected["stop"]:
+            return _stop_problem(case, got, expected)
         if got["best_epoch"] != expected["best_epoch"]:
-            return Mistake("wrong-best-epoch", (
-                f"After {on}, best_epoch is {got['best_epoch']}; expected {expected['best_epoch']}. "
-                "Count the calls to step() from 1, and remember the number of the call that "
-                "gave the lowest loss."
-            ))
+            return MESSAGES("wrong-best-epoch", on=on, got=got["best_epoch"], expected=expected["best_epoch"])
         if not isinstance(got["best_loss"], float) or got["best_loss"] != expected["best_loss"]:
-            return Mistake("wrong-best-loss", (
-                f"After {on}, best_loss is {got['best_loss']}; expected {expected['best_loss']}, "
-                "the lowest loss seen so far."
-            ))
+            return MESSAGES("wrong-best-loss", on=on, got=got["best_loss"], expected=expected["best_loss"])
         problem = _after_stop_problem(on, got)
         if problem:
             return problem
@@ -310,22 +435,10 @@ def _new_best_after_stop_problem(case, got, expected):
     new_best = loss < before
     said = got["said"][index]
     if new_best and said is True:
-        return Mistake("stop-latched", (
-            f"Your EarlyStopping said stop after epoch {got['stop']} on {on}, and still True after "
-            f"epoch {epoch}, whose loss {loss:g} was a new best (lower than {before:g}). step() "
-            "returns True only while the last `patience` calls brought no improvement: a new "
-            "best resets the count of epochs without improvement to 0, so step() returns False "
-            "then, and True again only after `patience` more epochs without a new best. Don't "
-            "keep a 'stopped' flag (or the largest count so far); return count >= patience."
-        ))
-    return Mistake("wrong-after-new-best", (
-        f"Your EarlyStopping said {said} after epoch {epoch} on {on}; expected "
-        f"{expected['said'][index]}. After the stop, {loss:g} "
-        + ("was a new best: it resets the count of epochs without improvement to 0 and becomes "
-           "best_loss, like any new best." if new_best else
-           "brought no improvement on the best since the last new best: count it, and say stop "
-           "once the count reaches patience.")
-    ))
+        return MESSAGES("stop-latched", stop=got["stop"], on=on, epoch=epoch, loss=loss, before=before)
+    why = MESSAGES.text("clause-was-a-new-best" if new_best else "clause-no-improvement")
+    return MESSAGES("wrong-after-new-best", said=said, epoch=epoch, on=on, expected=expected["said"][index],
+                    loss=loss, why=why)
 
 
 def _after_stop_problem(on, got):
@@ -334,13 +447,7 @@ def _after_stop_problem(on, got):
     if all(answer is True for answer in after_stop):
         return None
     later = got["stop"] + 1 + next(i for i, a in enumerate(after_stop) if a is not True)
-    return Mistake("stop-not-kept", (
-        f"Your EarlyStopping said stop after epoch {got['stop']} on {on}, then go on (False) "
-        f"after epoch {later}, although no loss had improved on the best since. Training should "
-        "still stop: the number of epochs without improvement only grows, so step() keeps "
-        "returning True until a loss beats the best. Compare that number with `>=` patience, "
-        "and don't reset it when you say stop."
-    ))
+    return MESSAGES("stop-not-kept", stop=got["stop"], on=on, later=later)
 
 
 EarlyStopping = Exercise(
@@ -354,32 +461,8 @@ EarlyStopping = Exercise(
     expect=_expect_early_stopping,
     judge=_judge_early_stopping,
     reference=EarlyStopping,
-    passed_message=(
-        "Correct: you stop after `patience` epochs without a new best, compare with the best "
-        "so far, and remember which epoch that was."
-    ),
-    hints=[
-        "Keep three things: the best loss so far, the epoch it came from, and how many epochs "
-        "have passed since. Start the best at math.inf so the first (finite) loss is always a new best.",
-        "In step(): count the epoch; if val_loss < best_loss it is a new best (reset the count "
-        "to 0), otherwise add 1 to the count. Return whether the count has reached patience.",
-        "self.epoch += 1; if val_loss < self.best_loss: self.best_loss, self.best_epoch, "
-        "self.bad_epochs = val_loss, self.epoch, 0; else: self.bad_epochs += 1; "
-        "return self.bad_epochs >= self.patience",
-    ],
-    error_notes=[
-        (
-            "has no attribute",
-            "an attribute used in step() that __init__ never set. Set every attribute in "
-            "__init__ (best_loss = math.inf, best_epoch = None, the counters = 0).",
-            "attribute-not-set-in-init",
-        ),
-        (
-            "and 'NoneType'",
-            "a loss compared (<, >) with None: an attribute that starts as None cannot be "
-            "compared with a number. Start best_loss at math.inf, or test `is None` before "
-            "comparing.",
-            "loss-compared-with-none",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes(ERROR_CLUES),
+    messages=MESSAGES,
 )

@@ -37,24 +37,39 @@ _OPTIMIZER_SETTINGS = {
 }
 
 
-def _optimizer_facts(kind, optimizer) -> dict:
-    """An optimizer as plain data: its kind, its settings, and its state (per parameter index)."""
+def _optimizer_facts(kind, optimizer, model) -> dict:
+    """An optimizer as plain data: its kind, its settings (of the first param group, and of every
+    group with the positions of its parameters in ``model.parameters()``), and its state (per
+    parameter index)."""
     group = optimizer.param_groups[0]
+    position = {id(p): index for index, p in enumerate(model.parameters())}
     return {
         "kind": kind,
         "settings": {name: group[name] for name in _OPTIMIZER_SETTINGS[kind]},
+        "groups": [{"params": [position[id(p)] for p in each["params"]],
+                    "settings": {name: each[name] for name in _OPTIMIZER_SETTINGS[kind]}}
+                   for each in optimizer.param_groups],
         "state": {str(index): {name: given(value) if isinstance(value, torch.Tensor) else value
                                for name, value in state.items()}
                   for index, state in optimizer.state_dict()["state"].items()},
     }
 
 
-def _optimizer_of(facts, parameters):
-    """The optimizer ``_optimizer_facts`` recorded, rebuilt on ``parameters``."""
-    settings = dict(facts["settings"])
+def _settings_of(settings):
+    settings = dict(settings)
     if "betas" in settings:
         settings["betas"] = tuple(settings["betas"])
-    made = (torch.optim.SGD if facts["kind"] == "sgd" else torch.optim.Adam)(parameters, **settings)
+    return settings
+
+
+def _optimizer_of(facts, parameters):
+    """The optimizer ``_optimizer_facts`` recorded, rebuilt on ``parameters`` (in the order of
+    ``model.parameters()``), with its param groups."""
+    parameters = list(parameters)
+    settings = _settings_of(facts["settings"])
+    groups = [{"params": [parameters[index] for index in group["params"]], **_settings_of(group["settings"])}
+              for group in facts.get("groups", [])] or parameters
+    made = (torch.optim.SGD if facts["kind"] == "sgd" else torch.optim.Adam)(groups, **settings)
     if facts["state"]:
         state = made.state_dict()
         state["state"] = {int(index): {name: tensor_of(value) if isinstance(value, dict) else value

@@ -1,4 +1,15 @@
-"""Chapter 04, L1: train_step, one training step (the six steps, in order)."""
+"""Chapter 04, L1: train_step, one training step (the six steps, in order).
+
+Engine: applies states.session_settings / changed_settings (the caller's RNG, default dtype and
+grad mode, against what the reference leaves) and the module states the task allows (train
+mode, frozen parameters, no .grad on the first call and this batch's on the second, a second
+call; Adam with two param groups, a batch of one), comparing the parameters and .grad left with
+the reference's; not "eval" (the text gives train mode, and model.train() is accepted), not
+"grad-large" on entry (the hints allow zero_grad() after step(), which then applies an old
+.grad), not "no-grad" or "all-frozen" (the reference's backward() fails there). Hand-written
+because the answer takes a model, an optimizer and a loss, and its judge names the classic
+mistakes of a step from the parameters and gradients it leaves. Its words are in
+step_call_judge.MESSAGES."""
 
 from __future__ import annotations
 
@@ -12,8 +23,9 @@ from torch import nn
 from course_utils.exercises.core import Exercise, Function, PassNote, Raised, later_error
 from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.states import changed_settings, session_settings
 from course_utils.exercises.training_loop.common import CHAPTER, _returned
-from course_utils.exercises.training_loop.step_call_judge import _judge_step_call
+from course_utils.exercises.training_loop.step_call_judge import ERROR_CLUES, MESSAGES, _judge_step_call
 from course_utils.exercises.training_loop.model_state import (
     _flat_parameters,
     _gradient_state,
@@ -46,11 +58,11 @@ def _step_model(dtype=torch.float32):
     return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)).to(dtype)
 
 
-def _step_batches(dtype=torch.float32, seed=40):
+def _step_batches(dtype=torch.float32, seed=40, sizes=(8, 8)):
     generator = torch.Generator().manual_seed(seed)
-    x1, x2 = torch.randn(8, 4, generator=generator), torch.randn(8, 4, generator=generator)
-    y1 = torch.randint(0, 3, (8,), generator=generator)
-    y2 = torch.randint(0, 3, (8,), generator=generator)
+    x1, x2 = torch.randn(sizes[0], 4, generator=generator), torch.randn(sizes[1], 4, generator=generator)
+    y1 = torch.randint(0, 3, (sizes[0],), generator=generator)
+    y2 = torch.randint(0, 3, (sizes[1],), generator=generator)
     return (x1.to(dtype), y1), (x2.to(dtype), y2)
 
 
@@ -65,8 +77,8 @@ def _gradient_at(model, x, y) -> np.ndarray:
 _STEP_PHASES = (
     ("plain SGD (lr=0.5), a float32 model and nn.CrossEntropyLoss()", "sgd", torch.float32, None),
     (
-        "Adam (lr=0.05), whose state carries over from step to step, a float64 model and "
-        "nn.CrossEntropyLoss(label_smoothing=0.2)",
+        "Adam (lr=0.05; 0.025 for the last layer, a second param group), whose state carries "
+        "over from step to step, a float64 model and nn.CrossEntropyLoss(label_smoothing=0.2)",
         "adam",
         torch.float64,
         0.2,
@@ -97,14 +109,19 @@ _STEP_CALLS = (
     "the first call, with no gradients stored yet",
     "the second call, on the next batch with the same model and optimizer",
 )
+# The sizes of each phase's two batches: Adam's second batch holds one example (a batch the task
+# allows, on which .squeeze() drops the batch dimension).
+_BATCH_SIZES = {"sgd": (8, 8), "adam": (8, 1), "frozen": (8, 8)}
 
 
-def _make_optimizer(kind, parameters):
+def _make_optimizer(kind, model):
     if kind == "sgd":
-        return torch.optim.SGD(parameters, lr=_LR, momentum=0.0)
+        return torch.optim.SGD(model.parameters(), lr=_LR, momentum=0.0)
     if kind == "frozen":
-        return torch.optim.SGD(parameters, lr=_LR, momentum=0.9, weight_decay=0.01)
-    return torch.optim.Adam(parameters, lr=_ADAM_LR)
+        return torch.optim.SGD(model.parameters(), lr=_LR, momentum=0.9, weight_decay=0.01)
+    # Two param groups, as for a layer trained at its own rate: zero_grad() clears them all.
+    return torch.optim.Adam([{"params": model[0].parameters()},
+                             {"params": model[2].parameters(), "lr": _ADAM_LR / 2}], lr=_ADAM_LR)
 
 
 def _probe_train_step(answer, run):
@@ -127,7 +144,8 @@ def _probe_train_step(answer, run):
         for name, parameter in model.named_parameters():
             if name in frozen:
                 parameter.requires_grad_(False)
-        optimizer = _make_optimizer(kind, model.parameters())
+        optimizer = _make_optimizer(kind, model)
+        lrs = [float(group["lr"]) for group in optimizer.param_groups]  # as given
         loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing or 0.0)
         counts = {"forwards": 0, "eval_forwards": 0, "train_forwards": 0, "backwards": 0, "steps": 0}
         calls = []
@@ -137,7 +155,7 @@ def _probe_train_step(answer, run):
                 "dtype": str(dtype).replace("torch.", ""),
                 "training": training,
                 "parameters": [given(p) for p in model.parameters()],
-                "optimizer": _optimizer_facts("adam" if kind == "adam" else "sgd", optimizer),
+                "optimizer": _optimizer_facts("adam" if kind == "adam" else "sgd", optimizer, model),
                 "label_smoothing": float(smoothing or 0.0),
                 "frozen": list(frozen),
             },
@@ -159,12 +177,13 @@ def _probe_train_step(answer, run):
         next(model.parameters()).register_hook(lambda grad, count=count: count("backwards"))
         optimizer.register_step_post_hook(lambda *args, count=count: count("steps"))
 
-        for on, (x, y) in zip(_STEP_CALLS, _step_batches(dtype)):
-            on = f"{on}; {setting}"
+        for on, (x, y) in zip(_STEP_CALLS, _step_batches(dtype, sizes=_BATCH_SIZES[kind])):
+            on = f"{on}{', a batch of one example' if len(x) == 1 else ''}; {setting}"
             for name in counts:
                 counts[name] = 0
             given_x, given_y = x.clone(), y.clone()
             frozen_before = {n: p.detach().clone() for n, p in model.named_parameters() if n in frozen}
+            settings = session_settings()  # the caller's RNG, default dtype, grad mode
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
@@ -188,10 +207,12 @@ def _probe_train_step(answer, run):
                 "parameters": _flat_parameters(model),
                 "gradients": _gradient_state(model),
                 "grad_enabled_after": torch.is_grad_enabled(),
+                "settings_changed": changed_settings(settings, session_settings()),
                 "given_training": training,
                 "dtype": str(dtype).replace("torch.", ""),
                 "dtypes_after": sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()}),
                 "lr": float(optimizer.defaults["lr"]),
+                "lr_before": lrs,
                 "lr_after": [float(group["lr"]) for group in optimizer.param_groups],
                 "training_after": all(m.training for m in model.modules()),
                 "any_training_after": any(m.training for m in model.modules()),
@@ -241,11 +262,15 @@ def _expect_train_step(record):
             if start["label_smoothing"]:  # the same steps with a loss of the learner's own
                 own_loss_model = _model_of(start)
                 own_loss_optimizer = _optimizer_of(start["optimizer"], own_loss_model.parameters())
+            phase["parameter_sizes"] = {name: p.numel() for name, p in model.named_parameters()}
             for index, call in enumerate(phase["calls"]):
                 x, y = tensor_of(call["given"]["x"]), tensor_of(call["given"]["y"])
                 before = copy.deepcopy(model)
+                settings = session_settings()
                 call["expected_loss"] = reference(model, optimizer, loss_fn, x, y)
+                call["expected_settings_changed"] = changed_settings(settings, session_settings())
                 call["expected"] = _flat_parameters(model)
+                call["expected_gradients"] = _gradient_state(model)
                 call["before"] = _flat_parameters(before)
                 if kind == "sgd":
                     call["gradient"] = _gradient_at(before, x, y)
@@ -266,18 +291,15 @@ def _judge_train_step(record):
         first_gradient = phase["calls"][0].get("gradient")
         for index, call in enumerate(phase["calls"]):
             problem = _judge_step_call(
-                call, kind=phase["kind"], lr=lr, index=index, first_gradient=first_gradient
+                call, kind=phase["kind"], lr=lr, index=index, first_gradient=first_gradient,
+                sizes=phase.get("parameter_sizes", {}),
             )
             if problem:
                 return problem
     if record.get("raised"):
         return Raised(record["raised"])
     if any(call.get("scalar_warning") for phase in record["phases"] for call in phase["calls"]):
-        return PassNote(
-            "torch warned \"Converting a tensor with requires_grad=True to a scalar may lead to "
-            "unexpected behavior\": float(loss) on a loss that is part of the graph. loss.item() "
-            "gives the same number without the warning."
-        )
+        return PassNote(MESSAGES.text("float-of-loss-warns"))
     return None
 
 
@@ -307,47 +329,8 @@ train_step = Exercise(
     expect=_expect_train_step,
     judge=_judge_train_step,
     reference=train_step,
-    passed_message=(
-        "Correct: one forward, one loss, cleared gradients, one backward, one step, and the "
-        "loss returned as a float. Two calls in a row give exactly two optimizer steps, with "
-        "plain SGD as with Adam."
-    ),
-    hints=[
-        "The steps are: forward (model(x)), loss (loss_fn(prediction, y)), clear the old "
-        "gradients, backward, step. The batch (x, y) is given to you.",
-        "The optimizer clears the gradients of the parameters it was given: "
-        "optimizer.zero_grad(). Do it before loss.backward(), or after optimizer.step(), but "
-        "never between backward() and step().",
-        "Return the loss as a Python float, read after the step: the tensor's .item() "
-        "(float(loss) works too, but warns on a tensor that requires grad). Check the order "
-        "against chapter 04's six steps before you look at the solution.",
-    ],
-    error_notes=[
-        (
-            "backward through the graph a second time",
-            "loss.backward() called twice on one forward pass. Call it once per step.",
-            "second-backward",
-        ),
-        (
-            "not implemented for 'Long'",
-            "the loss received the integer class labels where it expects the model's output. "
-            "A loss function takes (prediction, target), in that order: "
-            "loss_fn(model(x), y).",
-            "loss-arguments-swapped",
-        ),
-        (
-            "does not require grad and does not have a grad_fn",
-            "the forward pass ran inside torch.no_grad(), or the loss was detached (.item(), "
-            ".detach()) before backward(). Keep the loss tensor for backward(); call .item() "
-            "only on the value you return.",
-            "loss-not-recorded",
-        ),
-        (
-            "must have the same dtype",
-            "the model and the batch you were given have the same dtype (float64 in this "
-            "check), so the mismatch comes from a conversion in your code (.float(), dtype=...) "
-            "or from a tensor or model of the notebook used instead of the arguments.",
-            "dtype-converted",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes(ERROR_CLUES),
+    messages=MESSAGES,
 )

@@ -2,9 +2,11 @@
 
 import dataclasses
 import math
+import sys
 
 import numpy as np
 import pytest
+import torch
 
 from course_utils.exercises import training_loop as ex
 from course_utils.exercises.core import Outcome
@@ -418,6 +420,162 @@ class EpochsSinceTheBest:
         return self.epoch - (self.best_epoch or 0) >= self.patience
 
 
+
+# -- issue 45, fresh round (from the task text) --
+class _Counting:
+    """The reference's shape; subclasses change one thing."""
+
+    START = math.inf
+
+    def __init__(self, patience):
+        self.patience = patience
+        self.best_loss = self.START
+        self.best_epoch = None
+        self.epoch = 0
+        self.bad_epochs = 0
+
+    def improved(self, val_loss):
+        return val_loss < self.best_loss
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if self.improved(val_loss):
+            self.best_loss, self.best_epoch, self.bad_epochs = val_loss, self.epoch, 0
+        else:
+            self.bad_epochs += 1
+        return self.bad_epochs >= self.patience
+
+
+class StartsAtABillion(_Counting):
+    START = 1e9
+
+
+class StartsAtTheLargestFloat(_Counting):
+    START = sys.float_info.max
+
+
+class EqualResetsTheCount(_Counting):
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch = val_loss, self.epoch
+        if val_loss <= self.best_loss:
+            self.bad_epochs = 0
+        else:
+            self.bad_epochs += 1
+        return self.bad_epochs >= self.patience
+
+
+class LastOccurrenceOfTheMinimum:
+    def __init__(self, patience):
+        self.patience = patience
+        self.losses = []
+        self.best_loss, self.best_epoch = math.inf, None
+
+    def step(self, val_loss):
+        self.losses.append(val_loss)
+        low = min(self.losses)
+        if low < math.inf:
+            self.best_loss = low
+            self.best_epoch = len(self.losses) - self.losses[::-1].index(low)
+        since = len(self.losses) - (self.best_epoch or 0)
+        return since >= self.patience
+
+
+class MinusOneMeansUnset(_Counting):
+    START = -1.0  # "losses are never negative"
+
+    def improved(self, val_loss):
+        return self.best_loss < 0 or val_loss < self.best_loss
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if self.improved(val_loss) and val_loss < math.inf:
+            self.best_loss, self.best_epoch, self.bad_epochs = val_loss, self.epoch, 0
+        else:
+            self.bad_epochs += 1
+        return self.bad_epochs >= self.patience
+
+
+class BestEpochCountsImprovements(_Counting):
+    def __init__(self, patience):
+        super().__init__(patience)
+        self.bests = []
+
+    def step(self, val_loss):
+        if val_loss < self.best_loss:
+            self.bests.append(val_loss)
+            self.best_loss, self.best_epoch, self.bad_epochs = val_loss, len(self.bests), 0
+        else:
+            self.bad_epochs += 1
+        return self.bad_epochs >= self.patience
+
+
+class StopsAtOnceOnInf(_Counting):
+    def step(self, val_loss):
+        if math.isinf(val_loss):
+            self.epoch += 1
+            self.bad_epochs += 1
+            return True  # diverged: no point in going on
+        return super().step(val_loss)
+
+
+class FirstLossAsBestWithoutItsEpoch(_Counting):
+    START = None
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if self.best_loss is None:
+            self.best_loss = val_loss
+            return False
+        return self._count(val_loss)
+
+    def _count(self, val_loss):
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad_epochs = val_loss, self.epoch, 0
+        else:
+            self.bad_epochs += 1
+        return self.bad_epochs >= self.patience
+
+
+class EpochsSinceTheBestWithoutNone(_Counting):
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch = val_loss, self.epoch
+        return self.epoch - self.best_epoch >= self.patience
+
+
+class BestAsATensor(_Counting):
+    def __init__(self, patience):
+        super().__init__(patience)
+        self.best_loss = torch.tensor(math.inf)
+
+    def step(self, val_loss):
+        self.epoch += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.bad_epochs = torch.tensor(val_loss), self.epoch, 0
+        else:
+            self.bad_epochs += 1
+        return bool(self.bad_epochs >= self.patience)
+
+
+class CountsDownThePatienceLeft:
+    """Right: the epochs of patience left, counted down, and reset by a new best."""
+
+    def __init__(self, patience):
+        self.patience, self.left = patience, patience
+        self.best_loss, self.best_epoch, self.seen = math.inf, None, 0
+
+    def step(self, val_loss):
+        self.seen += 1
+        if val_loss < self.best_loss:
+            self.best_loss, self.best_epoch, self.left = val_loss, self.seen, self.patience
+        else:
+            self.left -= 1
+        return self.left <= 0
+
+
 CATALOGUE = Catalogue({
     ex.EarlyStopping: [
         right("a history and properties", WithHistory),
@@ -468,6 +626,21 @@ CATALOGUE = Catalogue({
         wrong("rounds to 6 decimals", RoundsToSixDecimals, "tiny steps", "no rounding", kind=EDGE),
         wrong("compares with a best of None", BestStartsAsNone, "'NoneType'",
               "Likely cause: a loss compared (<, >) with None", outcome=Outcome.RAISED),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("the best starts at 1e9", StartsAtABillion, "best_loss is 1000000000.0", kind=EDGE),
+        wrong("the best starts at sys.float_info.max", StartsAtTheLargestFloat,
+              "best_loss is 1.7976931348623157e+308", kind=EDGE),
+        wrong("an equal loss resets the count", EqualResetsTheCount, "stays flat", "use `<`, not `<=`", kind=EDGE),
+        wrong("best_epoch of the last equal minimum", LastOccurrenceOfTheMinimum, "stays flat", kind=EDGE),
+        wrong("-1.0 means no best yet", MinusOneMeansUnset, "best_loss is -1.0", kind=EDGE),
+        wrong("best_epoch counts the improvements", BestEpochCountsImprovements, "best_epoch is 4; expected 5"),
+        wrong("stops at once on inf", StopsAtOnceOnInf, "all inf", "an inf loss stops training at once", kind=EDGE),
+        wrong("the first loss as best, without its epoch", FirstLossAsBestWithoutItsEpoch,
+              "best_epoch is None; expected 1", kind=EDGE),
+        wrong("epochs since the best, no None case", EpochsSinceTheBestWithoutNone,
+              "Likely cause: a subtraction with None", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("the best kept as a float32 tensor", BestAsATensor, "best_loss is tensor(1.)"),
+        right("the patience left, counted down", CountsDownThePatienceLeft),
     ],
 })
 

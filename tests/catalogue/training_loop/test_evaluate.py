@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from course_utils.exercises import training_loop as ex
 from course_utils.exercises.core import Outcome
@@ -302,6 +303,131 @@ def eval_restores_the_previous_grad_mode(model, x, y, loss_fn):
     return np.float64(value)
 
 
+
+# -- issue 45, fresh round (from the task text) --
+def ev_seeds_dropout(model, x, y, loss_fn):
+    """Seeds the global generator 'so the evaluation is reproducible'."""
+    torch.manual_seed(0)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.item()
+
+
+def ev_clears_the_gradients(model, x, y, loss_fn):
+    """Calls model.zero_grad() 'to leave no gradient behind'."""
+    was_training = model.training
+    model.eval()
+    model.zero_grad()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.item()
+
+
+def ev_switches_only_dropout_and_batchnorm1d(model, x, y, loss_fn):
+    """Puts only nn.Dropout and nn.BatchNorm1d layers in eval mode, and back."""
+    kinds = (nn.Dropout, nn.BatchNorm1d)
+    modes = {m: m.training for m in model.modules() if isinstance(m, kinds)}
+    for m in modes:
+        m.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    for m, mode in modes.items():
+        m.train(mode)
+    return loss.item()
+
+
+def ev_freezes_and_restores_the_flags(model, x, y, loss_fn):
+    """Stops the graph by freezing every parameter (flags restored after) instead of no_grad."""
+    was_training = model.training
+    flags = [p.requires_grad for p in model.parameters()]
+    model.eval()
+    model.requires_grad_(False)
+    loss = loss_fn(model(x), y)
+    for p, flag in zip(model.parameters(), flags):
+        p.requires_grad_(flag)
+    model.train(was_training)
+    return loss.item()
+
+
+def ev_sets_the_default_dtype(model, x, y, loss_fn):
+    """Sets the default dtype to the batch's dtype and leaves it so."""
+    torch.set_default_dtype(x.dtype)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.item()
+
+
+def ev_per_example_losses_via_reduction(model, x, y, loss_fn):
+    """Asks loss_fn for per-example losses (reduction='none') and averages; never puts it back."""
+    was_training = model.training
+    model.eval()
+    loss_fn.reduction = "none"
+    with torch.no_grad():
+        loss = loss_fn(model(x), y).mean()
+    model.train(was_training)
+    return loss.item()
+
+
+def ev_rounds_the_loss(model, x, y, loss_fn):
+    """Rounds the loss to 4 decimals."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return round(loss.item(), 4)
+
+
+def ev_returns_the_total(model, x, y, loss_fn):
+    """Returns the set's total loss (mean * len(x))."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.item() * len(x)
+
+
+def ev_no_grad_only_when_switching(model, x, y, loss_fn):
+    """Does the careful path only when the model came in train mode; an eval model just runs."""
+    if not model.training:
+        return loss_fn(model(x), y).item()
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train()
+    return loss.item()
+
+
+def ev_returns_a_numpy_scalar(model, x, y, loss_fn):
+    """Returns the loss as a NumPy scalar of the loss's dtype (np.float32 for a float32 model)."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(x), y)
+    model.train(was_training)
+    return loss.numpy()[()]
+
+
+def ev_apply_eval_and_tolist(model, x, y, loss_fn):
+    """Right: eval() through model.apply, the mode put back in a finally, loss.tolist()."""
+    was_training = model.training
+    model.apply(lambda module: module.train(False))
+    try:
+        with torch.no_grad():
+            loss = loss_fn(model(x), y)
+    finally:
+        model.train(mode=was_training)
+    return loss.tolist()
+
+
 CATALOGUE = Catalogue({
     ex.evaluate: [
         right("try/finally with inference_mode", eval_with_try_finally_and_inference_mode),
@@ -352,6 +478,24 @@ CATALOGUE = Catalogue({
         right("eval()/train() only when it came in train mode", eval_switches_back_only_if_it_was_training),
         right("set_grad_enabled(False), then the previous grad mode back, a NumPy float",
               eval_restores_the_previous_grad_mode),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("torch.manual_seed inside", ev_seeds_dropout, "changed the global random state", kind=STATEFUL),
+        wrong("model.zero_grad() inside", ev_clears_the_gradients, "cleared the gradients the model came with",
+              "no zero_grad() in evaluate", kind=STATEFUL),
+        wrong("eval() on nn.Dropout and nn.BatchNorm1d only", ev_switches_only_dropout_and_batchnorm1d,
+              "some of its layers were in train mode", kind=EDGE),
+        wrong("freezes the parameters, then restores their flags", ev_freezes_and_restores_the_flags,
+              "recorded a graph", "an x that requires grad", kind=EDGE),
+        wrong("sets the default dtype", ev_sets_the_default_dtype, "changed the default dtype", kind=STATEFUL),
+        wrong("loss_fn.reduction = 'none', never put back", ev_per_example_losses_via_reduction,
+              "changed loss_fn.reduction from 'mean' to 'none'", kind=STATEFUL),
+        wrong("rounds the loss", ev_rounds_the_loss, "rounded to 4 decimals", kind=EDGE),
+        wrong("returns the total", ev_returns_the_total, "the loss of this batch is"),
+        wrong("no no_grad for a model that came in eval mode", ev_no_grad_only_when_switching,
+              "recorded a graph", "in eval mode", kind=EDGE),
+        wrong("returns a NumPy scalar of the loss's dtype", ev_returns_a_numpy_scalar, "returned numpy.float32",
+              kind=EDGE),
+        right("eval() through apply, train(mode=...) in finally, loss.tolist()", ev_apply_eval_and_tolist),
     ],
 })
 

@@ -378,6 +378,115 @@ def zeroes_only_the_trainable_grads(model, optimizer, loss_fn, x, y):
     return loss.item()
 
 
+
+# -- issue 45, fresh round (from the task text) --
+def ts_returns_batch_total(model, optimizer, loss_fn, x, y):
+    """Returns the batch's total (loss.item() * len(x)), as the notebook's epoch loop sums it."""
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item() * len(x)
+
+
+def ts_returns_numpy_scalar(model, optimizer, loss_fn, x, y):
+    """Returns the loss as a NumPy scalar of the loss's dtype (np.float32 for a float32 model)."""
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach().numpy()[()]
+
+
+def ts_seeds_for_reproducibility(model, optimizer, loss_fn, x, y):
+    """Seeds the global generator inside the step 'for reproducibility'."""
+    torch.manual_seed(0)
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def ts_loss_in_float32(model, optimizer, loss_fn, x, y):
+    """Computes the loss from a float32 copy of the prediction ('losses are float32')."""
+    loss = loss_fn(model(x).float(), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def ts_backward_of_the_sum(model, optimizer, loss_fn, x, y):
+    """Back-propagates the batch's sum (loss * len(x)), returns the mean."""
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    (loss * len(x)).backward()
+    optimizer.step()
+    return loss.item()
+
+
+def ts_clears_only_the_first_param_group(model, optimizer, loss_fn, x, y):
+    """Clears the gradients of optimizer.param_groups[0] only (one group assumed)."""
+    for p in optimizer.param_groups[0]["params"]:
+        p.grad = None
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def ts_squeezes_the_prediction(model, optimizer, loss_fn, x, y):
+    """Squeezes the prediction (for a (N, 1) regression output), which drops the batch dim of one."""
+    loss = loss_fn(model(x).squeeze(), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def ts_sets_the_default_dtype(model, optimizer, loss_fn, x, y):
+    """Sets the default dtype to the batch's dtype and leaves it so."""
+    torch.set_default_dtype(x.dtype)
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def ts_rounds_the_logged_loss(model, optimizer, loss_fn, x, y):
+    """Rounds the loss it returns to 4 decimals, for a tidy log."""
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return round(loss.item(), 4)
+
+
+def ts_returns_the_running_mean(model, optimizer, loss_fn, x, y):
+    """Returns the running mean of the losses of every call so far (what a progress bar shows)."""
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    seen = ts_returns_the_running_mean.__dict__.setdefault("seen", [])
+    seen.append(loss.item())
+    return sum(seen) / len(seen)
+
+
+def ts_clears_every_group_by_hand_under_enable_grad(model, optimizer, loss_fn, x, y):
+    """Right: every param group's gradients set to None by hand, the step under enable_grad()."""
+    with torch.enable_grad():
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                parameter.grad = None
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+    return loss.detach().double().item()
+
+
 CATALOGUE = Catalogue({
     ex.train_step: [
         wrong("loss_fn(y, model(x))", step_with_swapped_loss_arguments, "(prediction, target), in that order",
@@ -446,6 +555,23 @@ CATALOGUE = Catalogue({
         wrong("a zero .grad made by hand for every parameter", zero_grads_made_by_hand,
               "Your step moved", "a zero .grad made by hand", kind=STATEFUL),
         right("zeroes the trainable parameters' gradients in place", zeroes_only_the_trainable_grads),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("returns the batch total", ts_returns_batch_total, "the loss of this batch is"),
+        wrong("returns a NumPy scalar of the loss's dtype", ts_returns_numpy_scalar, "returned numpy.float32",
+              kind=EDGE),
+        wrong("torch.manual_seed inside", ts_seeds_for_reproducibility, "changed the global random state",
+              kind=STATEFUL),
+        wrong("the loss computed in float32", ts_loss_in_float32, "computed in float32", "float64", kind=EDGE),
+        wrong("backward of loss * len(x)", ts_backward_of_the_sum, "times its length"),
+        wrong("clears param_groups[0] only", ts_clears_only_the_first_param_group,
+              "still held the gradients of earlier batches", "every param group", kind=STATEFUL),
+        wrong("squeezes the prediction", ts_squeezes_the_prediction, "a batch of one example",
+              "Likely cause: the prediction and the target no longer line up", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("sets the default dtype", ts_sets_the_default_dtype, "changed the default dtype", kind=STATEFUL),
+        wrong("rounds the loss it returns", ts_rounds_the_logged_loss, "rounded to 4 decimals", kind=EDGE),
+        wrong("returns the running mean", ts_returns_the_running_mean, "the loss of this batch is", kind=STATEFUL),
+        right("every group's .grad to None by hand, under enable_grad, a float64 item",
+              ts_clears_every_group_by_hand_under_enable_grad),
     ],
 })
 
