@@ -237,6 +237,80 @@ def fills_with_zeros(w, x):
     return w.grad.detach().clone()
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------------
+def fg_flatten(w, x):
+    # returns the gradient as a flat vector
+    w.grad = None
+    (w * x).sum().backward()
+    return w.grad.flatten()
+
+def fg_clear_when_nonzero_sum(w, x):
+    # clears only when there is "something" in .grad
+    if w.grad is not None and w.grad.sum() != 0:
+        w.grad = None
+    (w * x).sum().backward()
+    return w.grad
+
+def fg_dot(w, x):
+    # (w * x).sum() written as a dot product
+    w.grad = None
+    torch.dot(w, x).backward()
+    return w.grad
+
+def fg_x_float32(w, x):
+    # makes x float32 "to match"
+    w.grad = None
+    (w * x.to(torch.float32)).sum().backward()
+    return w.grad
+
+def fg_nan_to_num(w, x):
+    # guards the loss against inf and nan
+    w.grad = None
+    torch.nan_to_num(w * x).sum().backward()
+    return w.grad
+
+def fg_zero_loss_shortcut(w, x):
+    # no backward() needed when the loss is 0
+    loss = (w * x).sum()
+    if loss.item() == 0:
+        return torch.zeros_like(w)
+    w.grad = None
+    loss.backward()
+    return w.grad
+
+def fg_mean_times_len(w, x):
+    # the mean, scaled back up by the length
+    w.grad = None
+    ((w * x).mean() * len(w)).backward()
+    return w.grad
+
+def fg_grad_mode_on(w, x):
+    # makes sure gradients are on
+    torch.set_grad_enabled(True)
+    w.grad = None
+    (w * x).sum().backward()
+    return w.grad
+
+def fg_clamp_grad(w, x):
+    # clips the gradient, as training loops do
+    w.grad = None
+    (w * x).sum().backward()
+    w.grad.clamp_(-1e4, 1e4)
+    return w.grad
+
+def fg_squeeze(w, x):
+    # drops size-1 dimensions from what it returns
+    w.grad = None
+    (w * x).sum().backward()
+    return w.grad.squeeze()
+
+def right_autograd_backward(w, x):
+    with torch.enable_grad():
+        w.grad = None
+        torch.autograd.backward([(w * x).sum()])
+    return w.grad
+
+
 CATALOGUE = Catalogue({
     ex.fresh_gradient: [
         right("zero if present, return a copy", zero_if_present_then_copy),
@@ -290,6 +364,27 @@ CATALOGUE = Catalogue({
               "w.grad = None", kind=EDGE),
         right("an optimizer's zero_grad(set_to_none=False)", zero_grad_through_set_to_none_false),
         right("fill_(0) if present, then backward", fills_with_zeros),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('returns the gradient flattened', fg_flatten, 'shape (6,); expected (2, 3)',
+              kind=EDGE),
+        wrong("clears only when the old gradient's sum is not 0", fg_clear_when_nonzero_sum, 'the old one plus the new one', 'entries cancel',
+              kind=STATEFUL),
+        wrong('torch.dot for (w * x).sum()', fg_dot, '1D tensors expected',
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong('x made float32', fg_x_float32, 'wrong values', 'edges of float64', 'got inf',
+              kind=EDGE),
+        wrong('nan_to_num on the product', fg_nan_to_num, 'wrong values', 'edges of float32', 'expected inf',
+              kind=EDGE),
+        wrong('zeros when the loss is 0', fg_zero_loss_shortcut, 'wrong values', 'a w of zeros',
+              kind=EDGE),
+        wrong('the mean times len(w)', fg_mean_times_len, 'wrong values', 'is x itself'),
+        wrong('grad mode switched on and left on', fg_grad_mode_on, 'called under torch.no_grad()', 'left it switched on',
+              kind=STATEFUL),
+        wrong('the gradient clipped to ±1e4', fg_clamp_grad, 'wrong values', 'got 10000',
+              kind=EDGE),
+        wrong('returns the gradient squeezed', fg_squeeze, 'shape (3,); expected (1, 3)',
+              kind=EDGE),
+        right('torch.autograd.backward under enable_grad', right_autograd_backward),
     ],
 })
 

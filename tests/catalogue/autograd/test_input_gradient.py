@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from torch import nn
 
 from course_utils.exercises import autograd as ex
 from course_utils.exercises.core import Outcome
@@ -215,6 +216,93 @@ def states_saved_and_put_back(f, x):
     return gradient
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------------
+def ig_restore_grad_refs(f, x):
+    # backward, then puts back the .grad objects it saw before (not copies)
+    params = list(f.parameters()) if isinstance(f, nn.Module) else []
+    old = [p.grad for p in params]
+    inputs = x.detach().requires_grad_()
+    f(inputs).sum().backward()
+    for p, grad in zip(params, old):
+        p.grad = grad
+    return inputs.grad
+
+def ig_all_grads(f, x):
+    # asks for every gradient at once and keeps the first
+    params = list(f.parameters()) if isinstance(f, nn.Module) else []
+    inputs = x.detach().requires_grad_()
+    grads = torch.autograd.grad(f(inputs).sum(), [inputs] + params)
+    return grads[0]
+
+def ig_grad_on(f, x):
+    # makes sure gradients are on
+    torch.set_grad_enabled(True)
+    inputs = x.detach().requires_grad_()
+    (gradient,) = torch.autograd.grad(f(inputs).sum(), inputs)
+    return gradient
+
+def ig_empty_zeros(f, x):
+    # an empty input gets zeros directly
+    if x.numel() == 0:
+        return torch.zeros(x.shape)
+    inputs = x.detach().requires_grad_()
+    (gradient,) = torch.autograd.grad(f(inputs).sum(), inputs)
+    return gradient
+
+def ig_squeeze(f, x):
+    inputs = x.detach().requires_grad_()
+    (gradient,) = torch.autograd.grad(f(inputs).sum(), inputs)
+    return gradient.squeeze(0)
+
+def ig_float32(f, x):
+    # works in float32 and gives the answer back in x's dtype
+    inputs = x.detach().float().requires_grad_()
+    out = f(inputs.to(x.dtype))
+    (gradient,) = torch.autograd.grad(out.sum(), inputs)
+    return gradient.to(x.dtype)
+
+def ig_backward_subtract(f, x):
+    # backward(), then takes the new part back out of the parameters' .grad
+    params = list(f.parameters()) if isinstance(f, nn.Module) else []
+    old = [None if p.grad is None else p.grad.clone() for p in params]
+    inputs = x.detach().requires_grad_()
+    f(inputs).sum().backward()
+    for p, before in zip(params, old):
+        if before is not None and p.grad is not None:
+            p.grad -= p.grad - before
+    return inputs.grad
+
+def ig_zeros_when_no_graph(f, x):
+    # a constant f has no gradient: zeros
+    inputs = x.detach().requires_grad_()
+    out = f(inputs)
+    if not out.requires_grad:
+        return torch.zeros_like(x)
+    (gradient,) = torch.autograd.grad(out.sum(), inputs)
+    return gradient
+
+def ig_row_loop(f, x):
+    # one sample at a time
+    rows = []
+    for row in x:
+        leaf = row.detach().requires_grad_()
+        rows.append(torch.autograd.grad(f(leaf).sum(), leaf)[0])
+    return torch.stack(rows)
+
+def ig_zeroing_hooks(f, x):
+    # hooks that hand f's parameters a zero gradient
+    for p in (f.parameters() if isinstance(f, nn.Module) else []):
+        if p.requires_grad:
+            p.register_hook(torch.zeros_like)
+    inputs = x.detach().requires_grad_()
+    f(inputs).sum().backward()
+    return inputs.grad
+
+def right_func_vjp(f, x):
+    total, pull_back = torch.func.vjp(lambda t: f(t).sum(), x.detach())
+    return pull_back(torch.ones_like(total))[0]
+
+
 CATALOGUE = Catalogue({
     ex.input_gradient: [
         wrong("freezes f's parameters", input_gradient_freezing_f, "changed requires_grad of f's parameters",
@@ -267,6 +355,26 @@ CATALOGUE = Catalogue({
               "Likely cause: the tensor you passed as the gradient of f(x)", "torch.ones_like(out)",
               kind=EDGE, outcome=Outcome.RAISED),
         right("mode and requires_grad saved and put back", states_saved_and_put_back),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('the old .grad objects put back after backward()', ig_restore_grad_refs, "changed (added to, or replaced) the .grad of f's parameters",
+              kind=STATEFUL),
+        wrong('the gradients of x and every parameter asked at once', ig_all_grads, 'One of the differentiated Tensors does not require grad', 'bias frozen',
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong('grad mode switched on and left on', ig_grad_on, 'called under torch.no_grad()', 'left it switched on', 'torch.enable_grad()',
+              kind=STATEFUL),
+        wrong('float32 zeros for an empty x', ig_empty_zeros, 'dtype torch.float32; expected torch.float64', 'empty float64 x',
+              kind=EDGE),
+        wrong('the gradient squeezed', ig_squeeze, 'shape (3,); expected (1, 3)',
+              kind=EDGE),
+        wrong("a float32 leaf, returned in x's dtype", ig_float32, 'wrong values', 'edges of float64',
+              kind=EDGE),
+        wrong('backward(), then the new part taken out of the .grad', ig_backward_subtract, "left a gradient in the .grad of f's parameters"),
+        wrong('zeros when f(x) is not recorded', ig_zeros_when_no_graph, 'wrong values', 'called under torch.no_grad()',
+              kind=EDGE),
+        wrong('one row at a time', ig_row_loop, 'wrong values', '(t * t).mean()',
+              kind=EDGE),
+        wrong("hooks that give f's parameters zeros", ig_zeroing_hooks, "left a gradient in the .grad of f's parameters"),
+        right('torch.func.vjp of the sum', right_func_vjp),
     ],
 })
 

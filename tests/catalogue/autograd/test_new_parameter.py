@@ -1,5 +1,7 @@
 """Chapter 02, A1 — the catalogue of ``new_parameter``: right answers, wrong ones and what their message says."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -170,6 +172,67 @@ def flattened_shape(shape):
     return (torch.randn(int(np.prod(shape))) * 0.01).requires_grad_()
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------------
+def np_truncated(shape):
+    # a "safer" normal, cut at three standard deviations
+    return (torch.randn(shape).clamp(-3, 3) * 0.01).requires_grad_()
+
+def np_reseeds(shape):
+    # "new numbers every call": reseeds torch's generator from the clock
+    torch.seed()
+    return (torch.randn(shape) * 0.01).requires_grad_()
+
+def np_fork_rng(shape):
+    # draws in a forked random state "so the caller's stream is left alone"
+    with torch.random.fork_rng(devices=[]):
+        weight = torch.randn(shape) * 0.01
+    return weight.requires_grad_()
+
+def np_grad_mode_switch(shape):
+    # switches recording off around the arithmetic, and on again at the end
+    torch.set_grad_enabled(False)
+    weight = torch.randn(shape) * 0.01
+    torch.set_grad_enabled(True)
+    return weight.requires_grad_()
+
+def np_inference_mode(shape):
+    # computes the numbers in inference_mode: an inference tensor
+    with torch.inference_mode():
+        weight = torch.randn(shape) * 0.01
+    return weight.requires_grad_()
+
+def np_normalised(shape):
+    # forces the spread to be exactly 0.01
+    weight = torch.randn(shape)
+    weight = (weight - weight.mean()) / weight.std() * 0.01
+    return weight.requires_grad_()
+
+def np_fan_in_scaled(shape):
+    # "proper" init: 0.01 divided by the square root of the fan-in
+    fan_in = shape[-1] if len(shape) else 1
+    return (torch.randn(shape) * 0.01 / math.sqrt(fan_in)).requires_grad_()
+
+def np_half_then_float(shape):
+    # draws in float16 to save memory, then returns float32
+    return (torch.randn(shape, dtype=torch.float16) * 0.01).float().requires_grad_()
+
+def np_transposed(shape):
+    # builds (in, out) and transposes, as a Linear weight is often written
+    return (torch.randn(tuple(shape)[::-1]) * 0.01).permute(*reversed(range(len(shape)))).detach().requires_grad_()
+
+def np_repeated_row(shape):
+    # one row drawn, repeated over the leading dimensions
+    shape = tuple(shape)
+    row = torch.randn(shape[-1:]) * 0.01
+    return row.expand(shape).clone().requires_grad_()
+
+def right_size_float32_in_place(shape):
+    with torch.enable_grad():
+        weight = torch.randn(torch.Size(shape), dtype=torch.float32)
+        weight.mul_(0.01)
+        return weight.requires_grad_(True)
+
+
 CATALOGUE = Catalogue({
     ex.new_parameter: [
         right("an nn.Parameter", as_module_parameter),
@@ -214,6 +277,27 @@ CATALOGUE = Catalogue({
         wrong("absolute values", only_positive, "All your values are ≥ 0"),
         wrong("a shifted mean", shifted_mean, "mean 0.0102", "expected mean about 0"),
         wrong("a flat tensor for a 2-D shape", flattened_shape, "shape (2048,); expected (64, 32)", kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('cut at three standard deviations', np_truncated, 'other numbers than', 'torch.randn((256,)) * 0.01 draws after the same seed',
+              kind=EDGE),
+        wrong('torch.seed() for new numbers every call', np_reseeds, "reseeded torch's random generator", "torch.seed()",
+              kind=STATEFUL),
+        wrong('drawn in a forked random state', np_fork_rng, 'in a row returned the same numbers',
+              kind=STATEFUL),
+        wrong('grad mode switched off, then on', np_grad_mode_switch, 'called under torch.no_grad()', 'left it switched on',
+              kind=STATEFUL),
+        wrong('computed in inference_mode', np_inference_mode, 'inference tensor',
+              outcome=Outcome.RAISED),
+        wrong('rescaled to a spread of exactly 0.01', np_normalised, 'other numbers than', 'no clamping, rescaling',
+              kind=EDGE),
+        wrong('0.01 over the root of the fan-in', np_fan_in_scaled, 'standard deviation 0.0019'),
+        wrong('drawn in float16, returned as float32', np_half_then_float, 'other numbers than', 'in float32',
+              kind=EDGE),
+        wrong('drawn transposed', np_transposed, 'other numbers than', 'torch.randn((64, 32)) * 0.01',
+              kind=EDGE),
+        wrong('one row repeated', np_repeated_row, 'expected mean about 0 and standard deviation about 0.01',
+              kind=EDGE),
+        right('a torch.Size, float32, scaled in place, under enable_grad', right_size_float32_in_place),
     ],
 })
 

@@ -196,6 +196,65 @@ def sgd_clears_the_grad_first(w, lr):
         w -= lr * w.grad
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------------
+def sg_grad_mode_switch(w, lr):
+    torch.set_grad_enabled(False)
+    w -= lr * w.grad
+    torch.set_grad_enabled(True)
+
+def sg_scale_grad_and_back(w, lr):
+    # scales .grad in place, steps, and scales it back
+    with torch.no_grad():
+        w.grad *= lr
+        w -= w.grad
+        w.grad /= lr
+
+def sg_tensor_lr(w, lr):
+    with torch.no_grad():
+        w -= torch.tensor(lr) * w.grad
+
+def sg_clipped(w, lr):
+    # clips the gradient "for stability"
+    with torch.no_grad():
+        w -= lr * w.grad.clamp(-1.0, 1.0)
+
+def sg_nan_to_num(w, lr):
+    # guards against a nan or inf gradient
+    with torch.no_grad():
+        w -= lr * torch.nan_to_num(w.grad)
+
+def sg_multiplicative(w, lr):
+    # the same step written as a scaling of w
+    with torch.no_grad():
+        w.mul_(1 - lr * w.grad / w)
+
+def sg_weight_decay(w, lr):
+    # a little weight decay "as optimizers do"
+    with torch.no_grad():
+        w -= lr * (w.grad + 1e-4 * w)
+
+def sg_contiguous_sub(w, lr):
+    # makes sure w is contiguous first
+    with torch.no_grad():
+        w.contiguous().sub_(lr * w.grad)
+
+def sg_lr_capped(w, lr):
+    # a learning rate above 1 is surely a mistake
+    with torch.no_grad():
+        w -= min(lr, 1.0) * w.grad
+
+def sg_skip_nonfinite(w, lr):
+    # skips a step with a non-finite gradient, as a GradScaler does
+    if not torch.isfinite(w.grad).all():
+        return
+    with torch.no_grad():
+        w -= lr * w.grad
+
+def right_addcmul(w, lr):
+    with torch.no_grad():
+        w.addcmul_(w.grad, torch.full_like(w, -lr))
+
+
 CATALOGUE = Catalogue({
     ex.sgd_update: [
         wrong("zeroes .grad before the update", sgd_clears_the_grad_first, "its .grad is all zeros",
@@ -243,6 +302,26 @@ CATALOGUE = Catalogue({
               kind=STATEFUL),
         wrong("two steps", stepped_twice, "wrong values"),
         wrong("the gradient negated in place", negated_gradient_in_place, "changed w.grad", kind=STATEFUL),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('grad mode switched off, then on', sg_grad_mode_switch, 'called under torch.no_grad()', 'left it switched on',
+              kind=STATEFUL),
+        wrong('the gradient scaled in place and back', sg_scale_grad_and_back, 'changed w.grad',
+              kind=STATEFUL),
+        wrong('lr made a float32 tensor', sg_tensor_lr, 'only to float32 precision',
+              kind=EDGE),
+        wrong('the gradient clipped to ±1', sg_clipped, 'wrong values', 'Expected w - lr * w.grad'),
+        wrong('nan_to_num on the gradient', sg_nan_to_num, 'wrong values', 'edges of float32', 'expected -inf',
+              kind=EDGE),
+        wrong('the step as a scaling of w', sg_multiplicative, 'wrong values', 'edges of float32', 'got nan',
+              kind=EDGE),
+        wrong('a little weight decay', sg_weight_decay, 'wrong values', 'Expected w - lr * w.grad'),
+        wrong('sub_ on w.contiguous()', sg_contiguous_sub, "left this call's w unchanged", 'non-contiguous', '.contiguous()',
+              kind=EDGE),
+        wrong('the rate capped at 1', sg_lr_capped, 'wrong values', 'lr=2.0',
+              kind=EDGE),
+        wrong('no step on a non-finite gradient', sg_skip_nonfinite, "left this call's w unchanged", '±inf, nan',
+              kind=EDGE),
+        right('addcmul_ with a tensor of -lr', right_addcmul),
     ],
 })
 

@@ -1,5 +1,7 @@
 """Chapter 02, A5 — the catalogue of ``softplus``: right answers, wrong ones and what their message says."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -182,6 +184,50 @@ def two_branches(x):
     return torch.where(x > 0, x + torch.log1p(torch.exp(-x)), torch.log1p(torch.exp(x)))
 
 
+# -- issue 45, fresh round (from the task text) ------------------------------------------------
+def sp_float32(x):
+    return torch.log(torch.exp(x.float()) + 1)
+
+def sp_squeeze(x):
+    return torch.log(torch.exp(x) + 1).squeeze()
+
+def sp_ones_cpu(x):
+    return torch.log(torch.exp(x) + torch.ones(x.shape))
+
+def sp_half(x):
+    # half precision to save memory
+    return torch.log(torch.exp(x.half()) + 1).to(x.dtype)
+
+def sp_detached_above_20(x):
+    # x itself above 20, where softplus(x) is about x
+    return torch.where(x > 20, x.detach(), torch.log(torch.exp(x) + 1))
+
+def sp_clears_x_grad(x):
+    # starts from a clean x.grad
+    x.grad = None
+    return torch.log(torch.exp(x) + 1)
+
+def sp_requires_grad_inside(x):
+    # "lets backward() reach x": switches it on
+    x.requires_grad_(True)
+    return torch.log(torch.exp(x) + 1)
+
+def sp_row_loop(x):
+    return torch.stack([torch.log(torch.exp(row) + 1) for row in x])
+
+def sp_python_float_0d(x):
+    if x.dim() == 0:
+        return math.log(math.exp(x.item()) + 1)
+    return torch.log(torch.exp(x) + 1)
+
+def sp_clamp_output(x):
+    # keeps the result away from 0
+    return torch.log(torch.exp(x) + 1).clamp(min=1e-4)
+
+def right_logsumexp(x):
+    return torch.logsumexp(torch.stack([x, torch.zeros_like(x)]), dim=0)
+
+
 CATALOGUE = Catalogue({
     ex.softplus: [
         right("F.softplus", F.softplus),
@@ -236,6 +282,28 @@ CATALOGUE = Catalogue({
               "sigmoid(0) = 0.5", kind=EDGE),
         right("maximum(x, 0) plus log1p of exp(-|x|)", maximum_stable_form),
         right("two branches split at 0", two_branches),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('computed from x.float()', sp_float32, 'dtype torch.float32; expected torch.float64',
+              kind=EDGE),
+        wrong('the result squeezed', sp_squeeze, 'shape (3,); expected (1, 3)',
+              kind=EDGE),
+        wrong('torch.ones(x.shape) for the 1', sp_ones_cpu, 'meta', 'Tensor on device cpu',
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong('in half precision', sp_half, 'wrong values', 'softplus(x) = log(exp(x) + 1)',
+              kind=EDGE),
+        wrong('x itself above 20, detached', sp_detached_above_20, 'the gradient x.grad', 'wrong values',
+              kind=EDGE),
+        wrong('x.grad cleared inside', sp_clears_x_grad, 'cleared x.grad', 'old gradient',
+              kind=STATEFUL),
+        wrong("requires_grad_() on the caller's x", sp_requires_grad_inside, "switched on requires_grad of the caller's x",
+              kind=STATEFUL),
+        wrong('a loop over rows', sp_row_loop, 'iteration over a 0-d tensor', '0-d x',
+              kind=EDGE, outcome=Outcome.RAISED),
+        wrong('a Python float for a 0-d x', sp_python_float_0d, 'expected a torch.Tensor', '0-d x',
+              kind=EDGE),
+        wrong('clamped away from 0', sp_clamp_output, 'wrong values', 'expected 9.35762e-14',
+              kind=EDGE),
+        right('logsumexp of x and 0', right_logsumexp),
     ],
 })
 
