@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Mistake, a_or_an
+from course_utils.exercises.core import a_or_an
 from course_utils.exercises.running import LearnerRaised, set_up_torch_once
 from course_utils.exercises.facts import shape_text, value_facts
 
@@ -49,19 +49,21 @@ def _parameter_devices(model: nn.Module) -> list[str]:
     return sorted({str(p.device) for p in model.parameters()} | {str(b.device) for b in model.buffers()})
 
 
-# The exception a subclass raises when it assigns a layer before nn.Module has set itself up.
-_SUPER_INIT_NOTE = (
-    "cannot assign module before Module.__init__() call",
-    "super().__init__() must run before the first layer is assigned to self.",
-    "layer-before-super-init",
-)
-_DEVICE_NOTE = (
-    "is not on the expected device",
-    "a tensor on the CPU inside your code (made by torch.zeros(...), torch.empty(...) or "
-    "torch.tensor(...) without device=, or moved there by .cpu() / .to('cpu')) while the inputs "
-    "are on another device: keep it where the inputs are (torch.zeros_like(x), device=x.device).",
-    "tensor-made-on-cpu",
-)
+# The error notes every module exercise of the chapter has, by note id: the clue each looks for
+# in an exception's message, and its words (each exercise's table holds them: ``NOTE_TEXTS``).
+NOTE_CLUES = {
+    # the exception a subclass raises when it assigns a layer before nn.Module has set itself up
+    "layer-before-super-init": "cannot assign module before Module.__init__() call",
+    "tensor-made-on-cpu": "is not on the expected device",
+}
+NOTE_TEXTS = {
+    "layer-before-super-init": "super().__init__() must run before the first layer is assigned to self.",
+    "tensor-made-on-cpu": (
+        "a tensor on the CPU inside your code (made by torch.zeros(...), torch.empty(...) or "
+        "torch.tensor(...) without device=, or moved there by .cpu() / .to('cpu')) while the inputs "
+        "are on another device: keep it where the inputs are (torch.zeros_like(x), device=x.device)."
+    ),
+}
 _META = "moved with .to('meta') (a stand-in for a GPU) and called on a batch there"
 
 
@@ -147,35 +149,68 @@ def _module_batches(model, run, case, *, batch: int, seed: int):
     return xs
 
 
-def _not_a_loss(case, got, on, how_to_reduce: str) -> str | None:
+# What both loss exercises say when the result cannot be a loss (each table adds its own
+# "not-reduced", which says how to reduce).
+LOSS_TEXTS = {
+    "tracks-callers-logits": (
+        "Your function switched on requires_grad of the caller's logits (on {on}): "
+        "they come from the model, which decides what is tracked; from then on every "
+        "operation on them is recorded. Leave the inputs as they are."
+    ),
+    "returned-none": "Your function returned None (on {on}); end it with `return`.",
+    "not-a-tensor": (
+        "Your function returned {kind} ({got_repr}, on {on}); return the loss "
+        "as a 0-d tensor, so loss.backward() works."
+    ),
+    "loss-off-device": (
+        "On logits and targets on meta (a stand-in for a GPU), your function returned "
+        "{kind_with_article}{where}; expected a 0-d tensor on the logits' device."
+    ),
+    "changed-settings": (
+        "Your function changed {settings} (on {on}) and left it changed: a loss is called inside "
+        "the caller's loop, which set these for itself. Leave the session's settings as they were."
+    ),
+}
+
+
+def _not_a_loss(case, got, on, messages) -> str | None:
     """What both loss exercises say when the result cannot be a loss to call backward() on."""
     if case.get("logits_tracked"):
-        return Mistake("tracks-callers-logits", (
-            f"Your function switched on requires_grad of the caller's logits (on {on}): "
-            "they come from the model, which decides what is tracked; from then on every "
-            "operation on them is recorded. Leave the inputs as they are."
-        ))
+        return messages("tracks-callers-logits", on=on)
     if got["kind"] == "NoneType":
-        return Mistake("returned-none", f"Your function returned None (on {on}); end it with `return`.")
+        return messages("returned-none", on=on)
     if got["kind"] != "tensor":
-        return Mistake("not-a-tensor", (
-            f"Your function returned {got['kind']} ({got['repr']}, on {on}); return the loss "
-            "as a 0-d tensor, so loss.backward() works."
-        ))
+        return messages("not-a-tensor", kind=got["kind"], got_repr=got["repr"], on=on)
     if got["shape"] != []:
-        return Mistake("not-reduced", (
-            f"Your loss has shape {shape_text(got['shape'])} (on {on}); expected one number, "
-            f"shape (): {how_to_reduce}."
-        ))
+        return messages("not-reduced", shape=shape_text(got["shape"]), on=on)
+    if case.get("settings_changed"):
+        return messages("changed-settings", settings=" and ".join(case["settings_changed"]), on=on)
     return None
 
 
-def _loss_on_meta_problem(meta) -> str | None:
+def _loss_on_meta_problem(meta, messages) -> str | None:
     """A loss computed from logits and targets on ``meta`` must be a 0-d tensor there too."""
     if meta is not None and (meta["kind"] != "tensor" or meta["device"] != "meta" or meta["shape"] != []):
-        return Mistake("loss-off-device", (
-            f"On logits and targets on meta (a stand-in for a GPU), your function returned "
-            f"{a_or_an(meta['kind'])}{' on ' + meta['device'] if 'device' in meta else ''}; "
-            "expected a 0-d tensor on the logits' device."
-        ))
+        return messages("loss-off-device", kind_with_article=a_or_an(meta["kind"]),
+                        where=" on " + meta["device"] if "device" in meta else "")
     return None
+
+
+def narrower_or_other(got_dtype: str, logits_dtype: str) -> bool:
+    """Whether a loss of ``got_dtype`` loses what ``logits_dtype`` holds: another dtype that is
+    not a wider float (float64 for float32 logits is only more precise)."""
+    if got_dtype == logits_dtype:
+        return False
+    try:
+        got, logits = getattr(torch, got_dtype.removeprefix("torch.")), getattr(torch, logits_dtype.removeprefix("torch."))
+    except AttributeError:
+        return True
+    if not (got.is_floating_point and logits.is_floating_point):
+        return True
+    return not (torch.finfo(got).bits > torch.finfo(logits).bits and torch.finfo(got).max >= torch.finfo(logits).max)
+
+
+# Per-dtype tolerance of a loss (rtol, atol): a right answer computed in another order rounds
+# differently, by about the dtype's step.
+LOSS_TOLERANCE = {"torch.float16": (2e-3, 2e-3), "torch.bfloat16": (1.6e-2, 1.6e-2),
+                  "torch.float32": (1e-4, 1e-5), "torch.float64": (1e-4, 1e-5)}

@@ -1,4 +1,9 @@
-"""Chapter 03, M9 — ``multilabel_loss``: binary cross-entropy from logits, for a multi-label batch."""
+"""Chapter 03, M9 — ``multilabel_loss``: binary cross-entropy from logits, for a multi-label batch.
+
+Engine: applies edges.edge_tensor (finite logits at the edges of float32 and float64, targets of
+each dtype the task names) and states.session_settings (a call under torch.no_grad()); hand-written
+because the task has named mistakes, a gradient and a second call on the same tensors.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,138 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises import edges, states
+from course_utils.exercises.core import Exercise, Function
 from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.models.common import (
     CHAPTER,
-    _DEVICE_NOTE,
+    LOSS_TEXTS,
+    NOTE_CLUES,
+    NOTE_TEXTS,
     _loss_on_meta_problem,
     _not_a_loss,
     _on_meta,
 )
+
+_CONVERT = "targets.to(logits.dtype)"
+
+MESSAGES = Messages("multilabel_loss", {
+    "passed": (
+        "Correct: one sigmoid per label, computed from the logits so that it stays exact for "
+        "confident outputs, with targets converted to the logits' dtype."
+    ),
+    "hint-1": (
+        "Each of the C labels is its own yes/no question, so the loss is binary cross-entropy "
+        "per entry, averaged over all N × C entries. It should take the raw logits."
+    ),
+    "hint-2": (
+        "F.binary_cross_entropy_with_logits (nn.BCEWithLogitsLoss) wants floating-point targets "
+        "in the logits' dtype: integer or bool targets raise. targets.to(logits.dtype) converts them."
+    ),
+    "hint-3": "return F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype))",
+    "changed-logits-in-place": (
+        "Your function changed its input logits in place (on {on}): the caller's tensors "
+        "are not yours to change (the model's output is still needed for backward). "
+        "Compute new tensors (torch.sigmoid(logits), not logits.sigmoid_())."
+    ),
+    "changed-targets-in-place": (
+        "Your function changed its input targets in place (on {on}): the caller's "
+        "tensors are not yours to change. Make a new tensor: targets.to(logits.dtype)."
+    ),
+    **LOSS_TEXTS,
+    "not-reduced": (
+        "Your loss has shape {shape} (on {on}); expected one number, "
+        "shape (): the mean over every example and label."
+    ),
+    "lost-logits-dtype": "Your loss has dtype {got}; expected {expected}, the logits' dtype (on {on}).{hint}",
+    "kept-targets-dtype": (
+        "Your loss has dtype {got}, the targets' dtype, for {expected} logits (on {on}): "
+        "binary_cross_entropy_with_logits returns the dtype of its targets, and float targets "
+        "may come in another float dtype than the logits. Convert them too, whatever their dtype."
+    ),
+    "loss-on-other-device": "Your loss is on {device} for logits on the CPU (on {on}); keep it where the logits are.",
+    "computed-in-narrower-dtype": (
+        "Your loss is {value} (on {on}), what the right formula gives on the logits converted "
+        "to float32, which keeps fewer digits and a smaller range than float64. Compute in the "
+        "logits' own dtype (no .float() on the way)."
+    ),
+    "unstable-log": (
+        "Your loss is {value} (on {on}): for a large logit sigmoid rounds to exactly 1 "
+        "or 0, and log(0) is -inf. F.binary_cross_entropy_with_logits (or F.logsigmoid) "
+        "computes the log-probabilities without forming the probabilities, so it stays finite."
+    ),
+    "cut-from-graph": (
+        "Your loss does not require grad (on {on}): it is cut off from the "
+        "logits, so loss.backward() cannot train the model. Compute it with torch "
+        "operations on logits (no .item(), torch.tensor(...), detach() or .numpy())."
+    ),
+    "grad-left-none": "backward() from your loss left logits.grad None. Expected (sigmoid(logits) - targets) / (N * C).",
+    "wrong-gradient": "{problem} Expected (sigmoid(logits) - targets) / (N * C).",
+    "nan-gradient": (
+        "{problem} The loss is right, but its gradient is nan: torch.where picks one "
+        "branch's value, yet backward goes through both, and the branch not "
+        "taken overflows (exp(100) is inf in float32). Use a formula that "
+        "never overflows, such as F.binary_cross_entropy_with_logits. "
+        "Expected (sigmoid(logits) - targets) / (N * C)."
+    ),
+    "sigmoid-then-bce": (
+        "You applied sigmoid, then binary cross-entropy on the probabilities "
+        "(BCELoss): where sigmoid rounds a large logit to exactly 1 or 0, the log is -inf and BCELoss "
+        "clamps it to -100, so the loss is wrong and, on those entries, its gradient is 0. "
+        "F.binary_cross_entropy_with_logits takes the raw logits and stays exact. "
+        "(on {on}: got {got:.4f}, expected {expected:.4f})"
+    ),
+    "sigmoid-twice": (
+        "Your loss applies sigmoid to outputs that were already probabilities: "
+        "binary_cross_entropy_with_logits (BCEWithLogitsLoss) applies sigmoid itself. Give it the "
+        "raw logits. (on {on}: got {got:.4f}, expected {expected:.4f})"
+    ),
+    "softmax-ce": (
+        "You used cross-entropy, which takes a softmax over the labels, as if exactly "
+        "one were right. In a multi-label batch each label is its own yes/no question: binary "
+        "cross-entropy, one sigmoid per label. (on {on}: got {got:.4f}, expected {expected:.4f})"
+    ),
+    "summed": (
+        "Your loss is the sum over all entries, not the mean: it grows with the batch "
+        "size and the number of labels. Average (the default reduction). "
+        "(on {on}: got {got:.4f}, expected {expected:.4f})"
+    ),
+    "per-example": (
+        "Your loss sums over the labels and averages over the examples only; the task "
+        "asks for the mean over all N × C entries (the default reduction). "
+        "(on {on}: got {got:.4f}, expected {expected:.4f})"
+    ),
+    "no-minus": (
+        "Your loss has the wrong sign: binary cross-entropy is minus the mean "
+        "log-likelihood of the targets. (on {on}: got {got:.4f}, expected {expected:.4f})"
+    ),
+    "state-kept-between-calls": (
+        "Your loss is {got:.4f} on the first batch called again with the same tensors; "
+        "the first call gave {first:.4f} and the right value "
+        "is {expected:.4f}: something is kept from one call to the next."
+    ),
+    "wrong-loss-value": "Your loss is {got:.4f}; expected {expected:.4f} (on {on}).",
+    "integer-targets": Message(
+        "integer targets given to binary_cross_entropy_with_logits as they are (or changed "
+        "in place), and an integer tensor cannot hold its floating-point result. Convert "
+        "them to a new tensor: targets.to(logits.dtype).", advises=(_CONVERT,)),
+    "bool-targets": Message(
+        "bool targets given to binary_cross_entropy_with_logits as they are: convert them "
+        "first, targets.to(logits.dtype).", advises=(_CONVERT,)),
+    "one-minus-bool-targets": Message(
+        "1 - targets on bool targets: convert them first, targets.to(logits.dtype).", advises=(_CONVERT,)),
+    "targets-of-other-dtype": Message(
+        "binary_cross_entropy on float64 probabilities with float32 targets: convert the "
+        "targets to the logits' dtype, targets.to(logits.dtype).", advises=(_CONVERT,)),
+    "targets-of-other-shape": "targets of another shape than the logits: both are (N, C), one 0/1 per label.",
+    "view-of-non-contiguous": (
+        ".view() needs contiguous memory, and logits may be a transposed tensor: use "
+        ".reshape(), or no reshaping at all."
+    ),
+    "tensor-made-on-cpu": NOTE_TEXTS["tensor-made-on-cpu"],
+    "in-place-change-of-logits": "an in-place change of logits (sigmoid_, -=): compute a new tensor.",
+})
 
 
 # ============================================================================================
@@ -53,7 +181,30 @@ def _ml_cases():
          torch.randn(1, 6, generator=generator) * 2, labels((1, 6)).float()),
         ("6 examples, 5 labels, float64 logits and int64 targets stored transposed (non-contiguous)",
          by_label.t(), labels((5, 6)).t()),
+        *_edge_cases(labels),
     ]
+
+
+def _edge_cases(labels):
+    """Logits at the edges of float32 and float64 (zeros of both signs, subnormals, 1 and the
+    number after it, magnitudes whose exp or square overflows; finite, and small enough that a
+    mean of them does not overflow), against targets of each dtype the task names, float32
+    targets with float64 logits among them."""
+    found = []
+    for dtype, target_dtypes in ((torch.float32, (torch.float32, torch.bool)),
+                                 (torch.float64, (torch.float64, torch.float32, torch.int64))):
+        name = str(dtype).removeprefix("torch.")
+        allowed = edges.Allowed(finite=True, low=-torch.finfo(dtype).max / 1e6, high=torch.finfo(dtype).max / 1e6)
+        for shift, target_dtype in enumerate(target_dtypes):
+            kind = str(target_dtype).removeprefix("torch.")
+            found.append((f"4 examples, 6 labels, {name} logits at the edges of {name} (±0, subnormals, "
+                          f"1 and the next {name}, magnitudes whose exp or square overflows), {kind} targets",
+                          edges.edge_tensor((4, 6), dtype, allowed, shift=3 * shift),
+                          labels((4, 6)).to(target_dtype)))
+    return found
+
+
+_ML_NO_GRAD_CASE = "4 examples, 3 labels, float targets, called under torch.no_grad()"
 
 
 def _ml_record(on, logits, targets, got, logits_changed, targets_changed):
@@ -64,6 +215,7 @@ def _ml_record(on, logits, targets, got, logits_changed, targets_changed):
         "got": value_facts(got),
         "logits_changed": logits_changed,
         "targets_changed": targets_changed,
+        "targets_dtype": str(targets.dtype),
         "given": {"logits": given(logits), "targets": given(targets)},
     }
 
@@ -80,10 +232,19 @@ def _probe_multilabel_loss(answer, run):
             given_logits, given_targets = logits.t().clone().t(), targets.t().clone().t()
         if firsts is None:
             firsts = (given_logits, given_targets, logits, targets)
+        before = states.session_settings()
         got = run(answer, given_logits, given_targets, on=on)
         cases.append(_ml_record(on, logits, targets, got, not torch.equal(given_logits, logits),
                                 not torch.equal(given_targets, targets)))
         cases[-1]["logits_tracked"] = bool(given_logits.requires_grad)
+        cases[-1]["settings_changed"] = states.changed_settings(before, states.session_settings())
+    _, logits, targets = _ml_cases()[0]  # under no_grad: grad mode is what an answer may switch
+    with torch.no_grad():
+        before = states.session_settings()
+        got = run(answer, logits.clone(), targets.clone(), on=_ML_NO_GRAD_CASE)
+        cases.append(_ml_record(_ML_NO_GRAD_CASE, logits, targets, got, False, False))
+        cases[-1]["logits_tracked"] = False
+        cases[-1]["settings_changed"] = states.changed_settings(before, states.session_settings())
     # the same tensors again: an answer that changed them, or kept something from the first call
     given_logits, given_targets, logits, targets = firsts
     on = _ml_cases()[0][0] + _ML_AGAIN
@@ -135,6 +296,8 @@ def _expect_multilabel_loss(record):
             "per_example": per_entry.sum(dim=1).mean(),
             "no_minus": -per_entry.mean(),
         }
+        if logits.dtype == torch.float64:  # the formula on logits converted to float32
+            variants["narrowed"] = reference(logits.float(), targets.float()).double()
         case.update({key: value_facts(value) for key, value in variants.items()})
         if "grad" in case:
             leaf = logits.clone().requires_grad_(True)
@@ -144,103 +307,63 @@ def _expect_multilabel_loss(record):
     return record
 
 
-_ML_MISTAKES = [
-    ("sigmoid_then_bce", "You applied sigmoid, then binary cross-entropy on the probabilities "
-     "(BCELoss): where sigmoid rounds a large logit to exactly 1 or 0, the log is -inf and BCELoss "
-     "clamps it to -100, so the loss is wrong and, on those entries, its gradient is 0. "
-     "F.binary_cross_entropy_with_logits takes the raw logits and stays exact."),
-    ("sigmoid_twice", "Your loss applies sigmoid to outputs that were already probabilities: "
-     "binary_cross_entropy_with_logits (BCEWithLogitsLoss) applies sigmoid itself. Give it the "
-     "raw logits."),
-    ("softmax_ce", "You used cross-entropy, which takes a softmax over the labels, as if exactly "
-     "one were right. In a multi-label batch each label is its own yes/no question: binary "
-     "cross-entropy, one sigmoid per label."),
-    ("summed", "Your loss is the sum over all entries, not the mean: it grows with the batch "
-     "size and the number of labels. Average (the default reduction)."),
-    ("per_example", "Your loss sums over the labels and averages over the examples only; the task "
-     "asks for the mean over all N × C entries (the default reduction)."),
-    ("no_minus", "Your loss has the wrong sign: binary cross-entropy is minus the mean "
-     "log-likelihood of the targets."),
-]
+_ML_MISTAKES = ["sigmoid_then_bce", "sigmoid_twice", "softmax_ce", "summed", "per_example", "no_minus"]
 
 
 def _judge_multilabel_loss(record):
     for case in record["cases"]:
         on, got, expected = case["on"], case["got"], case["expected"]
         if case["logits_changed"]:
-            return Mistake("changed-logits-in-place", (
-                f"Your function changed its input logits in place (on {on}): the caller's tensors "
-                "are not yours to change (the model's output is still needed for backward). "
-                "Compute new tensors (torch.sigmoid(logits), not logits.sigmoid_())."
-            ))
+            return MESSAGES("changed-logits-in-place", on=on)
         if case["targets_changed"]:
-            return Mistake("changed-targets-in-place", (
-                f"Your function changed its input targets in place (on {on}): the caller's "
-                "tensors are not yours to change. Make a new tensor: targets.to(logits.dtype)."
-            ))
-        problem = _not_a_loss(case, got, on, "the mean over every example and label")
+            return MESSAGES("changed-targets-in-place", on=on)
+        problem = _not_a_loss(case, got, on, MESSAGES)
         if problem:
             return problem
-        wider = case["dtype"] == "torch.float32" and got["dtype"] == "torch.float64"
-        if got["dtype"] != case["dtype"] and not wider:
+        if got["dtype"] != case["dtype"]:  # the task: the loss in the logits' dtype
+            if got["dtype"] == case.get("targets_dtype") and "float" in got["dtype"]:
+                return MESSAGES("kept-targets-dtype", got=got["dtype"], expected=case["dtype"], on=on)
             hint = (" binary_cross_entropy_with_logits returns the targets' dtype: convert them "
                     "with targets.to(logits.dtype), not .float()."
                     if got["dtype"] == "torch.float32" else "")
-            return Mistake("lost-logits-dtype", (
-                f"Your loss has dtype {got['dtype']}; expected {case['dtype']}, the logits' "
-                f"dtype (on {on}).{hint}"
-            ))
+            return MESSAGES("lost-logits-dtype", got=got["dtype"], expected=case["dtype"], on=on, hint=hint)
         if "values" not in got:
-            return Mistake("loss-off-device",
-                           f"Your loss is on {got['device']} for logits on the CPU (on {on}); keep it where the logits are.")
+            return MESSAGES("loss-on-other-device", device=got["device"], on=on)
         value = float(np.asarray(got["values"]))
         right = float(np.asarray(expected["values"]))
+        narrowed = case.get("narrowed")
+        if narrowed and not same_values(value, right, rtol=1e-4, atol=1e-5) and same_values(
+                value, narrowed["values"], rtol=1e-4, atol=1e-5):
+            return MESSAGES("computed-in-narrower-dtype", value=value, on=on)
         if not np.isfinite(value):
-            return Mistake("unstable-log", (
-                f"Your loss is {value} (on {on}): for a large logit sigmoid rounds to exactly 1 "
-                "or 0, and log(0) is -inf. F.binary_cross_entropy_with_logits (or F.logsigmoid) "
-                "computes the log-probabilities without forming the probabilities, so it stays finite."
-            ))
+            return MESSAGES("unstable-log", value=value, on=on)
         if same_values(value, right, rtol=1e-4, atol=1e-5):
             if case["on"].endswith(_ML_AGAIN):
                 continue
             if "expected_grad" in case:
                 if not got["requires_grad"]:
-                    return Mistake("cut-from-graph", (
-                        f"Your loss does not require grad (on {on}): it is cut off from the "
-                        "logits, so loss.backward() cannot train the model. Compute it with torch "
-                        "operations on logits (no .item(), torch.tensor(...), detach() or .numpy())."
-                    ))
+                    return MESSAGES("cut-from-graph", on=on)
                 grad = case["grad"]
+                if grad is None:
+                    return MESSAGES("grad-left-none")
                 problem = tensor_problem(
                     grad, {"kind": "tensor", "shape": list(case["expected_grad"].shape),
                            "dtype": case["dtype"], "device": "cpu", "values": case["expected_grad"]},
                     what="the gradient logits.grad", on=on, rtol=1e-4, atol=1e-6,
-                ) if grad is not None else "backward() from your loss left logits.grad None."
+                )
                 if problem:
-                    mistake = "wrong-gradient" if grad is not None else "cut-from-graph"
-                    if grad is not None and np.isnan(np.asarray(grad.get("values", 0.0))).any():
-                        mistake = "nan-gradient"
-                        problem += (
-                            " The loss is right, but its gradient is nan: torch.where picks one "
-                            "branch's value, yet backward goes through both, and the branch not "
-                            "taken overflows (exp(100) is inf in float32). Use a formula that "
-                            "never overflows, such as F.binary_cross_entropy_with_logits."
-                        )
-                    return Mistake(mistake, problem + " Expected (sigmoid(logits) - targets) / (N * C).")
+                    nan = np.isnan(np.asarray(grad.get("values", 0.0))).any()
+                    return MESSAGES("nan-gradient" if nan else "wrong-gradient", problem=problem)
             continue
-        for key, message in _ML_MISTAKES:
+        for key in _ML_MISTAKES:
             if same_values(value, case[key]["values"], rtol=1e-4, atol=1e-5):
-                return Mistake(key.replace("_", "-"), f"{message} (on {on}: got {value:.4f}, expected {right:.4f})")
+                return MESSAGES(key.replace("_", "-"), on=on, got=value, expected=right)
         first = record["cases"][0]["got"]
         if case["on"].endswith(_ML_AGAIN):
-            return Mistake("state-kept-between-calls", (
-                f"Your loss is {value:.4f} on the first batch called again with the same tensors; "
-                f"the first call gave {float(np.asarray(first['values'])):.4f} and the right value "
-                f"is {right:.4f}: something is kept from one call to the next."
-            ))
-        return Mistake("wrong-loss-value", f"Your loss is {value:.4f}; expected {right:.4f} (on {on}).")
-    return _loss_on_meta_problem(record["meta"])
+            return MESSAGES("state-kept-between-calls", got=value, first=float(np.asarray(first["values"])),
+                            expected=right)
+        return MESSAGES("wrong-loss-value", got=value, expected=right, on=on)
+    return _loss_on_meta_problem(record["meta"], MESSAGES)
 
 
 multilabel_loss = Exercise(
@@ -253,58 +376,17 @@ multilabel_loss = Exercise(
     expect=_expect_multilabel_loss,
     judge=_judge_multilabel_loss,
     reference=multilabel_loss,
-    passed_message=(
-        "Correct: one sigmoid per label, computed from the logits so that it stays exact for "
-        "confident outputs, with targets converted to the logits' dtype."
-    ),
-    hints=[
-        "Each of the C labels is its own yes/no question, so the loss is binary cross-entropy "
-        "per entry, averaged over all N × C entries. It should take the raw logits.",
-        "F.binary_cross_entropy_with_logits (nn.BCEWithLogitsLoss) wants floating-point targets "
-        "in the logits' dtype: integer or bool targets raise. targets.to(logits.dtype) converts them.",
-        "return F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype))",
-    ],
-    error_notes=[
-        (
-            "can't be cast to the desired output type",
-            "integer targets given to binary_cross_entropy_with_logits as they are (or changed "
-            "in place), and an integer tensor cannot hold its floating-point result. Convert "
-            "them to a new tensor: targets.to(logits.dtype).",
-            "integer-targets",
-        ),
-        (
-            "with two bool tensors is not supported",
-            "bool targets given to binary_cross_entropy_with_logits as they are: convert them "
-            "first, targets.to(logits.dtype).",
-            "bool-targets",
-        ),
-        (
-            "with a bool tensor is not supported",
-            "1 - targets on bool targets: convert them first, targets.to(logits.dtype).",
-            "one-minus-bool-targets",
-        ),
-        (
-            "but expected Double",
-            "binary_cross_entropy on float64 probabilities with float32 targets: convert the "
-            "targets to the logits' dtype, targets.to(logits.dtype).",
-            "targets-of-other-dtype",
-        ),
-        (
-            "must be the same as input size",
-            "targets of another shape than the logits: both are (N, C), one 0/1 per label.",
-            "targets-of-other-shape",
-        ),
-        (
-            "view size is not compatible with input tensor's size and stride",
-            ".view() needs contiguous memory, and logits may be a transposed tensor: use "
-            ".reshape(), or no reshaping at all.",
-            "view-of-non-contiguous",
-        ),
-        _DEVICE_NOTE,
-        (
-            "a leaf Variable that requires grad",
-            "an in-place change of logits (sigmoid_, -=): compute a new tensor.",
-            "in-place-change-of-logits",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "integer-targets": "can't be cast to the desired output type",
+        "bool-targets": "with two bool tensors is not supported",
+        "one-minus-bool-targets": "with a bool tensor is not supported",
+        "targets-of-other-dtype": "but expected Double",
+        "targets-of-other-shape": "must be the same as input size",
+        "view-of-non-contiguous": "view size is not compatible with input tensor's size and stride",
+        "tensor-made-on-cpu": NOTE_CLUES["tensor-made-on-cpu"],
+        "in-place-change-of-logits": "a leaf Variable that requires grad",
+    }),
+    messages=MESSAGES,
 )

@@ -378,6 +378,110 @@ def test_unregistered_tensors_message_advice_is_not_already_true(answer):
     assert plain and not any(id(t) in registered for t in plain)  # "not registered" is true
 
 
+# -- issue 45, fresh round (from the task text) --
+class SkipEvalDropsSkip(nn.Module):
+    """In eval mode the skip is left out."""
+
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        branch = self.project(torch.relu(self.expand(x)))
+        return x + branch if self.training else branch
+
+
+class SkipRelu6(SkipEvalDropsSkip):
+    """ReLU6 instead of ReLU: the same until a hidden value passes 6."""
+
+    def forward(self, x):
+        return x + self.project(torch.clamp(self.expand(x), 0, 6))
+
+
+class SkipNoGradInEval(SkipEvalDropsSkip):
+    """Turns gradients off in eval mode ("eval is for inference")."""
+
+    def forward(self, x):
+        if not self.training:
+            with torch.no_grad():
+                return x + self.project(torch.relu(self.expand(x)))
+        return x + self.project(torch.relu(self.expand(x)))
+
+
+class SkipSqueeze(SkipEvalDropsSkip):
+    """Squeezes the output: a batch of one loses its batch dimension."""
+
+    def forward(self, x):
+        return (x + self.project(torch.relu(self.expand(x)))).squeeze()
+
+
+class SkipRowLoop(SkipEvalDropsSkip):
+    """One example at a time, stacked: an empty batch has nothing to stack."""
+
+    def forward(self, x):
+        return torch.stack([row + self.project(torch.relu(self.expand(row))) for row in x])
+
+
+class SkipSharedWhenSquare(nn.Module):
+    """One layer for both when width == hidden."""
+
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.expand = nn.Linear(width, hidden)
+        self.project = self.expand if width == hidden else nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x + self.project(torch.relu(self.expand(x)))
+
+
+class SkipFloat32(SkipEvalDropsSkip):
+    """Always returns float32, whatever dtype the block was moved to."""
+
+    def forward(self, x):
+        return (x + self.project(torch.relu(self.expand(x)))).float()
+
+
+class SkipRequiresGradOnX(SkipEvalDropsSkip):
+    """Switches on requires_grad of the caller's x ("so the gradient reaches the input")."""
+
+    def forward(self, x):
+        if not x.requires_grad and torch.is_grad_enabled():
+            x.requires_grad_(True)
+        return x + self.project(torch.relu(self.expand(x)))
+
+
+class SkipInPlaceNoGrad(SkipEvalDropsSkip):
+    """Adds in place into the caller's x when gradients are off (saves memory)."""
+
+    def forward(self, x):
+        branch = self.project(torch.relu(self.expand(x)))
+        if not torch.is_grad_enabled():
+            return x.add_(branch)
+        return x + branch
+
+
+class SkipForcesTrain(SkipEvalDropsSkip):
+    """Puts the block back into train mode on every call."""
+
+    def forward(self, x):
+        self.train()
+        return x + self.project(torch.relu(self.expand(x)))
+
+
+class _Dense(nn.Linear):
+    """A subclass of nn.Linear, as libraries write them."""
+
+
+class SkipWithLinearSubclass(nn.Module):
+    def __init__(self, width, hidden):
+        super().__init__()
+        self.up, self.down = _Dense(width, hidden), _Dense(hidden, width)
+
+    def forward(self, x):
+        return torch.add(self.down(F.relu(self.up(x))), x)
+
+
 CATALOGUE = Catalogue({
     ex.SkipBlock: [
         right("F.relu and the skip added last", WithFunctional),
@@ -433,6 +537,18 @@ CATALOGUE = Catalogue({
               "nn.ParameterDict", kind=EDGE),
         wrong("a bias as a plain tensor", SkipPlainBias, "self.bias", "register_buffer", kind=EDGE),
         right("an nn.ParameterDict and a buffer", SkipParameterDictAndBuffer),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('the skip left out in eval mode', SkipEvalDropsSkip, "skip connection is missing", "eval mode", kind=STATEFUL),
+        wrong('ReLU6 (clamp at 6) instead of ReLU', SkipRelu6, "wrong values", "float32 edges", kind=EDGE),
+        wrong('no gradients in eval mode', SkipNoGradInEval, "does not require grad", "eval mode", kind=STATEFUL),
+        wrong('the output squeezed', SkipSqueeze, "has shape (6,); expected (1, 6)", kind=EDGE),
+        wrong('one row at a time, stacked', SkipRowLoop, "stack expects a non-empty TensorList", "empty batch", kind=EDGE, outcome=Outcome.RAISED),
+        wrong('one layer for both when width == hidden', SkipSharedWhenSquare, "SkipBlock(4, 4) registers 20 parameters", kind=EDGE),
+        wrong('the output always float32', SkipFloat32, "dtype torch.float32; expected torch.float64", "moved to float64", kind=EDGE),
+        wrong("requires_grad switched on for the caller's x", SkipRequiresGradOnX, "switched on requires_grad of the caller's x", kind=STATEFUL),
+        wrong('adds into x in place under no_grad', SkipInPlaceNoGrad, "changed its input x in place", "torch.no_grad()", kind=STATEFUL),
+        wrong('forward calls self.train()', SkipForcesTrain, "left in train mode", "eval mode", kind=STATEFUL),
+        right("layers of a subclass of nn.Linear", SkipWithLinearSubclass),
     ],
 })
 

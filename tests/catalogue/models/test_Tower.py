@@ -289,6 +289,104 @@ class TowerFunctionalInPlaceRelu(_Layers):
         return x
 
 
+# -- issue 45, fresh round (from the task text) --
+class TowerNoReluInEval(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            if self.training:
+                x = torch.relu(x)
+        return x
+
+
+class TowerNoGradInEval(TowerNoReluInEval):
+    def forward(self, x):
+        with torch.set_grad_enabled(self.training and torch.is_grad_enabled()):
+            for layer in self.layers:
+                x = torch.relu(layer(x))
+        return x
+
+
+class TowerSqueeze(TowerNoReluInEval):
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x.squeeze()
+
+
+class TowerInitInFirstForward(TowerNoReluInEval):
+    def forward(self, x):
+        if not getattr(self, "_initialised", False):  # Kaiming's scale for ReLU layers
+            for layer in self.layers:
+                nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+            self._initialised = True
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+class TowerFloat32(TowerNoReluInEval):
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x.float()
+
+
+class TowerRelu6(TowerNoReluInEval):
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.clamp(layer(x), 0, 6)
+        return x
+
+
+class TowerForcesTrain(TowerNoReluInEval):
+    def forward(self, x):
+        self.train()
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+class TowerZeroShortcut(TowerNoReluInEval):
+    def forward(self, x):
+        if (x == 0).all():  # nothing to propagate
+            return x
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+class TowerRowLoop(TowerNoReluInEval):
+    def forward(self, x):
+        rows = []
+        for row in x:
+            for layer in self.layers:
+                row = torch.relu(layer(row))
+            rows.append(row)
+        return torch.stack(rows)
+
+
+class TowerDetachBetween(TowerNoReluInEval):
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x.detach()))
+        return x
+
+
+class _LinearReLU(nn.Linear):
+    def forward(self, x):
+        return torch.relu(super().forward(x))
+
+
+class TowerOfLinearReLU(nn.Sequential):
+    def __init__(self, width, depth):
+        super().__init__(*[_LinearReLU(width, width) for _ in range(depth)])
+
+
 CATALOGUE = Catalogue({
     ex.Tower: [
         right("an nn.Sequential with ReLU modules", TowerWithSequential),
@@ -324,6 +422,18 @@ CATALOGUE = Catalogue({
         right("setattr in a loop", TowerWithSetattr),
         right("an nn.Sequential subclass", TowerAsSequentialSubclass),
         right("F.relu(inplace=True)", TowerFunctionalInPlaceRelu),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('no ReLU in eval mode', TowerNoReluInEval, "wrong values", "eval mode", kind=STATEFUL),
+        wrong('no gradients in eval mode', TowerNoGradInEval, "does not require grad", "eval mode", kind=STATEFUL),
+        wrong('the output squeezed', TowerSqueeze, "has shape (5,); expected (1, 5)", kind=EDGE),
+        wrong('Kaiming init in the first forward', TowerInitInFirstForward, "forward changed the values of layers.0.weight", kind=STATEFUL),
+        wrong('the output always float32', TowerFloat32, "dtype torch.float32; expected torch.float64", kind=EDGE),
+        wrong('ReLU6 (clamp at 6) instead of ReLU', TowerRelu6, "wrong values", "float32 edges", kind=EDGE),
+        wrong('forward calls self.train()', TowerForcesTrain, "left in train mode", kind=STATEFUL),
+        wrong('an all-zero batch returned as it is', TowerZeroShortcut, "wrong values", "batch of zeros", kind=EDGE),
+        wrong('one row at a time, stacked', TowerRowLoop, "stack expects a non-empty TensorList", "empty batch", kind=EDGE, outcome=Outcome.RAISED),
+        wrong('detach() between the layers', TowerDetachBetween, "no gradient", "graph is cut"),
+        right("an nn.Sequential of a Linear subclass with its ReLU", TowerOfLinearReLU),
     ],
 })
 

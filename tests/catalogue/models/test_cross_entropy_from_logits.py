@@ -168,6 +168,65 @@ def cpu_targets_as_indices(logits, targets):
     return -torch.log_softmax(logits, 1)[torch.arange(len(targets)), targets.cpu()].mean()
 
 
+# -- issue 45, fresh round (from the task text) --
+def ce_global_max(logits, targets):
+    shifted = logits - logits.max()
+    log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
+    return -log_probs[torch.arange(len(targets)), targets].mean()
+
+
+def ce_float32_then_back(logits, targets):
+    log_probs = torch.log_softmax(logits.float(), dim=1)
+    return (-log_probs[torch.arange(len(targets)), targets].mean()).to(logits.dtype)
+
+
+def ce_clamped(logits, targets):
+    log_probs = torch.log_softmax(logits.clamp(-1e4, 1e4), dim=1)
+    return -log_probs[torch.arange(len(targets)), targets].mean()
+
+
+def ce_shift_by_min(logits, targets):
+    shifted = logits - logits.min(dim=1, keepdim=True).values
+    return -torch.log_softmax(shifted, dim=1)[torch.arange(len(targets)), targets].mean()
+
+
+def ce_shift_by_mean(logits, targets):
+    centred = logits - logits.mean(dim=1, keepdim=True)
+    return -torch.log_softmax(centred, dim=1)[torch.arange(len(targets)), targets].mean()
+
+
+def ce_normaliser_detached(logits, targets):
+    normaliser = torch.logsumexp(logits.detach(), dim=1, keepdim=True)  # "a constant per row"
+    return -(logits - normaliser)[torch.arange(len(targets)), targets].mean()
+
+
+def ce_hard_max(logits, targets):
+    # logsumexp ~ max for confident models
+    picked = logits.gather(1, targets[:, None]).squeeze(1)
+    return (logits.max(dim=1).values - picked).mean()
+
+
+def ce_half_compute(logits, targets):
+    log_probs = torch.log_softmax(logits.half(), dim=1).to(logits.dtype)  # "saves memory"
+    return -log_probs[torch.arange(len(targets)), targets].mean()
+
+
+def ce_clamp_log_prob(logits, targets):
+    log_probs = torch.log_softmax(logits, dim=1).clamp(min=-100)  # as BCELoss does
+    return -log_probs[torch.arange(len(targets)), targets].mean()
+
+
+def ce_enables_grad_globally(logits, targets):
+    torch.set_grad_enabled(True)  # "so that backward() works"
+    return -torch.log_softmax(logits, dim=1)[torch.arange(len(targets)), targets].mean()
+
+
+def ce_where_one_hot(logits, targets):
+    log_probs = torch.log_softmax(logits, dim=1)
+    chosen = F.one_hot(targets, logits.shape[1]).bool()
+    return -torch.where(chosen, log_probs, torch.zeros_like(log_probs)).sum(dim=1).mean()
+
+
 CATALOGUE = Catalogue({
     ex.cross_entropy_from_logits: [
         right("indexing the log-probabilities", by_indexing),
@@ -223,6 +282,18 @@ CATALOGUE = Catalogue({
               "Likely cause: a tensor on the CPU inside your code", kind=EDGE, outcome=Outcome.RAISED),
         wrong("mean(0) leaves shape (1,)", mean_over_dim_zero, "shape (1,)", "expected one number, shape ()",
               kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("shifted by the batch's max, not each row's", ce_global_max, "Your loss is -inf", kind=EDGE),
+        wrong('computed in float32, cast back', ce_float32_then_back, "converted to float32", kind=EDGE),
+        wrong('logits clamped to ±1e4', ce_clamped, "edges of float32", kind=EDGE),
+        wrong("shifted by each row's min", ce_shift_by_min, "edges of float32", kind=EDGE),
+        wrong("centred on each row's mean", ce_shift_by_mean, "edges of float32", kind=EDGE),
+        wrong('logsumexp of the detached logits', ce_normaliser_detached, "the gradient logits.grad", "wrong values"),
+        wrong('max instead of logsumexp', ce_hard_max, "Your loss is 1.2758; expected 1.8994"),
+        wrong('log_softmax in float16', ce_half_compute, "converted to float16", kind=EDGE),
+        wrong('log-probabilities clamped at -100', ce_clamp_log_prob, "very large logits", kind=EDGE),
+        wrong('torch.set_grad_enabled(True) inside', ce_enables_grad_globally, "changed gradient mode", "torch.no_grad()", kind=STATEFUL),
+        right("torch.where on a one-hot mask", ce_where_one_hot),
     ],
 })
 

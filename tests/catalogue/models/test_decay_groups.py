@@ -318,6 +318,111 @@ def by_the_class_hierarchy(model, weight_decay):
             {"params": [p for p in params if id(p) in decay_ids], "weight_decay": weight_decay}]
 
 
+# -- issue 45, fresh round (from the task text) --
+_FRESH_DECAYS = (nn.Linear, nn.Conv1d, nn.Conv2d)
+
+
+def _split_fresh(model):
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            (decay if name == "weight" and isinstance(module, _FRESH_DECAYS) else rest).append(p)
+    return decay, rest
+
+
+def dg_name_and_ndim(model, weight_decay):
+    decay, rest = [], []
+    for name, p in model.named_parameters():
+        (decay if name.endswith("weight") and p.ndim > 1 and "emb" not in name else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_cached_on_model(model, weight_decay):
+    if hasattr(model, "_decay_groups"):
+        return model._decay_groups
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            (decay if name == "weight" and isinstance(module, _FRESH_DECAYS) else rest).append(p)
+    model._decay_groups = [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return model._decay_groups
+
+
+def dg_skip_frozen(model, weight_decay):
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if not p.requires_grad:
+                continue  # frozen: nothing to optimise
+            (decay if name == "weight" and isinstance(module, _FRESH_DECAYS) else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_bias_or_norm_by_name(model, weight_decay):
+    decay = [m.weight for m in model.modules() if isinstance(m, _FRESH_DECAYS)]
+    rest = [p for n, p in model.named_parameters() if "bias" in n or "norm" in n]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_attention_in_proj(model, weight_decay):
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            attention = isinstance(module, nn.MultiheadAttention) and name == "in_proj_weight"
+            (decay if (name == "weight" and isinstance(module, _FRESH_DECAYS)) or attention else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_one_group_without_decay(model, weight_decay):
+    if not weight_decay:  # nothing to decay: one group is enough
+        return [{"params": list(model.parameters()), "weight_decay": 0.0}]
+    decay, rest = _split_fresh(model)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_conv_bias_decayed(model, weight_decay):
+    decay, rest = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            convolution = isinstance(module, (nn.Conv1d, nn.Conv2d))
+            linear_weight = isinstance(module, nn.Linear) and name == "weight"
+            (decay if convolution or linear_weight else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_get_submodule_rsplit(model, weight_decay):
+    decay, rest = [], []
+    for name, p in model.named_parameters():
+        owner = model.get_submodule(name.rsplit(".", 1)[0])
+        (decay if name.endswith("weight") and isinstance(owner, _FRESH_DECAYS) else rest).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_unfreezes_all(model, weight_decay):
+    model.requires_grad_(True)  # "every parameter must be trainable for the optimizer"
+    decay, rest = _split_fresh(model)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_zero_grad(model, weight_decay):
+    model.zero_grad()  # "a clean start for the new optimizer"
+    decay, rest = _split_fresh(model)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def dg_apply_collect(model, weight_decay):
+    decayed = set()
+
+    def collect(module):
+        if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+            decayed.add(id(module.weight))
+
+    model.apply(collect)
+    params = list(model.parameters())
+    return [{"params": [p for p in params if id(p) in decayed], "weight_decay": float(weight_decay)},
+            {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}]
+
+
 CATALOGUE = Catalogue({
     ex.decay_groups: [
         wrong("by shape: p.ndim >= 2", by_dimension, "an Embedding's weight, is decayed",
@@ -369,6 +474,18 @@ CATALOGUE = Catalogue({
         wrong("2-D parameters that are no nn.Embedding", two_d_but_not_embedding, "is decayed",
               "nn.ConvTranspose2d", kind=EDGE),
         right("the named classes looked up in the MRO", by_the_class_hierarchy),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("a 2-D weight whose name has no 'emb'", dg_name_and_ndim, "an Embedding's weight, is decayed", kind=EDGE),
+        wrong('groups cached on the model', dg_cached_on_model, "group dicts of an earlier call", kind=STATEFUL),
+        wrong('frozen parameters left out', dg_skip_frozen, "exactly the frozen ones", kind=STATEFUL),
+        wrong("the rest by 'bias' or 'norm' in the name", dg_bias_or_norm_by_name, "in no group", "1.weight"),
+        wrong("attention's in_proj_weight decayed too", dg_attention_in_proj, "attention.in_proj_weight is decayed", kind=EDGE),
+        wrong('one group when weight_decay is 0', dg_one_group_without_decay, "You returned 1 groups", "weight_decay=0.0", kind=EDGE),
+        wrong('every parameter of a convolution decayed', dg_conv_bias_decayed, "0.bias is decayed"),
+        wrong('the owner looked up with rsplit', dg_get_submodule_rsplit, "is not an nn.Module", kind=EDGE, outcome=Outcome.RAISED),
+        wrong('model.requires_grad_(True) first', dg_unfreezes_all, "switched on requires_grad of 0.weight", kind=STATEFUL),
+        wrong('model.zero_grad() first', dg_zero_grad, "0.weight.grad is left as None", kind=STATEFUL),
+        right("ids collected with model.apply", dg_apply_collect),
     ],
 })
 

@@ -117,6 +117,69 @@ def ml_label_weights_of_the_first_batch(logits, targets):
                                               pos_weight=_ML_FIRST_WEIGHTS["pos_weight"])
 
 
+# -- issue 45, fresh round (from the task text) --
+_ML_FRESH_AVERAGE = {}
+
+
+def ml_float32_then_back(logits, targets):
+    loss = F.binary_cross_entropy_with_logits(logits.float(), targets.float())
+    return loss.to(logits.dtype)
+
+
+def ml_clamp_100(logits, targets):
+    return F.binary_cross_entropy_with_logits(logits.clamp(-100, 100), targets.to(logits.dtype))
+
+
+def ml_float_targets_as_given(logits, targets):
+    if not targets.is_floating_point():
+        targets = targets.to(logits.dtype)
+    return F.binary_cross_entropy_with_logits(logits, targets)
+
+
+def ml_always_double(logits, targets):
+    return F.binary_cross_entropy_with_logits(logits.double(), targets.double())
+
+
+def ml_eps_sigmoid(logits, targets):
+    t = targets.to(logits.dtype)
+    p = torch.sigmoid(logits).clamp(1e-7, 1 - 1e-7)
+    return -(t * torch.log(p) + (1 - t) * torch.log(1 - p)).mean()
+
+
+def ml_shape_one(logits, targets):
+    loss = F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype), reduction="none")
+    return loss.mean(dim=1).mean(dim=0, keepdim=True)
+
+
+def ml_balanced(logits, targets):
+    t = targets.to(logits.dtype)
+    loss = F.binary_cross_entropy_with_logits(logits, t, reduction="none")
+    positives, negatives = loss[t == 1], loss[t == 0]
+    return (positives.mean() + negatives.mean()) / 2
+
+
+def ml_label_smoothing(logits, targets):
+    t = targets.to(logits.dtype) * 0.9 + 0.05
+    return F.binary_cross_entropy_with_logits(logits, t)
+
+
+def ml_running_average(logits, targets):
+    loss = F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype))
+    previous = _ML_FRESH_AVERAGE.get("avg")
+    _ML_FRESH_AVERAGE["avg"] = loss.detach() if previous is None else 0.9 * previous + 0.1 * loss.detach()
+    return loss - loss.detach() + _ML_FRESH_AVERAGE["avg"]
+
+
+def ml_half_compute(logits, targets):
+    loss = F.binary_cross_entropy_with_logits(logits.half(), targets.half())  # "saves memory"
+    return loss.to(logits.dtype)
+
+
+def ml_where_softplus(logits, targets):
+    positive = targets.bool()
+    return torch.where(positive, F.softplus(-logits), F.softplus(logits)).mean()
+
+
 CATALOGUE = Catalogue({
     ex.multilabel_loss: [
         right("nn.BCEWithLogitsLoss with type_as", ml_bce_module),
@@ -153,6 +216,18 @@ CATALOGUE = Catalogue({
               kind=EDGE, outcome=Outcome.RAISED),
         wrong("pos_weight kept from the first batch", ml_label_weights_of_the_first_batch,
               "must match the size", "on 5 examples, 4 labels", kind=STATEFUL, outcome=Outcome.RAISED),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('computed in float32, cast back', ml_float32_then_back, "converted to float32", kind=EDGE),
+        wrong('logits clamped to ±100', ml_clamp_100, "edges of float32", kind=EDGE),
+        wrong('float targets passed as they are', ml_float_targets_as_given, "the targets' dtype", "float32 targets", kind=EDGE),
+        wrong('always float64', ml_always_double, "dtype torch.float64; expected torch.float32", kind=EDGE),
+        wrong('sigmoid clamped to [1e-7, 1 - 1e-7]', ml_eps_sigmoid, "logits up to 95", kind=EDGE),
+        wrong('mean with keepdim: shape (1,)', ml_shape_one, "shape (1,)"),
+        wrong('positives and negatives averaged apart', ml_balanced, "Your loss is 0.9426"),
+        wrong('label smoothing', ml_label_smoothing, "Your loss is 1.0173"),
+        wrong('a running average over calls', ml_running_average, "Your loss is", kind=STATEFUL),
+        wrong('computed in float16', ml_half_compute, "Your loss is 1.0098; expected 1.0094"),
+        right("torch.where between two softplus", ml_where_softplus),
     ],
 })
 
