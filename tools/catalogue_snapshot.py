@@ -71,6 +71,8 @@ NORMALISATION = (
     # A time measured while the answer ran, always shown with decimals ("52.6 ms", "0.013 s");
     # the settings a message states are whole numbers ("8 ms a batch", "stopped after 60 s").
     (re.compile(r"\b\d+\.\d+(?:e-?\d+)? ?(?:s|ms|µs|us|ns|seconds)\b"), "<time>", "a measured time"),
+    # A seed torch.seed() drew from the system's entropy ("its seed was 6949867437079901259").
+    (re.compile(r"\bseed was \d{6,}\b"), "seed was <random seed>", "a seed drawn from the system"),
 )
 
 # Cases whose verdict is random from one run to the next; recorded as they came, listed apart

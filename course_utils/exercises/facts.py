@@ -9,9 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from course_utils.exercises.core import Mistake, a_or_an
+from course_utils.exercises.core import a_or_an
+from course_utils.exercises.messages import Messages
 
 _REPR_LIMIT = 80
+
+_NOT_A_TENSOR = "{what} is {kind} ({repr}); expected a torch.Tensor{where}."
+# The generic comparisons every check shares: their words, by the id a class report counts.
+COMPARISON = Messages("comparison", {
+    "where": " (on {on})",
+    "at-index": " at index {index}",
+    "returned-none": _NOT_A_TENSOR,
+    "returned-numpy": _NOT_A_TENSOR,
+    "returned-python-number": _NOT_A_TENSOR,
+    "not-a-tensor": _NOT_A_TENSOR,
+    "shape": "{what} has shape {got}; expected {expected}{where}.",
+    "dtype": "{what} has dtype {got}; expected {expected}{where}.",
+    "device": "{what} is on {got}; expected {expected}{where}.",
+    "values": ("{what} has the right shape but wrong values{where}: {differ} of {size} differ; first{at}: "
+               "got {got:.6g}, expected {expected:.6g}."),
+    "not-a-module": ("{made} made {kind}, not an nn.Module. Write a class: `class {class_name}(nn.Module):` "
+                     "with __init__ (call super().__init__() first) and forward."),
+})
 
 
 def value_facts(value) -> dict:
@@ -116,19 +135,17 @@ def tensor_problem(
     check_device: bool = True,
 ) -> str | None:
     """The first way ``got`` differs from ``expected`` (kind, shape, dtype, device, values)."""
-    where = f" (on {on})" if on else ""
+    where = COMPARISON.text("where", on=on) if on else ""
     if got["kind"] != "tensor":
-        return Mistake(not_a_tensor(got["kind"]),
-                       f"{what} is {a_or_an(got['kind'])} ({got['repr']}); expected a torch.Tensor{where}.")
-    if got["shape"] != expected["shape"]:
-        return (
-            f"{what} has shape {shape_text(got['shape'])}; expected "
-            f"{shape_text(expected['shape'])}{where}."
-        )
+        return COMPARISON(not_a_tensor(got["kind"]), what=what, kind=a_or_an(got["kind"]), repr=got["repr"],
+                          where=where)
+    if got["shape"] != expected["shape"]:  # plain words: generic comparisons, counted by their kind
+        return COMPARISON.text("shape", what=what, got=shape_text(got["shape"]),
+                               expected=shape_text(expected["shape"]), where=where)
     if got["dtype"] != expected["dtype"]:
-        return f"{what} has dtype {got['dtype']}; expected {expected['dtype']}{where}."
+        return COMPARISON.text("dtype", what=what, got=got["dtype"], expected=expected["dtype"], where=where)
     if check_device and got["device"] != expected["device"]:
-        return f"{what} is on {got['device']}; expected {expected['device']}{where}."
+        return COMPARISON.text("device", what=what, got=got["device"], expected=expected["device"], where=where)
     if "values" in got and "values" in expected:
         return values_problem(got["values"], expected["values"], what=what, on=on, rtol=rtol, atol=atol)
     return None
@@ -142,12 +159,10 @@ def values_problem(got, expected, *, what="your result", on=None, rtol=1e-5, ato
     if close.all():
         return None
     index = tuple(int(i) for i in np.argwhere(~close)[0])
-    where = f" (on {on})" if on else ""
-    at = f" at index {index}" if index else ""
-    return (
-        f"{what} has the right shape but wrong values{where}: {np.count_nonzero(~close)} of "
-        f"{close.size} differ; first{at}: got {got[index]:.6g}, expected {expected[index]:.6g}."
-    )
+    return COMPARISON.text("values", what=what, where=COMPARISON.text("where", on=on) if on else "",
+                           differ=int(np.count_nonzero(~close)), size=int(close.size),
+                           at=COMPARISON.text("at-index", index=index) if index else "",
+                           got=float(got[index]), expected=float(expected[index]))
 
 
 def same_values(a, b, rtol=1e-5, atol=1e-6) -> bool:
@@ -157,7 +172,4 @@ def same_values(a, b, rtol=1e-5, atol=1e-6) -> bool:
 
 def not_a_module(made: str, kind: str, class_name: str) -> str:
     """The message for a class exercise whose constructor returned something else."""
-    return (
-        f"{made} made {kind}, not an nn.Module. Write a class: `class {class_name}(nn.Module):` "
-        "with __init__ (call super().__init__() first) and forward."
-    )
+    return COMPARISON.text("not-a-module", made=made, kind=kind, class_name=class_name)
