@@ -1,4 +1,12 @@
-"""Chapter 05, P11: scaled_clipped_step, a float16 GradScaler step with gradient clipping."""
+"""Chapter 05, P11: scaled_clipped_step, a float16 GradScaler step with gradient clipping.
+
+Engine: applies states.module_states ("eval", "first-frozen", an old .grad of inf, calls in a row
+with the optimizer's and the scaler's state) with states.snapshot/differences (modes and
+requires_grad left, against what the reference leaves), states.session_settings/changed_settings,
+and the non-finite edges of edges.float_edges for the gradients (inf from an overflow, nan);
+hand-written because the answer is a training step on a module, an optimizer and a GradScaler
+(rules: float16 autocast, the scaler given), whose classic orders are replayed on the judge's side.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +15,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
+from course_utils.exercises.core import Exercise, Function, Raised, later_error
 from course_utils.exercises.facts import given, same_values, tensor_of, values_problem
 from course_utils.exercises.running import LearnerRaised
 from course_utils.exercises.speed_and_memory.common import CHAPTER, _LR, _flat
 from course_utils.exercises.running import judge_side
+from course_utils.exercises.edges import edge_values
 from course_utils.exercises.facts import load_given
-from course_utils.exercises.speed_and_memory.scaled_step_mistakes import _WRONG_ORDERS
+from course_utils.exercises.speed_and_memory.scaled_step_mistakes import _WRONG_ORDERS, MESSAGES, NOTE_CLUES
+from course_utils.exercises.states import MODULE_STATES, changed_settings, differences, session_settings, snapshot
 
 
 # ============================================================================================
@@ -35,24 +45,38 @@ _SCALE = 1024.0  # the probes' initial scale: large enough to matter, small enou
 _OVERFLOW_TARGET = 1e4  # targets this far make the float16 gradients overflow
 
 
-def _scaled_setting(kind, seed):
-    """A fresh model, optimizer and scaler of one case (the model from the seed)."""
+def _parameters(model, groups):
+    """The optimizer's parameters: all in one group, or one group per linear layer."""
+    if groups == 2:
+        return [{"params": list(model[0].parameters())}, {"params": list(model[2].parameters())}]
+    return list(model.parameters())
+
+
+def _scaled_setting(kind, seed, extras=None):
+    """A fresh model, optimizer and scaler of one case (the model from the seed), the model put
+    in the module states the case names (states.py)."""
+    extras = extras or {}
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+    for state in extras.get("states", []):
+        MODULE_STATES[state].put(model)  # eval, a frozen weight: no context to enter
+    params = _parameters(model, extras.get("groups"))
     if kind == "adam":
-        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        optimizer = torch.optim.Adam(params, lr=0.01)
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=_LR, momentum=0.9 if kind == "momentum" else 0.0)
+        optimizer = torch.optim.SGD(params, lr=_LR, momentum=0.9 if kind == "momentum" else 0.0)
     scaler = torch.amp.GradScaler("cpu", init_scale=_SCALE)
     return model, optimizer, scaler
 
 
-def _scaled_batch(seed, overflow=False, classes=False):
+def _scaled_batch(seed, overflow=False, classes=False, nan=False):
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(8, 6, generator=generator)
     if classes:  # class labels for cross_entropy, whose two arguments cannot be swapped
         return x, torch.randint(0, 2, (8,), generator=generator)
     y = 3 * torch.randn(8, 2, generator=generator)  # far from the outputs: a gradient norm above 1
+    if nan:  # the other non-finite edge (edges.float_edges): one nan target, nan gradients
+        y[0, 0] = edge_values(torch.float32)[-1]
     return x, (y * _OVERFLOW_TARGET if overflow else y)
 
 
@@ -66,7 +90,25 @@ _SCALED_CASES = [
     (f"plain SGD, max_norm=1.0, a batch whose targets are {_OVERFLOW_TARGET:g} times larger (its "
      "float16 gradients overflow to inf), then a normal batch", "sgd", 2, 1.0,
      ["overflow", "normal"], False),
+    ("SGD with momentum=0.9 in two parameter groups, max_norm=0.5, the model in eval mode with its "
+     "first weight frozen (requires_grad=False), and a batch with a nan target (its gradients "
+     "are nan) between normal ones", "momentum", 3, 0.5, ["normal", "nan", "normal"], False,
+     {"states": ["eval", "first-frozen"], "groups": 2}),
 ]
+
+
+def _recording(loss_fn, targets):
+    """loss_fn as it is, noting the dtype of the targets each call is given."""
+    def loss(input, target, *args, **kwargs):
+        targets.append(str(getattr(target, "dtype", type(target).__name__)))
+        return loss_fn(input, target, *args, **kwargs)
+
+    return loss
+
+
+def _same_tensor(a, b):
+    """torch.equal, with nan equal to nan (a batch may hold a nan target)."""
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 def _scaled_state(model):
@@ -81,10 +123,11 @@ def _probe_scaled_clipped_step(answer, run):
     (``_expect_scaled_clipped_step`` replays them on a rebuilt model, on the judge's side)."""
     calls = []
     record = {"calls": calls}
-    for on_case, kind, seed, max_norm, kinds, inf_grads in _SCALED_CASES:
+    for on_case, kind, seed, max_norm, kinds, inf_grads, *more in _SCALED_CASES:
+        extras = more[0] if more else {}
         loss_fn = F.cross_entropy if kind == "adam" else F.mse_loss
-        model, optimizer, scaler = _scaled_setting(kind, seed)
-        steps, dtypes = [], []
+        model, optimizer, scaler = _scaled_setting(kind, seed, extras)
+        steps, dtypes, targets = [], [], []
         optimizer.register_step_post_hook(lambda *args, steps=steps: steps.append(1))
         model[0].register_forward_hook(
             lambda module, inputs, output, seen=dtypes: seen.append(str(output.dtype))
@@ -96,6 +139,8 @@ def _probe_scaled_clipped_step(answer, run):
             "kind": kind, "seed": seed, "loss": "cross_entropy" if loss_fn is F.cross_entropy else "mse_loss",
             "parameters": [given(p) for p in model.parameters()],
             "grads": [None if p.grad is None else given(p.grad) for p in model.parameters()],
+            "requires_grad": [bool(p.requires_grad) for p in model.parameters()],
+            "training": bool(model.training), "groups": extras.get("groups"),
             "optimizer": {"kind": type(optimizer).__name__, "state": "empty",
                           **{key: float(optimizer.defaults[key]) for key in ("lr", "momentum")
                              if key in optimizer.defaults}},
@@ -105,11 +150,11 @@ def _probe_scaled_clipped_step(answer, run):
         }
         for index, batch_kind in enumerate(kinds):
             batch = _scaled_batch(seed * 10 + index, overflow=batch_kind == "overflow",
-                                  classes=loss_fn is F.cross_entropy)
+                                  classes=loss_fn is F.cross_entropy, nan=batch_kind == "nan")
             on = f"{on_case}; call {index + 1} of {len(kinds)} in a row ({batch_kind} batch)"
             # A later call starts from where the answer's earlier calls left the model: that is
             # no input of the probe's (the judge's side replays the reference's own steps).
-            call = {"on": on, "index": index, "overflow": batch_kind == "overflow",
+            call = {"on": on, "index": index, "overflow": batch_kind in ("overflow", "nan"),
                     "inf_before": inf_grads and index == 0, "max_norm": max_norm,
                     "given": {"batch": [given(t) for t in batch], "max_norm": max_norm,
                               **({"start": start} if index == 0 else {})}}
@@ -117,15 +162,19 @@ def _probe_scaled_clipped_step(answer, run):
             kept = [t.clone() for t in batch]
             steps.clear()
             dtypes.clear()
+            targets.clear()
             call["scale_before"] = float(scaler.get_scale())
             used_before = getattr(scaler, "_scale", None) is not None  # made by its first scale()
+            settings = session_settings()
             try:
-                run(answer, model, optimizer, scaler, loss_fn, batch, max_norm, on=on)
+                run(answer, model, optimizer, scaler, _recording(loss_fn, targets), batch, max_norm, on=on)
             except LearnerRaised as raised:
                 # The judge decides: a mistake the earlier calls already show is the one to
                 # report, not the error a later call led to.
                 record["raised"] = later_error(raised, answer, calls)
                 return record
+            call["settings_changed"] = changed_settings(settings, session_settings())
+            call["left"] = _mode_and_frozen(snapshot(model))
             call["scaler_used"] = used_before or getattr(scaler, "_scale", None) is not None
             after, finite = _scaled_state(model)
             call["scale_after"] = float(scaler.get_scale())
@@ -133,11 +182,17 @@ def _probe_scaled_clipped_step(answer, run):
             call["stepped_after_update"] = bool(getattr(scaler, "_per_optimizer_states", {}))
             call["steps"] = len(steps)
             call["dtypes"] = sorted(set(dtypes))
-            call["batch_changed"] = not all(torch.equal(a, b) for a, b in zip(batch, kept))
+            call["target_dtypes"] = sorted(set(targets) - {str(batch[1].dtype)})
+            call["batch_changed"] = not all(_same_tensor(a, b) for a, b in zip(batch, kept))
             call["finite"] = finite
             call["update"] = before - after if finite else None
             calls.append(call)
     return record
+
+
+def _mode_and_frozen(left):
+    """A states.snapshot with its numbers left out: those the judge compares within tolerance."""
+    return {**left, "values": {}, "grads": {}, "buffers": {}}
 
 
 def _rebuilt(start, grads=True):
@@ -147,11 +202,15 @@ def _rebuilt(start, grads=True):
     torch.manual_seed(start["seed"])  # inside judge_side(): the session's stream is put back
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
     load_given(model, start["parameters"], start["grads"] if grads else [None] * len(start["grads"]))
+    for p, wants in zip(model.parameters(), start.get("requires_grad", [])):
+        p.requires_grad_(wants)
+    model.train(start.get("training", True))
     settings = start["optimizer"]
+    params = _parameters(model, start.get("groups"))
     if settings["kind"] == "Adam":
-        optimizer = torch.optim.Adam(model.parameters(), lr=settings["lr"])
+        optimizer = torch.optim.Adam(params, lr=settings["lr"])
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=settings["lr"], momentum=settings["momentum"])
+        optimizer = torch.optim.SGD(params, lr=settings["lr"], momentum=settings["momentum"])
     scaler = torch.amp.GradScaler("cpu", **start["scaler"])
     return model, optimizer, scaler
 
@@ -182,6 +241,7 @@ def _expect_scaled_clipped_step(record):
                                           call["given"]["max_norm"])
             call["expected"] = before - _flat(model.parameters())
             call["expected_scale"] = float(scaler.get_scale())
+            call["expected_left"] = _mode_and_frozen(snapshot(model))
     return record
 
 
@@ -229,98 +289,45 @@ def _judge_scaled_calls(calls):
     for call in calls:
         on, update, expected = call["on"], call["update"], call["expected"]
         if call["batch_changed"]:
-            return Mistake("changes-the-batch", (
-                f"Your function changed the batch it was given (on {on}): unpack it with "
-                "`x, y = batch` and leave x and y as they are."
-            ))
+            return MESSAGES("changes-the-batch", on=on)
         if not call["dtypes"]:
-            return Mistake("no-forward", (
-                f"The model never ran a forward pass (on {on}): compute loss_fn(model(x), y)."
-            ))
+            return MESSAGES("no-forward", on=on)
         if call["dtypes"] != ["torch.float16"]:
             mistake = "bfloat16-autocast" if "torch.bfloat16" in call["dtypes"] else "no-autocast"
-            return Mistake(mistake, (
-                f"The model's first layer gave {' and '.join(call['dtypes'])} outputs (on {on}), "
-                "so the forward pass did not run under float16 autocast: compute the loss inside "
-                "`with torch.autocast(x.device.type, dtype=torch.float16):`."
-            ))
+            return MESSAGES(mistake, dtypes=" and ".join(call["dtypes"]), on=on)
+        if call.get("target_dtypes"):
+            return MESSAGES("converts-the-targets", dtypes=" and ".join(call["target_dtypes"]), on=on)
+        found = differences(call["left"], call["expected_left"]) if "expected_left" in call else []
+        if found:
+            return MESSAGES("leaves-the-model-changed", on=on, difference=found[0])
+        if call.get("settings_changed"):
+            return MESSAGES("changes-settings", on=on, what=" and ".join(call["settings_changed"]))
         if call["overflow"]:
             if not call["finite"] or call["steps"] or not same_values(update, np.zeros_like(update), rtol=0, atol=0):
-                return Mistake("steps-on-overflow", (
-                    f"The step on gradients that overflowed was applied (on {on}): the weights "
-                    + ("became inf or nan" if not call["finite"] else "moved")
-                    + ". scaler.step(optimizer) skips optimizer.step() when the gradients hold "
-                    "inf or nan; calling optimizer.step() yourself (or making the gradients "
-                    "finite first) applies a step that must not happen."
-                ))
+                return MESSAGES("steps-on-overflow", on=on,
+                                how="became inf or nan" if not call["finite"] else "moved")
             if call["scale_after"] != call["expected_scale"]:
                 return _scale_message(call)
             continue
         if not call["finite"]:
-            return Mistake("steps-on-non-finite-grads", (
-                f"The weights became inf or nan (on {on}), on a batch whose gradients are "
-                "finite: the step used gradients that were still scaled or left over. Zero the "
-                "gradients first, and step with scaler.step(optimizer)."
-            ))
+            return MESSAGES("steps-on-non-finite-grads", on=on)
         if call.get("scaler_used") is False:
-            return Mistake("own-scaler", (
-                f"The GradScaler you were given was never used (on {on}): your function scaled "
-                "the loss with a scaler of its own. A new GradScaler starts from its init_scale "
-                "(65536 by default, enough to make these float16 gradients overflow), and what it "
-                "learns is lost after the call. Use the scaler passed in: its scale carries over "
-                "from step to step."
-            ))
+            return MESSAGES("own-scaler", on=on)
         if call["steps"] == 0 and same_values(update, np.zeros_like(update), rtol=0, atol=0):
-            if call["inf_before"]:
-                return Mistake("no-zero-grad", (
-                    f"The step was skipped (on {on}): .grad held inf from an earlier skipped "
-                    "step, backward() added the new gradients to it, and the scaler saw inf. "
-                    "Clear the gradients first: optimizer.zero_grad()."
-                ))
-            return Mistake("no-optimizer-step", (
-                f"optimizer.step() of the optimizer you were given never ran (on {on}), so the "
-                "weights did not move: finish with scaler.step(optimizer), then scaler.update()."
-            ))
+            return MESSAGES("no-zero-grad" if call["inf_before"] else "no-optimizer-step", on=on)
         if call["steps"] > 1:
-            return Mistake("several-steps", (
-                f"The optimizer stepped {call['steps']} times in one call (on {on}): step once, "
-                "with scaler.step(optimizer)."
-            ))
+            return MESSAGES("several-steps", steps=call["steps"], on=on)
         if call["scale_after"] != call["expected_scale"]:
             return _scale_message(call)
         if same_values(update, expected, **_SCALED_TOL):
             continue
         if call["steps"] == 1 and same_values(update, np.zeros_like(update), rtol=0, atol=1e-12):
-            return Mistake("zero-grad-between-backward-and-step", (
-                f"The optimizer stepped, but the weights did not move (on {on}): the gradients "
-                "were zero at the step. Call optimizer.zero_grad() before backward(), not "
-                "between backward() and the step."
-            ))
-        named = {
-            "update_first": ("update-before-step", (
-                "Your step is as short as gradients divided by the scale twice: scaler.update() "
-                "ran before scaler.step(optimizer). update() starts the next iteration and "
-                "forgets that unscale_ ran, so step() unscales the gradients a second time. "
-                "Finish with scaler.step(optimizer), then scaler.update()."
-            )),
-            "clips_scaled": ("clips-before-unscale", (
-                "Your step is what clipping the *scaled* gradients gives: clip_grad_norm_ ran "
-                "before scaler.unscale_(optimizer), so it compared max_norm with gradients "
-                f"{call['scale_before']:g} times too large, and the step then divided them by "
-                "the scale: far too short a step. Call scaler.unscale_(optimizer) right after "
-                "backward(), then clip_grad_norm_."
-            )),
-            "no_clip": ("no-clipping", (
-                "Your step is the unclipped one: the gradients reached the optimizer without "
-                f"being clipped to max_norm={call['max_norm']:g}. Clip with "
-                "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) after "
-                "scaler.unscale_(optimizer) and before scaler.step(optimizer)."
-            )),
-            "unscaled_backward": ("backward-on-the-plain-loss", (
-                "Your step is as short as gradients divided by the scale: backward() ran on the "
-                "plain loss, and unscale_ then divided the true gradients by the scale. "
-                "Back-propagate the scaled loss: scaler.scale(loss).backward()."
-            )),
+            return MESSAGES("zero-grad-between-backward-and-step", on=on)
+        named = {  # the wrong order replayed on the judge's side: its mistake and the fields it fills
+            "update_first": ("update-before-step", {}),
+            "clips_scaled": ("clips-before-unscale", {"scale": call["scale_before"]}),
+            "no_clip": ("no-clipping", {"max_norm": call["max_norm"]}),
+            "unscaled_backward": ("backward-on-the-plain-loss", {}),
         }
         matches = [
             name for name in named
@@ -333,55 +340,30 @@ def _judge_scaled_calls(calls):
             # (where clipping does nothing) tells them apart, if the answer got that far.
             told = _one_of_two_slips(calls)
             if told:
-                mistake, message = named[told]
-                return Mistake(mistake, f"{message} (on {on})")
-            return Mistake(_TWO_SLIPS, (
-                "Your step is as short as two slips make it, and this input cannot tell them "
-                "apart: clip_grad_norm_ before scaler.unscale_(optimizer), or scaler.update() "
-                "before scaler.step(optimizer) (update() forgets that unscale_ ran, so step() "
-                "divides the gradients by the scale again). The order is: scale(loss).backward(), "
-                f"unscale_, clip_grad_norm_, step, update. (on {on})"
-            ))
+                mistake, fields = named[told]
+                return MESSAGES(mistake, on=on, **fields)
+            return MESSAGES(_TWO_SLIPS, on=on)
         if matches:
-            mistake, message = named[matches[0]]
-            return Mistake(mistake, f"{message} (on {on})")
+            mistake, fields = named[matches[0]]
+            return MESSAGES(mistake, on=on, **fields)
         if call["index"] > 0:
-            return Mistake("replaces-optimizer-or-scaler", (
-                f"The first call was right, but on {on} the weights are not what the next step "
-                "gives with the optimizer and scaler you were given (their state carries over "
-                "from step to step). Use the optimizer and scaler passed in, every call."
-            ))
+            return MESSAGES("replaces-optimizer-or-scaler", on=on)
         length, expected_length = float(np.linalg.norm(update)), float(np.linalg.norm(expected))
         if length > 0 and expected_length > 0 and same_values(
             update * (expected_length / length), expected, **_SCALED_TOL
         ):
-            return Mistake("wrong-clip-norm", (
-                f"Your step goes the right way but is {length / expected_length:.3g} times the "
-                f"right length (on {on}): clip to the max_norm you are given "
-                f"({call['max_norm']:g}), after unscale_, and change nothing else."
-            ))
+            return MESSAGES("wrong-clip-norm", ratio=length / expected_length, on=on, max_norm=call["max_norm"])
         return values_problem(
             update, expected, what="the weight change of the step", on=on, rtol=1e-4, atol=1e-7
-        ) + (
-            " It should be one step of: zero_grad(), the loss under float16 autocast, "
-            "scaler.scale(loss).backward(), scaler.unscale_(optimizer), clip_grad_norm_, "
-            "scaler.step(optimizer), scaler.update()."
-        )
+        ) + MESSAGES.text("values-then")
     return None
 
 
 def _scale_message(call):
     before, after, expected = call["scale_before"], call["scale_after"], call["expected_scale"]
     if after == before:
-        return Mistake("given-scaler-not-updated", (
-            f"The scaler you were given still has the scale {before:g} after the step (on "
-            f"{call['on']}), where it should be {expected:g}: scaler.update() never ran on it. "
-            "Call scaler.update() after scaler.step(optimizer), on the scaler passed in."
-        ))
-    return Mistake("update-not-once", (
-        f"After the step the scale is {after:g}, not {expected:g} (on {call['on']}): call "
-        "scaler.update() once per step, after scaler.step(optimizer)."
-    ))
+        return MESSAGES("given-scaler-not-updated", before=before, on=call["on"], expected=expected)
+    return MESSAGES("update-not-once", after=after, expected=expected, on=call["on"])
 
 
 scaled_clipped_step = Exercise(
@@ -396,44 +378,8 @@ scaled_clipped_step = Exercise(
     expect=_expect_scaled_clipped_step,
     judge=_judge_scaled_clipped_step,
     reference=scaled_clipped_step,
-    passed_message=(
-        "Correct: the gradients were unscaled before clipping, so max_norm applied to the true "
-        "gradients; a step on gradients that overflowed was skipped and the scale halved."
-    ),
-    hints=[
-        "Clip the true gradients, not the scaled ones: between backward() and the step, "
-        "scaler.unscale_(optimizer) divides .grad by the scale.",
-        "The order: optimizer.zero_grad(); the loss under torch.autocast(x.device.type, "
-        "dtype=torch.float16); scaler.scale(loss).backward(); scaler.unscale_(optimizer); "
-        "clip_grad_norm_; scaler.step(optimizer); scaler.update().",
-        "x, y = batch; optimizer.zero_grad(); with torch.autocast(x.device.type, "
-        "dtype=torch.float16): loss = loss_fn(model(x), y); scaler.scale(loss).backward(); "
-        "scaler.unscale_(optimizer); torch.nn.utils.clip_grad_norm_(model.parameters(), "
-        "max_norm); scaler.step(optimizer); scaler.update()",
-    ],
-    error_notes=[
-        ("_scale is None",
-         "the scaler has no scale yet: scaler.scale(loss) makes it. Back-propagate the scaled "
-         "loss, scaler.scale(loss).backward(), before scaler.unscale_(optimizer).",
-         "unscale-before-scaled-backward"),
-        ("unscale_() has already been called",
-         "scaler.unscale_(optimizer) may run once per step: scaler.step() knows it ran and does "
-         "not unscale again. Call it once, before clipping.",
-         "unscale-twice"),
-        ("No inf checks were recorded",
-         "the scaler found no gradients to check: either they were cleared between backward() "
-         "and the step (zero_grad() belongs before backward()), or step/update ran twice. "
-         "The order: zero_grad(), scaled backward(), unscale_, clip, scaler.step(optimizer) "
-         "once, scaler.update() once.",
-         "no-gradients-at-step"),
-        ("unscale_() is being called after step()",
-         "the previous call's scaler.step(optimizer) was not followed by scaler.update() (it "
-         "came after it, or not at all): end every step with scaler.step(optimizer), then "
-         "scaler.update(), which also resets the scaler for the next one.",
-         "update-missing"),
-        ("is non-finite, so it cannot be clipped",
-         "clip_grad_norm_(..., error_if_nonfinite=True) raises on a step whose gradients "
-         "overflowed; leave error_if_nonfinite at its default: the scaler skips that step.",
-         "error-if-nonfinite"),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes(NOTE_CLUES),
+    messages=MESSAGES,
 )

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from course_utils.exercises import speed_and_memory as ex
+from course_utils.exercises.core import Outcome
 from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
 
 
@@ -201,6 +202,109 @@ def divides_the_loss_in_place(model, optimizer, loss_fn, batches):
     optimizer.step()
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def acc_train_mode(model, optimizer, loss_fn, batches):
+    """model.train() first: a model given in eval mode runs (and is left) in train mode."""
+    model.train()
+    optimizer.zero_grad()
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(batches)).backward()
+    optimizer.step()
+
+
+def acc_divides_every_grad(model, optimizer, loss_fn, batches):
+    """undivided losses, then p.grad /= k for every parameter of the model."""
+    optimizer.zero_grad()
+    for x, y in batches:
+        loss_fn(model(x), y).backward()
+    for p in model.parameters():
+        p.grad /= len(batches)
+    optimizer.step()
+
+
+def acc_unfreezes(model, optimizer, loss_fn, batches):
+    """requires_grad_(True) on the model "so that gradients flow"."""
+    model.requires_grad_(True)
+    optimizer.zero_grad()
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(batches)).backward()
+    optimizer.step()
+
+
+def acc_divides_group_zero(model, optimizer, loss_fn, batches):
+    """undivided losses, then the gradients of the first parameter group divided by k."""
+    optimizer.zero_grad()
+    for x, y in batches:
+        loss_fn(model(x), y).backward()
+    for p in optimizer.param_groups[0]["params"]:
+        if p.grad is not None:
+            p.grad /= len(batches)
+    optimizer.step()
+
+
+def acc_bfloat16_autocast(model, optimizer, loss_fn, batches):
+    """micro-batches under bfloat16 autocast, for speed."""
+    optimizer.zero_grad()
+    for x, y in batches:
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            loss = loss_fn(model(x), y) / len(batches)
+        loss.backward()
+    optimizer.step()
+
+
+def acc_float_inputs(model, optimizer, loss_fn, batches):
+    """x.float() before the model."""
+    optimizer.zero_grad()
+    for x, y in batches:
+        (loss_fn(model(x.float()), y) / len(batches)).backward()
+    optimizer.step()
+
+
+def acc_seeds(model, optimizer, loss_fn, batches):
+    """torch.manual_seed(0) first, for reproducible dropout: the caller's RNG is reset."""
+    torch.manual_seed(0)
+    optimizer.zero_grad()
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(batches)).backward()
+    optimizer.step()
+
+
+def acc_zero_with_zero_(model, optimizer, loss_fn, batches):
+    """p.grad.zero_() on every parameter (a None .grad raises)."""
+    for p in model.parameters():
+        p.grad.zero_()
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(batches)).backward()
+    optimizer.step()
+
+
+def acc_weights_by_numel(model, optimizer, loss_fn, batches):
+    """each loss weighted by its share of x.numel() (elements, not examples)... of one batch."""
+    optimizer.zero_grad()
+    total = sum(x.numel() for x, _ in batches)
+    for x, y in batches:
+        (loss_fn(model(x), y) * len(x) / total).backward()
+    optimizer.step()
+
+
+def acc_zeroes_after_the_step(model, optimizer, loss_fn, batches):
+    """zero_grad() after the step, for the next call (not before the first micro-batch)."""
+    for x, y in batches:
+        (loss_fn(model(x), y) / len(batches)).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def acc_while_loop_mul(model, optimizer, loss_fn, batches):
+    model.zero_grad(set_to_none=True)
+    i, k = 0, len(batches)
+    while i < k:
+        x, y = batches[i]
+        loss_fn(model(x), y).mul(1.0 / k).backward()
+        i += 1
+    optimizer.step()
+
+
 CATALOGUE = Catalogue({
     ex.accumulation_step: [
         right("zero at both ends, multiply by 1/k", zero_both_ends),
@@ -244,6 +348,28 @@ CATALOGUE = Catalogue({
               "It should equal the gradient of one big batch", "micro-batch size (5)"),
         wrong("divides by len() of an (x, y) pair", divides_by_len_of_a_pair,
               "It should equal the gradient of one big batch", kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('model.train() on a model given in eval mode', acc_train_mode,
+              'train mode', 'given in eval mode', kind=STATEFUL),
+        wrong('p.grad /= k on every parameter (a frozen one has None)', acc_divides_every_grad,
+              'TypeError', 'first weight frozen', kind=STATEFUL, outcome=Outcome.RAISED),
+        wrong('requires_grad_(True) on the whole model', acc_unfreezes,
+              'requires_grad=True', 'first weight frozen', kind=STATEFUL),
+        wrong("divides the first parameter group's gradients only", acc_divides_group_zero,
+              'wrong values', '2 parameter groups', kind=EDGE),
+        wrong('bfloat16 autocast for speed', acc_bfloat16_autocast,
+              'torch.bfloat16 outputs', 'another precision'),
+        wrong('x.float() before the model (a float64 model)', acc_float_inputs,
+              'RuntimeError', 'float64 model', kind=EDGE, outcome=Outcome.RAISED),
+        wrong('torch.manual_seed(0) inside the step', acc_seeds,
+              'global random state', 'torch.manual_seed', kind=STATEFUL),
+        wrong('p.grad.zero_() on every parameter (.grad None)', acc_zero_with_zero_,
+              'AttributeError', 'every .grad None', kind=STATEFUL, outcome=Outcome.RAISED),
+        wrong('losses weighted by x.numel()', acc_weights_by_numel,
+              '0.167 times its length'),
+        wrong('zero_grad() after the step instead of before', acc_zeroes_after_the_step,
+              'old gradient', 'zero_grad() once, before the first micro-batch', kind=STATEFUL),
+        right('model.zero_grad(set_to_none=True), a while loop, loss.mul(1 / k)', acc_while_loop_mul),
     ],
 })
 

@@ -195,6 +195,177 @@ def scales_the_inputs(model, optimizer, scaler, loss_fn, batch, max_norm):
     scaler.update()
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def sc_manual_clip(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """clips by hand over every parameter (a frozen one has .grad None)."""
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    norm = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters()))
+    coefficient = max_norm / (norm + 1e-6)
+    if coefficient < 1:
+        for p in model.parameters():
+            p.grad.mul_(coefficient)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_half_model(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """model.half(): "a float16 training step"."""
+    x, y = batch
+    model.half()
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x.half()), y.half())
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_train_mode(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """model.train() first."""
+    x, y = batch
+    model.train()
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_skips_on_inf_only(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """its own skip test, isinf(norm) only (a nan norm steps), then optimizer.step()."""
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if not torch.isinf(norm):
+        optimizer.step()
+    scaler.update()
+
+
+def sc_clips_group_zero(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """clips the optimizer's first parameter group only."""
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_default_dtype_float16(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """torch.set_default_dtype(torch.float16) for "a float16 step", left set."""
+    torch.set_default_dtype(torch.float16)
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_half_targets(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """y.half(): the targets in float16 too."""
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y.half())
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_unscales_by_hand(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """divides .grad by get_scale() by hand: scaler.step divides again."""
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad /= scaler.get_scale()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_zeroes_by_multiplying(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """clears .grad with p.grad *= 0 (inf * 0 is nan)."""
+    x, y = batch
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad *= 0
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_seeds(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """torch.manual_seed(0) first: the caller's RNG is reset."""
+    torch.manual_seed(0)
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_clip_at_scaled_norm(model, optimizer, scaler, loss_fn, batch, max_norm):
+    x, y = batch
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device_type=x.device.type, dtype=torch.float16):
+        out = model(x)
+        loss = loss_fn(out, y)
+    scaler.scale(loss).backward()
+    # the gradients are scale times too large: clip them at scale times max_norm instead
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm * scaler.get_scale())
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def sc_steps_only_when_finite(model, optimizer, scaler, loss_fn, batch, max_norm):
+    x, y = batch
+    for p in model.parameters():
+        p.grad = None
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if torch.isfinite(norm):
+        scaler.step(optimizer)
+    scaler.update()
+
+
 CATALOGUE = Catalogue({
     ex.scaled_clipped_step: [
         wrong("update() before step()", update_before_step, "scaler.update() ran before scaler.step(optimizer)"),
@@ -234,6 +405,29 @@ CATALOGUE = Catalogue({
         wrong("clip_grad_value_", clip_grad_value_instead, "the weight change of the step"),
         wrong("changes the caller's targets in place", scales_the_inputs,
               "changed the batch it was given", kind=STATEFUL),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('clips by hand over every parameter (a frozen one has .grad None)', sc_manual_clip,
+              'AttributeError', 'first weight frozen', kind=STATEFUL, outcome=Outcome.RAISED),
+        wrong('model.half() for a float16 step', sc_half_model,
+              'Attempting to unscale FP16 gradients', outcome=Outcome.RAISED),
+        wrong('model.train() on a model given in eval mode', sc_train_mode,
+              'left in train mode', 'eval mode', kind=STATEFUL),
+        wrong('its own skip on isinf(norm), optimizer.step()', sc_skips_on_inf_only,
+              'overflowed was applied', kind=EDGE),
+        wrong('clips the first parameter group only', sc_clips_group_zero,
+              'times the right length', 'over all the gradients together', kind=EDGE),
+        wrong('torch.set_default_dtype(torch.float16), left set', sc_default_dtype_float16,
+              'default dtype', kind=STATEFUL),
+        wrong("y.half() as the loss's target", sc_half_targets,
+              'targets of torch.float16', 'pass y as it is', kind=EDGE),
+        wrong('divides .grad by get_scale() by hand, then scaler.step', sc_unscales_by_hand,
+              'clipping the *scaled* gradients'),
+        wrong('clears .grad with p.grad *= 0 (inf * 0 is nan)', sc_zeroes_by_multiplying,
+              '.grad held inf', 'optimizer.zero_grad()', kind=EDGE),
+        wrong('torch.manual_seed(0) inside the step', sc_seeds,
+              'global random state', kind=STATEFUL),
+        right('no unscale_: clips the scaled gradients at max_norm * get_scale()', sc_clip_at_scaled_norm),
+        right('grads set to None by hand, scaler.step only on a finite norm', sc_steps_only_when_finite),
     ],
 })
 

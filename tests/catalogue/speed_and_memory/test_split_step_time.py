@@ -1,5 +1,7 @@
 """Chapter 05's split_step_time: its catalogue of right and wrong answers."""
 
+import gc
+import itertools
 import time
 from time import perf_counter
 
@@ -276,6 +278,170 @@ def in_milliseconds(loader, step_fn):
     return data * 1000, compute * 1000  # "ms are easier to read"
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def st_nanoseconds(loader, step_fn):
+    """perf_counter_ns(), returned in nanoseconds."""
+    data = compute = 0
+    start = time.perf_counter_ns()
+    for batch in loader:
+        fetched = time.perf_counter_ns()
+        data += fetched - start
+        step_fn(batch)
+        start = time.perf_counter_ns()
+        compute += start - fetched
+    return data, compute
+
+
+def st_disables_gc(loader, step_fn):
+    """gc.disable() for steadier timings, never enabled again."""
+    gc.disable()
+    data = compute = 0.0
+    start = time.perf_counter()
+    for batch in loader:
+        fetched = time.perf_counter()
+        data += fetched - start
+        step_fn(batch)
+        start = time.perf_counter()
+        compute += start - fetched
+    return data, compute
+
+
+def st_one_thread(loader, step_fn):
+    """torch.set_num_threads(1) for steadier timings, left set."""
+    torch.set_num_threads(1)
+    data = compute = 0.0
+    start = time.perf_counter()
+    for batch in loader:
+        fetched = time.perf_counter()
+        data += fetched - start
+        step_fn(batch)
+        start = time.perf_counter()
+        compute += start - fetched
+    return data, compute
+
+
+def st_rounds_each_interval(loader, step_fn):
+    """each interval rounded to the millisecond."""
+    data = compute = 0.0
+    start = time.perf_counter()
+    for batch in loader:
+        fetched = time.perf_counter()
+        data += round(fetched - start, 3)
+        step_fn(batch)
+        start = time.perf_counter()
+        compute += round(start - fetched, 3)
+    return data, compute
+
+
+def st_first_batches_only(loader, step_fn):
+    """measures the first 5 batches: enough for an estimate."""
+    data = compute = 0.0
+    start = time.perf_counter()
+    for batch in itertools.islice(loader, 5):
+        fetched = time.perf_counter()
+        data += fetched - start
+        step_fn(batch)
+        start = time.perf_counter()
+        compute += start - fetched
+    return data, compute
+
+
+def st_unpacks_the_batch(loader, step_fn):
+    """for x, y in loader: step_fn((x, y))."""
+    data = compute = 0.0
+    start = time.perf_counter()
+    for x, y in loader:
+        fetched = time.perf_counter()
+        data += fetched - start
+        step_fn((x, y))
+        start = time.perf_counter()
+        compute += start - fetched
+    return data, compute
+
+
+def st_prefetches(loader, step_fn):
+    """asks for the next batch before running the step on this one."""
+    data = compute = 0.0
+    iterator = iter(loader)
+    start = time.perf_counter()
+    batch = next(iterator, None)
+    data += time.perf_counter() - start
+    while batch is not None:
+        start = time.perf_counter()
+        following = next(iterator, None)
+        fetched = time.perf_counter()
+        data += fetched - start
+        step_fn(batch)
+        compute += time.perf_counter() - fetched
+        batch = following
+    return data, compute
+
+
+def st_rounds_the_totals(loader, step_fn):
+    """the totals rounded to 2 decimals."""
+    data = compute = 0.0
+    start = time.perf_counter()
+    for batch in loader:
+        fetched = time.perf_counter()
+        data += fetched - start
+        step_fn(batch)
+        start = time.perf_counter()
+        compute += start - fetched
+    return round(data, 2), round(compute, 2)
+
+
+def st_no_grad(loader, step_fn):
+    """the loop under torch.no_grad(): "measuring needs no gradients"."""
+    data = compute = 0.0
+    with torch.no_grad():
+        start = time.perf_counter()
+        for batch in loader:
+            fetched = time.perf_counter()
+            data += fetched - start
+            step_fn(batch)
+            start = time.perf_counter()
+            compute += start - fetched
+    return data, compute
+
+
+def st_first_batch_is_warm_up(loader, step_fn):
+    """the first batch is a warm-up: stepped, not counted."""
+    data = compute = 0.0
+    start = time.perf_counter()
+    for i, batch in enumerate(loader):
+        fetched = time.perf_counter()
+        step_fn(batch)
+        done = time.perf_counter()
+        if i > 0:
+            data += fetched - start
+            compute += done - fetched
+        start = done
+    return data, compute
+
+
+def st_next_with_gc_off(loader, step_fn):
+    was_enabled = gc.isenabled()
+    gc.disable()  # no collection in the middle of a measurement
+    try:
+        data = compute = 0.0
+        asked = time.perf_counter()
+        iterator = iter(loader)
+        while True:
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                break
+            arrived = time.perf_counter()
+            data += arrived - asked
+            step_fn(batch)
+            asked = time.perf_counter()
+            compute += asked - arrived
+        return data, compute
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 CATALOGUE = Catalogue({
     ex.split_step_time: [
         right("total minus compute, time.monotonic, a list", total_minus_compute),
@@ -310,6 +476,28 @@ CATALOGUE = Catalogue({
         wrong("fetches every batch first", fetches_everything_first,
               "before stepping on the ones it already had", "as it arrives"),
         wrong("keeps the last batch's times", keeps_the_last_times, "(data_seconds += ...)"),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('perf_counter_ns() returned as it is', st_nanoseconds,
+              'nanoseconds, not seconds'),
+        wrong('gc.disable(), never enabled again', st_disables_gc,
+              'garbage collector', kind=STATEFUL),
+        wrong('torch.set_num_threads(1), left set', st_one_thread,
+              'thread count', kind=STATEFUL),
+        wrong('each interval rounded to the millisecond', st_rounds_each_interval,
+              'rounded', '0.001 s', kind=EDGE),
+        wrong('the first 5 batches only (islice)', st_first_batches_only,
+              "Only 5 of the loader's 12 batches", kind=EDGE),
+        wrong('for x, y in loader: step_fn((x, y))', st_unpacks_the_batch,
+              "step_fn was not given the loader's batches"),
+        wrong('asks for the next batch before stepping', st_prefetches,
+              'drew batches from the loader before stepping'),
+        wrong('the totals rounded to 2 decimals', st_rounds_the_totals,
+              'rounded', '0.01 s', kind=EDGE),
+        wrong('the loop under torch.no_grad()', st_no_grad,
+              'gradients turned off', kind=STATEFUL),
+        wrong('the first batch as an uncounted warm-up', st_first_batch_is_warm_up,
+              "first batch's wait is missing"),
+        right('next() in a while loop, gc off and put back in finally', st_next_with_gc_off),
     ],
 })
 

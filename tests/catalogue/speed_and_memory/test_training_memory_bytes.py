@@ -173,6 +173,123 @@ def trainable_and_frozen_with_match(model, optimizer_name):
     return frozen + trainable * (2 + states)
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+_FRESH_STATES = {"sgd": 0, "momentum": 1, "adam": 2}
+_FRESH_CACHE = {}
+
+
+def tm_size_table_without_float16(model, optimizer_name):
+    """bytes per element from a table of the dtypes the text names (float16 falls to 4)."""
+    sizes = {torch.float32: 4, torch.float64: 8, torch.bfloat16: 2}
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * sizes.get(p.dtype, 4)
+        total += size + (size * (1 + _FRESH_STATES[optimizer_name]) if p.requires_grad else 0)
+    return total
+
+
+def tm_materialises_gradients(model, optimizer_name):
+    """makes each gradient to count it, then clears .grad (an old gradient is lost)."""
+    total = 0
+    for p in model.parameters():
+        total += p.numel() * p.element_size()
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+            total += p.grad.numel() * p.grad.element_size() * (1 + _FRESH_STATES[optimizer_name])
+    model.zero_grad(set_to_none=True)
+    return total
+
+
+def tm_counts_buffers_too(model, optimizer_name):
+    """the buffers too (batch norm's statistics are memory as well), frozen like a frozen weight."""
+    total = 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        size = t.numel() * t.element_size()
+        total += size + (size * (1 + _FRESH_STATES[optimizer_name]) if t.requires_grad else 0)
+    return total
+
+
+def tm_eval_mode_counts_no_training(model, optimizer_name):
+    """a model in eval mode is not training: only its parameters."""
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * p.element_size()
+        total += size
+        if p.requires_grad and model.training:
+            total += size * (1 + _FRESH_STATES[optimizer_name])
+    return total
+
+
+def tm_cached_by_id(model, optimizer_name):
+    """remembers each model's answer by id(model)."""
+    key = (id(model), optimizer_name)
+    if key not in _FRESH_CACHE:
+        total = 0
+        for p in model.parameters():
+            size = p.numel() * p.element_size()
+            total += size + (size * (1 + _FRESH_STATES[optimizer_name]) if p.requires_grad else 0)
+        _FRESH_CACHE[key] = total
+    return _FRESH_CACHE[key]
+
+
+def tm_rows_times_columns(model, optimizer_name):
+    """a tensor's elements as rows x columns (a vector: its length)."""
+    total = 0
+    for p in model.parameters():
+        elements = p.shape[0] * (p.shape[1] if p.dim() > 1 else 1)
+        size = elements * p.element_size()
+        total += size + (size * (1 + _FRESH_STATES[optimizer_name]) if p.requires_grad else 0)
+    return total
+
+
+def tm_optimizer_state_in_float32(model, optimizer_name):
+    """optimizer state always float32 (4 bytes an element), whatever the parameter's dtype."""
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * p.element_size()
+        total += size
+        if p.requires_grad:
+            total += size + _FRESH_STATES[optimizer_name] * p.numel() * 4
+    return total
+
+
+def tm_puts_the_model_in_train_mode(model, optimizer_name):
+    """model.train() first, "training" memory; the mode is left changed."""
+    model.train()
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * p.element_size()
+        total += size + (size * (1 + _FRESH_STATES[optimizer_name]) if p.requires_grad else 0)
+    return total
+
+
+def tm_children_only(model, optimizer_name):
+    """the parameters of model.children(), one level down."""
+    total = 0
+    for child in model.children():
+        for p in child.parameters(recurse=False):
+            size = p.numel() * p.element_size()
+            total += size + (size * (1 + _FRESH_STATES[optimizer_name]) if p.requires_grad else 0)
+    return total
+
+
+def tm_gradients_in_float32(model, optimizer_name):
+    """gradients are float32 (the chapter says so of autocast): 4 bytes an element."""
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * p.element_size()
+        total += size
+        if p.requires_grad:
+            total += p.numel() * 4 + _FRESH_STATES[optimizer_name] * size
+    return total
+
+
+def tm_dict_dedup_nbytes(model, optimizer_name):
+    copies = {"sgd": 1, "momentum": 2, "adam": 3}[optimizer_name]
+    unique = {id(p): p for p in model.parameters()}
+    return sum(p.nbytes * (1 + copies * p.requires_grad) for p in unique.values())
+
+
 CATALOGUE = Catalogue({
     ex.training_memory_bytes: [
         right("nbytes", with_nbytes),
@@ -204,6 +321,28 @@ CATALOGUE = Catalogue({
         right("match statement, frozen plus trainable times (2 + states)", trainable_and_frozen_with_match),
         wrong("one element size for every parameter", one_element_size_for_all,
               "one element size, 4 bytes", "2 or 4 bytes per element", "p.element_size()", kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('a dtype table without float16 (4 by default)', tm_size_table_without_float16,
+              'float16 MLP', 'counted 4', 'p.element_size()', kind=EDGE),
+        wrong('makes each .grad to count it, then zero_grad(set_to_none=True)', tm_materialises_gradients,
+              'left gradients in (or removed them from)', '1e8', kind=STATEFUL),
+        wrong('buffers counted like frozen parameters', tm_counts_buffers_too,
+              'Not the right count', 'batch norm', kind=EDGE),
+        wrong('eval mode counted as not training', tm_eval_mode_counts_no_training,
+              'eval mode', 'requires_grad', kind=STATEFUL),
+        wrong('a cache by id(model)', tm_cached_by_id,
+              'remembered its answer', 'first layer frozen', kind=STATEFUL),
+        wrong('rows times columns (a 0-d parameter)', tm_rows_times_columns,
+              'IndexError', '0-d parameter', kind=EDGE, outcome=Outcome.RAISED),
+        wrong('optimizer state at 4 bytes an element', tm_optimizer_state_in_float32,
+              '4 bytes an element', 'bfloat16 MLP', kind=EDGE),
+        wrong('model.train() first, left in train mode', tm_puts_the_model_in_train_mode,
+              'left in train mode', 'eval mode', kind=STATEFUL),
+        wrong('model.children() one level down', tm_children_only,
+              'shared weight twice', kind=EDGE),
+        wrong('gradients at 4 bytes an element', tm_gradients_in_float32,
+              '4 bytes an element', 'element_size()', kind=EDGE),
+        right('parameters deduplicated by id, nbytes times a bool', tm_dict_dedup_nbytes),
     ],
 })
 
