@@ -1,4 +1,11 @@
-"""Chapter 06, D6: one step with the gradient clipped (the exercise ``clipped_step``)."""
+"""Chapter 06, D6: one step with the gradient clipped (the exercise ``clipped_step``).
+
+Engine: applies states.MODULE_STATES "first-frozen" (a frozen layer whose .grad stays None), an
+optimizer with two parameter groups, and a second call with the optimizer's momentum; hand-written
+because the answer is a training step (zero_grad, backward, clip, step, in that order) whose
+classic mistakes (the order, the loss clipped, by value, other norms, per parameter, the norm
+returned) are named from the judge's replays of each on a rebuilt model.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,115 @@ from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
 from course_utils.exercises.running import judge_side
 from course_utils.exercises.facts import load_given
 from course_utils.exercises.facts import given, same_values, tensor_of
+from course_utils.exercises.messages import Message, Messages
+
+
+MESSAGES = Messages("clipped_step", {
+    "passed": (
+        "Correct: the gradient is scaled down to max_norm when it is larger, left alone when it is "
+        "smaller, and you return the norm before clipping, the number worth logging."),
+    "hint-1": (
+        "Clipping changes the gradients in .grad: they exist only after loss.backward(), and "
+        "optimizer.step() reads them. So the clip goes between the two."),
+    "hint-2": (
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) scales all gradients together "
+        "and returns their total norm from before the scaling."),
+    "hint-3": (
+        "optimizer.zero_grad(); loss.backward(); total = "
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm); optimizer.step(); return total"),
+    "second-backward": "call loss.backward() once per loss.",
+    "grad-of-frozen-parameter": (
+        "something was None where your code used a tensor. On this input that can be a .grad: a "
+        "parameter that gets no gradient (frozen with requires_grad=False, or unused) keeps .grad "
+        "None; skip it, as clip_grad_norm_ does ([p.grad for p in model.parameters() if p.grad is not"
+        " None])."),
+    "wrong-repeated-step": (
+        "After call {call} the parameters are not where two clipped SGD-with-momentum steps put them (on"
+        " {on}). Each call: zero_grad, backward, clip_grad_norm_(model.parameters(), max_norm), step,"
+        " with the optimizer you are given."),
+    "no-zero-grad": Message(
+        "On the second call the parameters moved by this loss's gradient plus the first call's (on "
+        "{on}): loss.backward() adds to .grad, and nothing cleared the old gradients. Call "
+        "optimizer.zero_grad() before loss.backward(), every call.",
+        advises=('optimizer.zero_grad()',)),
+    "new-optimizer": (
+        "On the second call the parameters moved as if the optimizer remembered nothing of the first "
+        "call (on {on}): its momentum buffer started empty again. Step with the optimizer you are "
+        "given; a new optimizer made inside your function loses its state (momentum, Adam's moments) "
+        "on every call."),
+    "wrong-norm-returned": (
+        "Call {call} returned {got}; that call's gradient norm before clipping is {want:.4g} (on {on}). "
+        "Return what clip_grad_norm_ returns."),
+    "clip-out-of-order": (
+        "The parameters moved by the unclipped gradient (on {on}: its norm is {total:.3g}, above "
+        "max_norm={max_norm:g}). clip_grad_norm_ rescales the gradients in .grad, so it must run "
+        "after loss.backward() (when they exist) and before optimizer.step() (which reads them). "
+        "{when}"),
+    "clipped-nothing": (
+        "The parameters moved by the unclipped gradient (on {on}: its norm is {total:.3g}, above "
+        "max_norm={max_norm:g}), and after your function .grad still holds it, unclipped: your "
+        "clipping reached no parameter. Give clip_grad_norm_ the model's parameters, all of them, "
+        "after backward() (a generator, such as model.parameters() kept in a variable, is spent "
+        "after one pass: make a list if you use it twice)."),
+    "clip-out-of-order-after-step": (
+        "The norm your function returned is that very gradient's, so clip_grad_norm_ ran after "
+        "optimizer.step(), which had already used it: clip before the step."),
+    "clip-out-of-order-before-backward": (
+        "The norm your function returned, {returned:.3g}, is not this gradient's: clip_grad_norm_ "
+        "ran before loss.backward(), on the .grad of before (none, or the last step's). Clip after "
+        "backward()."),
+    "wrong-norm-returned-once": (
+        "You returned {returned:.4g}; the gradient's total norm before clipping is {total:.4g} (on "
+        "{on}). Return what clip_grad_norm_ returns."),
+    "zero-gradient-step": (
+        "The parameters did not move (on {on}): the gradient in .grad after your function is zero "
+        "everywhere, though this loss's gradient has norm {total:.3g}. What backward() ran on does "
+        "not depend on the parameters: a loss clipped by value (loss.clamp(max=...), min(loss, ...)) "
+        "has a zero gradient wherever the clip holds. Clip the gradients, not the loss: "
+        "loss.backward(), then clip_grad_norm_(model.parameters(), max_norm)."),
+    "no-effective-step": (
+        "The parameters did not move (on {on}): call optimizer.step() after clipping, and zero the "
+        "gradients before backward(), not between backward() and step()."),
+    "zeroed-before-step": (
+        "The parameters did not move (on {on}): the gradients were zeroed between backward() and "
+        "step() (after your function .grad holds nothing), so optimizer.step() found nothing to "
+        "apply. Zero them before backward(): zero_grad, backward, clip_grad_norm_, then step."),
+    "wrong-clipped-step": (
+        "The parameters did not move as one SGD step with the gradient clipped to norm {max_norm:g} "
+        "would move them (on {on}). One clipped step is: zero_grad, backward, "
+        "clip_grad_norm_(model.parameters(), max_norm) over all the parameters together, then one "
+        "optimizer.step()."),
+    "no-norm-returned": (
+        "Your function returned {kind} (on {on}); return what clip_grad_norm_ returns: the gradient's"
+        " total norm before clipping, the number to log."),
+    "scales-up-small-gradients": (
+        "Your step scaled the gradient up to norm {max_norm:g} although its norm, {total:.3g}, was "
+        "already below it (on {on}). Clipping only scales down: the factor is min(1, max_norm / "
+        "total_norm), which clip_grad_norm_ applies."),
+    "clip-by-value": (
+        "You clipped each gradient value to ±{max_norm:g} (clip_grad_value_), on {on}: that cuts the "
+        "large components only, and changes the gradient's direction. clip_grad_norm_ scales the "
+        "whole gradient down together, keeping its direction."),
+    "per-parameter-clip": (
+        "Your step clipped each parameter's gradient to norm {max_norm:g} on its own (on {on}): the "
+        "total can then be far above max_norm, and the gradient's direction changes. Clip all of them"
+        " together, with one call: clip_grad_norm_(model.parameters(), max_norm)."),
+    "returned-clipped-norm": (
+        "You returned {returned:.4g}, the norm after clipping (on {on}); return the norm before it, "
+        "{total:.4g}, which is what clip_grad_norm_ returns. The clipped norm is always max_norm, so "
+        "it tells you nothing; the one before clipping shows how often and how hard clipping works."),
+    "clipped-the-loss": (
+        "The parameters moved by the unclipped gradient (on {on}: its norm is {total:.3g}, above "
+        "max_norm={max_norm:g}), and your function returned 0: clip_grad_norm_ was given a tensor "
+        "that is no parameter, such as the loss, whose .grad stays None (torch warned that a non-leaf"
+        " tensor's .grad was read), so it found no gradient and clipped nothing. Clip the parameters'"
+        " gradients: clip_grad_norm_(model.parameters(), max_norm), after loss.backward() and before "
+        "optimizer.step()."),
+    "wrong-norm-type": (
+        "Your step clipped the gradient's {norm_type} (on {on}); the task's clipping uses the usual "
+        "Euclidean norm, clip_grad_norm_'s default (norm_type=2): clip_grad_norm_(model.parameters(),"
+        " max_norm)."),
+})
 
 
 # ============================================================================================
@@ -78,13 +194,24 @@ def _delta_with(model, x, y, clip):
     return (_flat(model) - before).numpy()
 
 
-_CLIP_CASES = [  # (what the input is, the targets' scale, max_norm, a frozen first layer)
-    ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0, False),
-    ("targets far off, max_norm=0.5", 30.0, 0.5, False),
-    ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0, False),
+_CLIP_CASES = [  # (what the input is, the targets' scale, max_norm, a frozen first layer, groups)
+    ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0, False, 1),
+    ("targets far off, max_norm=0.5", 30.0, 0.5, False, 1),
+    ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0, False, 1),
     ("a model whose first layer is frozen (requires_grad=False, so its .grad stays None), "
-     "targets far off, max_norm=1.0", 30.0, 1.0, True),
+     "targets far off, max_norm=1.0", 30.0, 1.0, True, 1),
+    # The gradient is the model's, whichever parameter groups its optimizer holds them in.
+    ("an SGD optimizer with two parameter groups (one per Linear layer), targets far off, "
+     "max_norm=1.0", 30.0, 1.0, False, 2),
 ]
+
+
+def _sgd(model, lr, momentum, groups=1):
+    """SGD over the model's parameters, in one group or one group per Linear layer."""
+    if groups == 2:
+        return torch.optim.SGD([{"params": model[0].parameters()}, {"params": model[2].parameters()}],
+                               lr=lr, momentum=momentum)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
 _CLIP_SEED = 6  # the seed _clip_model builds every model with
 _TWICE_OPTIMIZER = {"kind": "SGD", "lr": 0.1, "momentum": 0.9, "state": "empty"}
 
@@ -95,16 +222,16 @@ def _probe_clipped_step(answer, run):
     what the reference's step, its norm or a classic mistake gives (``_expect_clipped_step``
     computes those on a rebuilt model, on the judge's side)."""
     cases = []
-    for on, scale, max_norm, frozen in _CLIP_CASES:
+    for on, scale, max_norm, frozen, groups in _CLIP_CASES:
         model = _clip_model(frozen)
-        g = _generator(int(scale * 10) + int(max_norm * 10))
+        g = _generator(int(scale * 10) + int(max_norm * 10) + 100 * (groups - 1))
         x = torch.randn(16, 4, generator=g)
         y = torch.randn(16, 2, generator=g) * scale
         start = {"seed": _CLIP_SEED, "frozen": frozen, "parameters": [given(p) for p in model.parameters()],
                  "x": given(x), "y": given(y), "loss": "mse_loss", "max_norm": max_norm,
-                 "optimizer": {"kind": "SGD", "lr": 0.1, "momentum": 0.0, "state": "empty"}}
+                 "optimizer": {"kind": "SGD", "lr": 0.1, "momentum": 0.0, "state": "empty", "groups": groups}}
         before = _flat(model)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = _sgd(model, 0.1, 0.0, groups)
         loss = nn.functional.mse_loss(model(x), y)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -116,6 +243,11 @@ def _probe_clipped_step(answer, run):
             # The .grad of a tensor that is no parameter (the loss) was read: it stays None.
             "read_non_leaf_grad": any("not a leaf Tensor is being accessed" in str(w.message) for w in caught),
             "grads_all_zero": bool(grads) and all(not torch.Tensor.any(g) for g in grads),
+            # Every trainable parameter without a .grad after the call: zeroed (set to None).
+            "grads_none": all(p.grad is None for p in model.parameters() if p.requires_grad),
+            # The norm of what .grad holds after the call: the clipped gradient, or not.
+            "grad_norm_after": float(torch.linalg.vector_norm(torch.stack(
+                [torch.linalg.vector_norm(g.detach().double()) for g in grads]))) if grads else None,
             "on": on,
             "max_norm": max_norm,
             "given": start,
@@ -174,7 +306,7 @@ def _expect_clipped_step(cases):
             model = copy.deepcopy(pristine)
             before = _flat(model)
             settings = start["optimizer"]
-            optimizer = torch.optim.SGD(model.parameters(), lr=settings["lr"], momentum=settings["momentum"])
+            optimizer = _sgd(model, settings["lr"], settings["momentum"], settings.get("groups", 1))
             total = reference(model, optimizer, nn.functional.mse_loss(model(x), y), max_norm)
             case["total"] = float(total)
             case["expected"] = (_flat(model) - before).numpy()
@@ -218,30 +350,17 @@ def _judge_clipped_twice(case):
         if same_values(case["after"][i], case["expected"][i], rtol=1e-4, atol=1e-7):
             continue
         if i == 1 and same_values(case["after"][i], case["stale"][i], rtol=1e-4, atol=1e-7):
-            return Mistake("no-zero-grad", (
-                f"On the second call the parameters moved by this loss's gradient plus the first "
-                f"call's (on {on}): loss.backward() adds to .grad, and nothing cleared the old "
-                "gradients. Call optimizer.zero_grad() before loss.backward(), every call."
-            ))
+            return MESSAGES("no-zero-grad", on=on)
         if i == 1 and same_values(case["after"][i], case["fresh"][i], rtol=1e-4, atol=1e-7):
-            return Mistake("new-optimizer", (
-                f"On the second call the parameters moved as if the optimizer remembered nothing "
-                f"of the first call (on {on}): its momentum buffer started empty again. Step "
-                "with the optimizer you are given; a new optimizer made inside your function "
-                "loses its state (momentum, Adam's moments) on every call."
-            ))
-        return Mistake("wrong-repeated-step", (
-            f"After call {i + 1} the parameters are not where two clipped SGD-with-momentum "
-            f"steps put them (on {on}). Each call: zero_grad, backward, "
-            "clip_grad_norm_(model.parameters(), max_norm), step, with the optimizer you are given."
-        ))
+            return MESSAGES("new-optimizer", on=on)
+        return MESSAGES("wrong-repeated-step", call=i + 1, on=on)
     for i, (got, want) in enumerate(zip(case["returned"], case["expected_norms"])):
         if not isinstance(got, float) or not same_values(got, want, rtol=1e-4, atol=1e-6):
-            return Mistake("wrong-norm-returned", (
-                f"Call {i + 1} returned {got if isinstance(got, str) else f'{got:.4g}'}; that "
-                f"call's gradient norm before clipping is {want:.4g} (on {on}). Return what "
-                "clip_grad_norm_ returns."
-            ))
+            return MESSAGES("wrong-norm-returned",
+                            call=i + 1,
+                            got=got if isinstance(got, str) else f'{got:.4g}',
+                            want=want,
+                            on=on)
     return None
 
 
@@ -255,99 +374,47 @@ def _judge_clipped_step(cases):
         on, max_norm, total = case["on"], case["max_norm"], case["total"]
         delta = case["delta"]
         if not np.any(delta) and case.get("grads_all_zero") and total > 0:
-            return Mistake("zero-gradient-step", (
-                f"The parameters did not move (on {on}): the gradient in .grad after your "
-                f"function is zero everywhere, though this loss's gradient has norm {total:.3g}. "
-                "What backward() ran on does not depend on the parameters: a loss clipped by "
-                "value (loss.clamp(max=...), min(loss, ...)) has a zero gradient wherever the "
-                "clip holds. Clip the gradients, not the loss: loss.backward(), then "
-                "clip_grad_norm_(model.parameters(), max_norm)."
-            ))
+            return MESSAGES("zero-gradient-step", on=on, total=total)
+        if not np.any(delta) and (case.get("grads_all_zero") or case.get("grads_none")):
+            return MESSAGES("zeroed-before-step", on=on)
         if not np.any(delta):
-            return Mistake("no-effective-step", (
-                f"The parameters did not move (on {on}): call optimizer.step() after clipping, "
-                "and zero the gradients before backward(), not between backward() and step()."
-            ))
+            return MESSAGES("no-effective-step", on=on)
         if not same_values(delta, case["expected"], rtol=1e-4, atol=1e-7):
             if total > max_norm and same_values(delta, case["unclipped"], rtol=1e-4, atol=1e-7):
                 returned = case.get("returned")
                 if case.get("read_non_leaf_grad") and returned is not None and returned == 0:
-                    return Mistake("clipped-the-loss", (
-                        f"The parameters moved by the unclipped gradient (on {on}: its norm is "
-                        f"{total:.3g}, above max_norm={max_norm:g}), and your function returned 0: "
-                        "clip_grad_norm_ was given a tensor that is no parameter, such as the "
-                        "loss, whose .grad stays None (torch warned that a non-leaf tensor's .grad "
-                        "was read), so it found no gradient and clipped nothing. Clip the "
-                        "parameters' gradients: clip_grad_norm_(model.parameters(), max_norm), "
-                        "after loss.backward() and before optimizer.step()."
-                    ))
+                    return MESSAGES("clipped-the-loss", on=on, total=total, max_norm=max_norm)
+                after = case.get("grad_norm_after")
+                if returned is not None and after is not None and same_values(after, total, rtol=1e-4, atol=1e-6) \
+                        and same_values(returned, total, rtol=1e-4, atol=1e-6):
+                    # .grad still holds this gradient, unclipped: the clip ran on no parameter.
+                    return MESSAGES("clipped-nothing", on=on, total=total, max_norm=max_norm)
                 if returned is not None and same_values(returned, total, rtol=1e-4, atol=1e-6):
-                    when = ("The norm your function returned is that very gradient's, so "
-                            "clip_grad_norm_ ran after optimizer.step(), which had already used "
-                            "it: clip before the step.")
+                    when = MESSAGES.text("clip-out-of-order-after-step")
                 elif returned is not None:
-                    when = (f"The norm your function returned, {returned:.3g}, is not this "
-                            "gradient's: clip_grad_norm_ ran before loss.backward(), on the .grad "
-                            "of before (none, or the last step's). Clip after backward().")
+                    when = MESSAGES.text("clip-out-of-order-before-backward", returned=returned)
                 else:
                     when = ""
-                return Mistake("clip-out-of-order", (
-                    f"The parameters moved by the unclipped gradient (on {on}: its norm is "
-                    f"{total:.3g}, above max_norm={max_norm:g}). clip_grad_norm_ rescales the "
-                    "gradients in .grad, so it must run after loss.backward() (when they exist) "
-                    "and before optimizer.step() (which reads them). " + when
-                ).rstrip())
+                return Mistake("clip-out-of-order", MESSAGES.text(
+                    "clip-out-of-order", on=on, total=total, max_norm=max_norm, when=when).rstrip())
             if total < max_norm and same_values(delta, case["scaled_up"], rtol=1e-4, atol=1e-7):
-                return Mistake("scales-up-small-gradients", (
-                    f"Your step scaled the gradient up to norm {max_norm:g} although its norm, "
-                    f"{total:.3g}, was already below it (on {on}). Clipping only scales down: "
-                    "the factor is min(1, max_norm / total_norm), which clip_grad_norm_ applies."
-                ))
+                return MESSAGES("scales-up-small-gradients", max_norm=max_norm, total=total, on=on)
             if same_values(delta, case["by_value"], rtol=1e-4, atol=1e-7):
-                return Mistake("clip-by-value", (
-                    f"You clipped each gradient value to ±{max_norm:g} (clip_grad_value_), on "
-                    f"{on}: that cuts the large components only, and changes the gradient's "
-                    "direction. clip_grad_norm_ scales the whole gradient down together, keeping "
-                    "its direction."
-                ))
+                return MESSAGES("clip-by-value", max_norm=max_norm, on=on)
             for norm_type, other in case["other_norms"].items():
                 if same_values(delta, other, rtol=1e-4, atol=1e-7):
-                    return Mistake("wrong-norm-type", (
-                        f"Your step clipped the gradient's {norm_type} (on {on}); the task's "
-                        "clipping uses the usual Euclidean norm, clip_grad_norm_'s default "
-                        "(norm_type=2): clip_grad_norm_(model.parameters(), max_norm)."
-                    ))
+                    return MESSAGES("wrong-norm-type", norm_type=norm_type, on=on)
             if same_values(delta, case["per_parameter"], rtol=1e-4, atol=1e-7):
-                return Mistake("per-parameter-clip", (
-                    f"Your step clipped each parameter's gradient to norm {max_norm:g} on its own "
-                    f"(on {on}): the total can then be far above max_norm, and the gradient's "
-                    "direction changes. Clip all of them together, with one call: "
-                    "clip_grad_norm_(model.parameters(), max_norm)."
-                ))
-            return Mistake("wrong-clipped-step", (
-                f"The parameters did not move as one SGD step with the gradient clipped to norm "
-                f"{max_norm:g} would move them (on {on}). One clipped step is: zero_grad, "
-                "backward, clip_grad_norm_(model.parameters(), max_norm) over all the "
-                "parameters together, then one optimizer.step()."
-            ))
+                return MESSAGES("per-parameter-clip", max_norm=max_norm, on=on)
+            return MESSAGES("wrong-clipped-step", max_norm=max_norm, on=on)
         if "returned" not in case:
-            return Mistake("no-norm-returned", (
-                f"Your function returned {case['kind']} (on {on}); return what clip_grad_norm_ "
-                "returns: the gradient's total norm before clipping, the number to log."
-            ))
+            return MESSAGES("no-norm-returned", kind=case['kind'], on=on)
         returned = case["returned"]
         if not same_values(returned, total, rtol=1e-4, atol=1e-6):
             if total > max_norm and same_values(returned, max_norm, rtol=1e-3, atol=1e-6):
-                return Mistake("returned-clipped-norm", (
-                    f"You returned {returned:.4g}, the norm after clipping (on {on}); return the "
-                    f"norm before it, {total:.4g}, which is what clip_grad_norm_ returns. The "
-                    "clipped norm is always max_norm, so it tells you nothing; the one before "
-                    "clipping shows how often and how hard clipping works."
-                ))
-            return Mistake("wrong-norm-returned", (
-                f"You returned {returned:.4g}; the gradient's total norm before clipping is "
-                f"{total:.4g} (on {on}). Return what clip_grad_norm_ returns."
-            ))
+                return MESSAGES("returned-clipped-norm", returned=returned, on=on, total=total)
+            return Mistake("wrong-norm-returned", MESSAGES.text(
+                "wrong-norm-returned-once", returned=returned, total=total, on=on))
     return None
 
 
@@ -360,32 +427,11 @@ clipped_step = Exercise(
     expect=_expect_clipped_step,
     judge=_judge_clipped_step,
     reference=clipped_step,
-    passed_message=(
-        "Correct: the gradient is scaled down to max_norm when it is larger, left alone when it "
-        "is smaller, and you return the norm before clipping, the number worth logging."
-    ),
-    hints=[
-        "Clipping changes the gradients in .grad: they exist only after loss.backward(), and "
-        "optimizer.step() reads them. So the clip goes between the two.",
-        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) scales all gradients "
-        "together and returns their total norm from before the scaling.",
-        "optimizer.zero_grad(); loss.backward(); total = "
-        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm); optimizer.step(); "
-        "return total",
-    ],
-    error_notes=[
-        (
-            "Trying to backward through the graph a second time",
-            "call loss.backward() once per loss.",
-            "second-backward",
-        ),
-        (
-            "'NoneType'",
-            "something was None where your code used a tensor. On this input that can be a "
-            ".grad: a parameter that gets no gradient (frozen with requires_grad=False, or "
-            "unused) keeps .grad None; skip it, as clip_grad_norm_ does "
-            "([p.grad for p in model.parameters() if p.grad is not None]).",
-            "grad-of-frozen-parameter",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "second-backward": "Trying to backward through the graph a second time",
+        "grad-of-frozen-parameter": "'NoneType'",
+    }),
+    messages=MESSAGES,
 )

@@ -1,6 +1,5 @@
 """What the exercises of chapter 06 share: the chapter's name, torch's one-time set-up, a value's
-kind as a message names it, seeded generators, the note on .view() of a non-contiguous input, and
-where an ``expect`` rebuilds a probe's model."""
+kind as a message names it, seeded generators."""
 
 from __future__ import annotations
 
@@ -26,10 +25,3 @@ def _kind(value) -> str:
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-_VIEW_NOTE = (
-    "the check's input is non-contiguous (a transposed tensor, as x.transpose(1, 2) or "
-    "permute() give): .view() needs a contiguous memory layout; use .reshape(), which copies "
-    "only when it must."
-)

@@ -1,4 +1,11 @@
-"""Chapter 06, D5: drop the examples that hold a nan or an inf (the exercise ``drop_non_finite``)."""
+"""Chapter 06, D5: drop the examples that hold a nan or an inf (the exercise ``drop_non_finite``).
+
+Engine: applies edges.edge_tensor (every edge of float32 and float16, one per example and three
+per example: ±0, subnormals, the largest values, magnitudes whose square or exp overflows, ±inf,
+nan); hand-written because its named mistakes (nan only, a mask used as
+indices, values replaced, a derived value that overflows, the batch dimension squeezed) are read
+from what the answer kept, which quick.tensor_function would not name.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,98 @@ import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
-from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator, _VIEW_NOTE
+from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
+from course_utils.exercises.edges import edge_tensor
 from course_utils.exercises.facts import given, same_values, shape_text, tensor_of, value_facts
 from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.messages import Message, Messages
+
+
+MESSAGES = Messages("drop_non_finite", {
+    "not-two-tensors-kinds": "Return two tensors, x[keep] and y[keep] (on {on}); got {x_kind} and {y_kind}.",
+    "wrong-keep-mask-count": (
+        "Your function kept {kept} example{plural}; {want} are finite (on {on}): keep exactly the "
+        "examples whose every value is finite."),
+    "mask-per-value": (
+        "your mask has one entry per value, not per example: reduce over every dimension but the "
+        "first, e.g. torch.isfinite(x).flatten(start_dim=1).all(dim=1)."),
+    "view-of-non-contiguous": (
+        "the check's input is non-contiguous (a transposed tensor, as x.transpose(1, 2) or "
+        "permute() give): .view() needs a contiguous memory layout; use .reshape(), which copies "
+        "only when it must."),
+    "float-indices": (
+        "when no example is kept, torch.tensor([]) of an empty list of indices is a float tensor, "
+        "which cannot index; give it dtype=torch.long, or index with the boolean mask itself, "
+        "x[keep]."),
+    "mean-of-integers": (
+        "the check passes integer features too (int64 counts), and mean() works on floats only. "
+        "Test the values themselves: torch.isfinite works on every dtype (integers are always "
+        "finite)."),
+    "stack-of-nothing-kept": (
+        "when no example is kept, the list you stack is empty; a boolean mask, x[keep], gives an "
+        "empty tensor with the right shape instead."),
+    "passed": (
+        "Correct: every example with a nan, inf or -inf anywhere in its features is gone, with its "
+        "label, whatever the shape of one example."),
+    "hint-1": "torch.isfinite(x) is True where a value is neither nan nor ±inf; torch.isnan misses inf.",
+    "hint-2": (
+        "You need one True/False per example: flatten each example's values, x.flatten(start_dim=1), "
+        "then .all(dim=1). dim=1 alone only works for tables."),
+    "hint-3": "keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1); return x[keep], y[keep]",
+    "in-place-on-input": (
+        "Your function changed the tensors it was given (on {on}); build new ones with boolean "
+        "indexing, x[keep], and leave the data set's tensors as they were."),
+    "not-two-tensors": "Your function returned {kind} (on {on}); return the two tensors: return x[keep], y[keep].",
+    "moved-device": (
+        "Your tensors are on {x_device} and {y_device}; the x and y you were given are on the CPU (on "
+        "{on}). Return them where they were: x[keep], y[keep]."),
+    "squeezed-index": (
+        "Exactly one example is finite here, and your x has shape {shape}, without the batch "
+        "dimension; expected {expected_shape} (on {on}). Indexing with a single number (what "
+        ".nonzero().squeeze() gives for one match) drops dimension 0; index with the boolean mask "
+        "itself, x[keep], which keeps it however many examples remain."),
+    "dropped-features": (
+        "Your x has shape {shape}; expected {expected_shape} (on {on}). Drop whole examples (along dimension "
+        "0), not features or single values: a boolean mask with one entry per example, x[keep]."),
+    "any-not-all": (
+        "Your x still has all {n} examples, unchanged (on {on}), though {n_want} of them hold a nan "
+        "or an inf: nothing was dropped. Keep an example only when every one of its values is finite:"
+        " torch.isfinite, reduced with .all() over each example's values."),
+    "mask-as-indices": (
+        "Your x has all {n} examples, each one a copy of example 0 or example 1 (on {on}): your "
+        "True/False mask was used as numbers, so x[mask.long()] (or index_select with it) picks "
+        "example 1 for every True and example 0 for every False. Index with the boolean mask itself, "
+        "x[keep], which keeps the examples where it is True."),
+    "wrong-keep-mask": (
+        "Your x has all {n} examples, but not the examples you were given (on {on}); {want} of them "
+        "are finite. Keep exactly those, in their order: x[keep] with a boolean mask, one True/False "
+        "per example."),
+    "replaced-bad-values": (
+        "Your x still has all {n} examples (on {on}): replacing the bad values (nan_to_num, zeros) "
+        "keeps examples whose features are invented. Drop those examples, and their labels with them."),
+    "tested-derived-values": (
+        "Your function kept {kept} example{plural}; {want} are finite (on {on}): it dropped an example"
+        " whose values are all finite, only large (their sum overflows {dtype} to inf). Whatever your"
+        " test computes from the values made them count as bad: a sum or mean of large values "
+        "overflows, so does a conversion to a narrower dtype (float64 to float32, for instance), and "
+        "a limit on their size drops finite values. Test every value itself with torch.isfinite, in "
+        "its own dtype, then reduce the True/False per example with .all()."),
+    "converted-x": (
+        "Your x has dtype {dtype}; the x you were given is {expected_dtype} (on {on}). Keep the examples as "
+        "they are: index x with the mask, without converting it."),
+    "wrong-examples": "Your x holds the wrong examples (on {on}); keep the finite ones, in their order.",
+    "converted-y": (
+        "Your y has dtype {dtype}; the labels you were given are {expected_dtype} (on {on}). Keep them as "
+        "they are: y[keep]."),
+    "labels-not-filtered": (
+        "Your x is right but your y is not (on {on}): the labels must lose the same examples as x, so"
+        " that x[i] still goes with y[i]. Index both with the same mask."),
+    "nan-only": Message(
+        "Your function kept {kept} example{plural}; {want} are finite (on {on}): it finds nan but not "
+        "inf. torch.isnan (and x != x) sees nan only; torch.isfinite is False for nan, inf and -inf "
+        "alike.",
+        advises=('torch.isfinite(x)',)),
+})
 
 
 # ============================================================================================
@@ -55,6 +151,12 @@ def _non_finite_cases():
          single, torch.tensor([0, 1, 2])),
         ("2 examples that both hold a nan or an inf: nothing is kept", all_bad, torch.tensor([4, 2])),
         ("3 examples of int64 counts (integers are always finite)", counts, torch.tensor([0, 1, 0])),
+        # The dtype's edges (edges.py): one per example, so each example is one edge (a value
+        # whose square overflows, a subnormal, the largest value...), and three per example.
+        ("every edge of float32, one per example (a table of 1 feature: ±0, subnormals, the "
+         "largest values, ±inf, nan)", edge_tensor((18, 1), torch.float32), torch.arange(18) * 3 + 1),
+        ("float16's edges, three per example", edge_tensor((6, 3), torch.float16, shift=1),
+         torch.arange(6) * 3 + 1),  # labels no index computed by the check equals
     ]
 
 
@@ -109,7 +211,7 @@ def _expect_drop_non_finite(record):
         expected_x, expected_y = drop_non_finite.reference(x, y)
         case["expected_x"] = value_facts(expected_x)
         case["expected_y"] = value_facts(expected_y)
-        rows = x.reshape(len(x), -1)
+        rows = x.flatten(start_dim=1)
         keep = torch.isfinite(rows).all(1)
         by_sum = torch.isfinite(rows.sum(1)) if x.is_floating_point() else keep
         case["nan_only_rows"] = int((~torch.isnan(rows).any(1)).sum()) if x.is_floating_point() else len(x)
@@ -143,110 +245,63 @@ def _judge_non_finite_cases(cases):
     for case in cases:
         on = case["on"]
         if case["changed_input"]:
-            return Mistake("in-place-on-input", (
-                f"Your function changed the tensors it was given (on {on}); build new ones with "
-                "boolean indexing, x[keep], and leave the data set's tensors as they were."
-            ))
+            return MESSAGES("in-place-on-input", on=on)
         if "x" not in case:
-            return Mistake("not-two-tensors", (
-                f"Your function returned {case['kind']} (on {on}); return the two tensors: "
-                "return x[keep], y[keep]."
-            ))
+            return MESSAGES("not-two-tensors", kind=case['kind'], on=on)
         x, y, expected_x = case["x"], case["y"], case["expected_x"]
         if x["kind"] != "tensor" or y["kind"] != "tensor":
-            return Mistake("not-two-tensors", f"Return two tensors, x[keep] and y[keep] (on {on}); got {x['kind']} and {y['kind']}.")
+            return Mistake("not-two-tensors", MESSAGES.text("not-two-tensors-kinds", on=on, x_kind=x['kind'], y_kind=y['kind']))
         if x["device"] != "cpu" or y["device"] != "cpu":
-            return Mistake("moved-device", (
-                f"Your tensors are on {x['device']} and {y['device']}; the x and y you were given "
-                f"are on the CPU (on {on}). Return them where they were: x[keep], y[keep]."
-            ))
+            return MESSAGES("moved-device", x_device=x['device'], y_device=y['device'], on=on)
         if (expected_x["shape"][0] == 1 and x["shape"] == expected_x["shape"][1:]
                 and y["shape"] == case["expected_y"]["shape"][1:]):
-            return Mistake("squeezed-index", (
-                f"Exactly one example is finite here, and your x has shape "
-                f"{shape_text(x['shape'])}, without the batch dimension; expected "
-                f"{shape_text(expected_x['shape'])} (on {on}). Indexing with a single number "
-                "(what .nonzero().squeeze() gives for one match) drops dimension 0; index with "
-                "the boolean mask itself, x[keep], which keeps it however many examples remain."
-            ))
+            return MESSAGES("squeezed-index",
+                            shape=shape_text(x['shape']),
+                            expected_shape=shape_text(expected_x['shape']),
+                            on=on)
         if x["shape"][1:] != expected_x["shape"][1:]:
-            return Mistake("dropped-features", (
-                f"Your x has shape {shape_text(x['shape'])}; expected "
-                f"{shape_text(expected_x['shape'])} (on {on}). Drop whole examples (along "
-                "dimension 0), not features or single values: a boolean mask with one entry per "
-                "example, x[keep]."
-            ))
+            return MESSAGES("dropped-features",
+                            shape=shape_text(x['shape']),
+                            expected_shape=shape_text(expected_x['shape']),
+                            on=on)
         kept, want = x["shape"][0], expected_x["shape"][0]
         if kept == case["n"] and want != case["n"] and case.get("x_is_input"):
-            return Mistake("any-not-all", (
-                f"Your x still has all {case['n']} examples, unchanged (on {on}), though "
-                f"{case['n'] - want} of them hold a nan or an inf: nothing was dropped. Keep an "
-                "example only when every one of its values is finite: torch.isfinite, reduced "
-                "with .all() over each example's values."
-            ))
+            return MESSAGES("any-not-all", n=case['n'], on=on, n_want=case['n'] - want)
         if kept == case["n"] and want != case["n"] and same_values(x["values"], case["mask_as_indices"]["values"]):
-            return Mistake("mask-as-indices", (
-                f"Your x has all {case['n']} examples, each one a copy of example 0 or example 1 "
-                f"(on {on}): your True/False mask was used as numbers, so x[mask.long()] (or "
-                "index_select with it) picks example 1 for every True and example 0 for every "
-                "False. Index with the boolean mask itself, x[keep], which keeps the examples "
-                "where it is True."
-            ))
+            return MESSAGES("mask-as-indices", n=case['n'], on=on)
         if kept == case["n"] and want != case["n"] and not _finite_in_place(x, case.get("finite_as_given")):
-            return Mistake("wrong-keep-mask", (
-                f"Your x has all {case['n']} examples, but not the examples you were given (on "
-                f"{on}); {want} of them are finite. Keep exactly those, in their order: "
-                "x[keep] with a boolean mask, one True/False per example."
-            ))
+            return MESSAGES("wrong-keep-mask", n=case['n'], on=on, want=want)
         if kept == case["n"] and want != case["n"]:
-            return Mistake("replaced-bad-values", (
-                f"Your x still has all {case['n']} examples (on {on}): replacing the bad values "
-                "(nan_to_num, zeros) keeps examples whose features are invented. Drop those "
-                "examples, and their labels with them."
-            ))
+            return MESSAGES("replaced-bad-values", n=case['n'], on=on)
         by_sum = case["by_sum"]
         if by_sum is not None and x["shape"] == by_sum["shape"] and same_values(x["values"], by_sum["values"]):
-            return Mistake("tested-derived-values", (
-                f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on {on}): it dropped an "
-                "example whose values are all finite, only large (their sum overflows "
-                f"{case['dtype']} to inf). Whatever your test computes from the values made them "
-                "count as bad: a sum or mean of large values overflows, so does a conversion to a "
-                "narrower dtype (float64 to float32, for instance), and a limit on their size "
-                "drops finite values. Test every value itself with torch.isfinite, in its own "
-                "dtype, then reduce the True/False per example with .all()."
-            ))
+            return MESSAGES("tested-derived-values",
+                            kept=kept,
+                            plural='s' if kept != 1 else '',
+                            want=want,
+                            on=on,
+                            dtype=case['dtype'])
         if kept != want:
             if kept == case["nan_only_rows"]:
-                return Mistake("nan-only", (
-                    f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite "
-                    f"(on {on}): it finds nan but not inf. torch.isnan (and x != x) sees nan "
-                    "only; torch.isfinite is False for nan, inf and -inf alike."
-                ))
-            return Mistake("wrong-keep-mask", (
-                f"Your function kept {kept} example{'s' if kept != 1 else ''}; {want} are finite (on "
-                f"{on}): keep exactly the examples whose every value is finite."
-            ))
+                return MESSAGES("nan-only", kept=kept, plural='s' if kept != 1 else '', want=want, on=on)
+            return Mistake("wrong-keep-mask", MESSAGES.text(
+                "wrong-keep-mask-count", kept=kept, plural='s' if kept != 1 else '', want=want, on=on))
         if x["dtype"] != expected_x["dtype"]:
-            return Mistake("converted-x", (
-                f"Your x has dtype {x['dtype'].removeprefix('torch.')}; the x you were given is "
-                f"{expected_x['dtype'].removeprefix('torch.')} (on {on}). Keep the examples as "
-                "they are: index x with the mask, without converting it."
-            ))
+            return MESSAGES("converted-x",
+                            dtype=x['dtype'].removeprefix('torch.'),
+                            expected_dtype=expected_x['dtype'].removeprefix('torch.'),
+                            on=on)
         if not same_values(x["values"], expected_x["values"]):
-            return Mistake("wrong-examples", f"Your x holds the wrong examples (on {on}); keep the finite ones, in their order.")
+            return MESSAGES("wrong-examples", on=on)
         expected_y = case["expected_y"]
         # The dtype first: labels converted (float labels cast to int64) also change values.
         if y["shape"] == expected_y["shape"] and y["dtype"] != expected_y["dtype"]:
-            return Mistake("converted-y", (
-                f"Your y has dtype {y['dtype'].removeprefix('torch.')}; the labels you were given "
-                f"are {expected_y['dtype'].removeprefix('torch.')} (on {on}). Keep them as they "
-                "are: y[keep]."
-            ))
+            return MESSAGES("converted-y",
+                            dtype=y['dtype'].removeprefix('torch.'),
+                            expected_dtype=expected_y['dtype'].removeprefix('torch.'),
+                            on=on)
         if y["shape"] != expected_y["shape"] or not same_values(y["values"], expected_y["values"]):
-            return Mistake("labels-not-filtered", (
-                f"Your x is right but your y is not (on {on}): the labels must lose the same "
-                "examples as x, so that x[i] still goes with y[i]. Index both with the same mask."
-            ))
+            return MESSAGES("labels-not-filtered", on=on)
     return None
 
 
@@ -259,43 +314,14 @@ drop_non_finite = Exercise(
     expect=_expect_drop_non_finite,
     judge=_judge_drop_non_finite,
     reference=drop_non_finite,
-    passed_message=(
-        "Correct: every example with a nan, inf or -inf anywhere in its features is gone, with "
-        "its label, whatever the shape of one example."
-    ),
-    hints=[
-        "torch.isfinite(x) is True where a value is neither nan nor ±inf; torch.isnan misses inf.",
-        "You need one True/False per example: flatten each example's values, "
-        "x.flatten(start_dim=1), then .all(dim=1). dim=1 alone only works for tables.",
-        "keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1); return x[keep], y[keep]",
-    ],
-    error_notes=[
-        (
-            "The shape of the mask",
-            "your mask has one entry per value, not per example: reduce over every dimension "
-            "but the first, e.g. torch.isfinite(x).flatten(start_dim=1).all(dim=1).",
-            "mask-per-value",
-        ),
-        ("view size is not compatible", _VIEW_NOTE, "view-of-non-contiguous"),
-        (
-            "tensors used as indices must be long",
-            "when no example is kept, torch.tensor([]) of an empty list of indices is a float "
-            "tensor, which cannot index; give it dtype=torch.long, or index with the boolean "
-            "mask itself, x[keep].",
-            "float-indices",
-        ),
-        (
-            "could not infer output dtype",
-            "the check passes integer features too (int64 counts), and mean() works on floats "
-            "only. Test the values themselves: torch.isfinite works on every dtype (integers are "
-            "always finite).",
-            "mean-of-integers",
-        ),
-        (
-            "stack expects a non-empty TensorList",
-            "when no example is kept, the list you stack is empty; a boolean mask, x[keep], "
-            "gives an empty tensor with the right shape instead.",
-            "stack-of-nothing-kept",
-        ),
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    error_notes=MESSAGES.notes({
+        "mask-per-value": "The shape of the mask",
+        "view-of-non-contiguous": "view size is not compatible",
+        "float-indices": "tensors used as indices must be long",
+        "mean-of-integers": "could not infer output dtype",
+        "stack-of-nothing-kept": "stack expects a non-empty TensorList",
+    }),
+    messages=MESSAGES,
 )

@@ -1,15 +1,110 @@
-"""Chapter 06, D12: a forward hook of your own (the exercise ``layer_output_shapes``)."""
+"""Chapter 06, D12: a forward hook of your own (the exercise ``layer_output_shapes``).
+
+Engine: applies states.MODULE_STATES "eval" and "no-grad", a second call on the same model, a
+model that is itself one layer, a forward that raises, and what the answer leaves behind (hooks
+on the layers and global module hooks, the caller's own hook, each layer's forward, the mode and
+grad mode); hand-written because the rule (hooks, all removed, also on an error) and its named
+mistakes are read from the hooks the answer left, not from a value to compare.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
+from course_utils.exercises.core import Exercise, Function, Raised, later_error
 from course_utils.exercises.debugging.common import CHAPTER, _kind, _generator
 from course_utils.exercises.running import judge_side
 from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.running import LearnerRaised
+from course_utils.exercises.messages import Messages
+
+
+MESSAGES = Messages("layer_output_shapes", {
+    "passed": (
+        "Correct: one (name, shape) pair per layer call, in order, from hooks on the leaf modules, "
+        "every hook removed afterwards, also when the forward raised."),
+    "hint-1": (
+        "module.register_forward_hook(hook) makes torch call hook(module, inputs, output) after each "
+        "forward of that module; it returns a handle whose .remove() takes the hook off."),
+    "hint-2": (
+        "model.named_modules() gives every module with its full name; the layers are those without "
+        "children (not list(module.children())). Make one hook per layer that knows its name (a "
+        "function that returns the hook), appending to one list."),
+    "hint-3": (
+        "Keep every handle; run the model in try:, and remove the handles in finally:, so they go "
+        "even when the forward raises."),
+    "wrong-pairs": (
+        "Your function returned {pairs}; expected {expected} (on {on}): one (name, shape) pair per "
+        "layer call, with the name from model.named_modules() and the output's shape."),
+    "hooks-left": (
+        "After your function returned, hooks were still on {hooks_left} (on {on}){second}. A hook "
+        "stays until you remove it: keep the handle register_forward_hook returns, and call "
+        "handle.remove() on each before returning."),
+    "hooks-left-second-call": ": this second call recorded every layer twice, once for each hook",
+    "ran-model-twice": (
+        "Your function ran the model {forwards} times (on {on}); run it once, with the hooks on, and "
+        "read what they recorded."),
+    "never-ran-model": (
+        "Your function ran the model {forwards} times (on {on}); run it once, with the hooks on, and "
+        "read what they recorded."),
+    "global-hook-left": (
+        "After your function returned, {global_hooks_left} global module hook(s) were still "
+        "registered (on {on}): a hook from register_module_forward_hook runs on every module of every"
+        " model from then on. Keep the handle it returns and call handle.remove() in a finally: "
+        "block, or hook each layer with module.register_forward_hook."),
+    "forward-replaced": (
+        "Your function replaced the forward of {forwards_replaced} (on {on}) instead of registering "
+        "forward hooks, and the layers keep an attribute forward of their own afterwards. Watch the "
+        "layers without changing them: module.register_forward_hook(hook), then handle.remove()."),
+    "removed-others-hooks": (
+        "Your function removed a hook it had not registered: the caller's own hook on a layer was "
+        "gone afterwards (on {on}). Clearing module._forward_hooks takes every hook off, other code's"
+        " too; remove only your own, with the handles register_forward_hook returned."),
+    "train-eval-mode": "train/eval mode",
+    "grad-mode": "grad mode",
+    "changed-mode": (
+        "Your function changed the model's {what} (on {on}). Hooks only watch: run the model as it "
+        "was given, in the mode and grad mode the caller chose."),
+    "not-pairs": (
+        "Your function returned {kind} (on {on}); return a list of (name, shape) pairs, one per layer"
+        " call, e.g. [('0', (5, 16)), ('1', (5, 16)), ...]."),
+    "shape-not-tuple": (
+        "Your shapes hold the right numbers, but the one for {name!r} is a {kind}, not a tuple (on "
+        "{on}): the task asks for each shape as a tuple, tuple(output.shape) (output.shape, a "
+        "torch.Size, is a tuple too)."),
+    "input-shapes": (
+        "Your shapes are the layers' *inputs* (on {on}): a forward hook is called as hook(module, "
+        "inputs, output), and the output is its third argument."),
+    "containers-included": (
+        "Your list has entries for {n_containers}, which are containers, not layers (on {on}): their "
+        "output is a layer's output again. Hook only modules without children: not "
+        "list(module.children())."),
+    "wrong-order": (
+        "Your pairs are all there but in another order (on {on}): {names}; expected the order the "
+        "layers ran in, {expected_names}. Append in the hook, as each call happens."),
+    "one-entry-per-layer": (
+        "A layer called twice appears once in your result (on {on}): {names}; expected "
+        "{expected_names}. Record every call (a list, appended in the hook), not one entry per layer "
+        "(a dict keyed by name)."),
+    "children-only": (
+        "Your names are {names}; expected {expected_names} (on {on}): the layers inside the nested "
+        "block are missing, or named by their own short names. model.named_children() goes one level "
+        "down; model.named_modules() reaches every module and names it by its full path "
+        "(block.body.0)."),
+    "hook-returned-value": (
+        "Your code raised {type}: {message} (on {on}). Your hook returned a value ({kind}) after "
+        "layer {layer!r}: a forward hook that returns something other than None replaces that layer's"
+        " output, so the next layer, {next!r}, received {kind} instead of a tensor. A hook that only "
+        "watches returns nothing: append to your list, and leave out the `return`."),
+    "swallowed-error": (
+        "Your function returned normally although the model's forward raised (on {on}): the caller "
+        "must see that error. Remove the hooks in a `finally:` and let the error go on."),
+    "hooks-left-after-error": (
+        "When the model's forward raised, your hooks stayed on {hooks_left} (on {on}): the removal "
+        "never ran. Put it in a `finally:` block (try: model(x) / finally: remove every handle), "
+        "which runs whether the forward returns or raises."),
+})
 
 
 # ============================================================================================
@@ -116,7 +211,38 @@ def _layer_cases():
          straight, torch.randn(2, 8, generator=_generator(15))),
         ("the nested model in eval mode, inside torch.no_grad(), x of shape (1, 4)",
          _Nested().eval(), torch.randn(1, 4, generator=_generator(16))),
+        # One Tanh used in two places: named_modules() names it once, so one hook sees both calls.
+        ("a Sequential holding a Sequential, with one Tanh used in both, and x of shape (2, 3)",
+         _with_a_shared_layer(), torch.randn(2, 3, generator=_generator(19))),
+        # A model with no children is a layer itself: its name in named_modules() is "".
+        ("a model that is one layer, nn.Linear(3, 2), and x of shape (4, 3)",
+         nn.Linear(3, 2), torch.randn(4, 3, generator=_generator(18))),
     ]
+
+
+def _with_a_shared_layer() -> nn.Module:
+    tanh = nn.Tanh()
+    return nn.Sequential(nn.Linear(3, 4), tanh, nn.Sequential(nn.Linear(4, 3), tanh))
+
+
+def _global_hooks() -> set:
+    """The ids of the global module hooks (register_module_forward_hook and its pre hook)."""
+    from torch.nn.modules import module as torch_module
+    return set(torch_module._global_forward_hooks) | {("pre", key) for key in torch_module._global_forward_pre_hooks}
+
+
+def _remove_global_hooks(keys) -> None:
+    from torch.nn.modules import module as torch_module
+    for key in keys:
+        if isinstance(key, tuple):
+            torch_module._global_forward_pre_hooks.pop(key[1], None)
+        else:
+            torch_module._global_forward_hooks.pop(key, None)
+
+
+def _forwards_replaced(model) -> list[str]:
+    """The modules whose forward is an attribute of the object itself (a wrapper set on it)."""
+    return [name or "(the model)" for name, module in model.named_modules() if "forward" in vars(module)]
 
 
 def _probe_layer_output_shapes(answer, run):
@@ -141,6 +267,7 @@ def _probe_layer_output_shapes(answer, run):
                     lambda module, inputs, name=name: received.append(
                         (name, inputs[0] if inputs and not isinstance(inputs[0], torch.Tensor) else None))))
         raised = None
+        global_before, forwards_before = _global_hooks(), _forwards_replaced(model)
         try:
             with torch.no_grad() if no_grad else torch.enable_grad():
                 got = run(answer, model, x, on=on)
@@ -158,6 +285,8 @@ def _probe_layer_output_shapes(answer, run):
             counter.remove()
             callers_kept = callers.id in first_leaf._forward_hooks
             callers.remove()
+            global_left = _global_hooks() - global_before
+            _remove_global_hooks(global_left)  # the next case starts clean
         if raised is not None:
             record["raised"] = raised
             return record
@@ -170,6 +299,8 @@ def _probe_layer_output_shapes(answer, run):
             "forwards": len(calls),
             "hooks_left": _hooks_left(model),
             "callers_hook_removed": not callers_kept,
+            "global_hooks_left": len(global_left),
+            "forwards_replaced": [n for n in _forwards_replaced(model) if n not in forwards_before],
             "mode_changed": modes != [m.training for m in model.modules()],
             "grad_changed": grad_after != (not no_grad),
         })
@@ -178,11 +309,14 @@ def _probe_layer_output_shapes(answer, run):
             module._forward_pre_hooks.clear()
     broken = _Breaks()
     on = "a model whose forward raises after its first layer (its second Linear expects 6 features, gets 5)"
+    global_before = _global_hooks()
     try:
         run(answer, broken, torch.randn(2, 4, generator=_generator(17)), on=on)
         raised = None
     except LearnerRaised as error:
         raised = type(error.error).__name__
+    finally:
+        _remove_global_hooks(_global_hooks() - global_before)  # the session as the answer found it
     record["broken"] = {"on": on, "raised": raised, "hooks_left": _hooks_left(broken)}
     return record
 
@@ -231,110 +365,68 @@ def _judge_layer_output_shapes(record):
         on, got, expected = case["on"], case["got"], case["expected"]
         if case["hooks_left"]:
             second = "second call" in on
-            return Mistake("hooks-left", (
-                f"After your function returned, hooks were still on {', '.join(case['hooks_left'][:3])} "
-                f"(on {on}){': this second call recorded every layer twice, once for each hook' if second else ''}. "
-                "A hook stays until you remove it: keep the handle register_forward_hook returns, "
-                "and call handle.remove() on each before returning."
-            ))
+            return MESSAGES("hooks-left",
+                            hooks_left=', '.join(case['hooks_left'][:3]),
+                            on=on,
+                            second=MESSAGES.text("hooks-left-second-call") if second else '')
+        if case.get("global_hooks_left"):
+            return MESSAGES("global-hook-left", global_hooks_left=case['global_hooks_left'], on=on)
+        if case.get("forwards_replaced"):
+            return MESSAGES("forward-replaced",
+                            forwards_replaced=', '.join(case['forwards_replaced'][:3]),
+                            on=on)
         if case.get("callers_hook_removed"):
-            return Mistake("removed-others-hooks", (
-                f"Your function removed a hook it had not registered: the caller's own hook on a "
-                f"layer was gone afterwards (on {on}). Clearing module._forward_hooks takes every "
-                "hook off, other code's too; remove only your own, with the handles "
-                "register_forward_hook returned."
-            ))
+            return MESSAGES("removed-others-hooks", on=on)
         if case["forwards"] != 1:
-            return Mistake("ran-model-twice" if case["forwards"] > 1 else "never-ran-model", (
-                f"Your function ran the model {case['forwards']} times (on {on}); run it once, with "
-                "the hooks on, and read what they recorded."
-            ))
+            return MESSAGES("ran-model-twice" if case["forwards"] > 1 else "never-ran-model",
+                            forwards=case['forwards'], on=on)
         if case["mode_changed"] or case["grad_changed"]:
-            what = "train/eval mode" if case["mode_changed"] else "grad mode"
-            return Mistake("changed-mode", (
-                f"Your function changed the model's {what} (on {on}). Hooks only watch: run the "
-                "model as it was given, in the mode and grad mode the caller chose."
-            ))
+            what = MESSAGES.text("train-eval-mode" if case["mode_changed"] else "grad-mode")
+            return MESSAGES("changed-mode", what=what, on=on)
         if got["kind"] != "pairs":
-            return Mistake("not-pairs", (
-                f"Your function returned {got['kind']} (on {on}); return a list of (name, shape) "
-                "pairs, one per layer call, e.g. [('0', (5, 16)), ('1', (5, 16)), ...]."
-            ))
+            return MESSAGES("not-pairs", kind=got['kind'], on=on)
         pairs = got["pairs"]
         if pairs == expected and got.get("shape_not_tuple"):
             wrong = got["shape_not_tuple"]
-            return Mistake("shape-not-tuple", (
-                f"Your shapes hold the right numbers, but the one for {wrong['name']!r} is a "
-                f"{wrong['kind']}, not a tuple (on {on}): the task asks for each shape as a tuple, "
-                "tuple(output.shape) (output.shape, a torch.Size, is a tuple too)."
-            ))
+            return MESSAGES("shape-not-tuple", name=wrong['name'], kind=wrong['kind'], on=on)
         if pairs == expected:
             continue
         if pairs == case["inputs"]:
-            return Mistake("input-shapes", (
-                f"Your shapes are the layers' *inputs* (on {on}): a forward hook is called as "
-                "hook(module, inputs, output), and the output is its third argument."
-            ))
+            return MESSAGES("input-shapes", on=on)
         names = [name for name, _ in pairs]
-        containers = [name for name in names if name in case["containers"] or name == ""]
+        containers = [name for name in names if name in case["containers"]
+                      or (name == "" and "(the model)" in case["containers"])]
         if containers:
-            return Mistake("containers-included", (
-                f"Your list has entries for {', '.join(repr(n) for n in containers[:3])}, which are "
-                f"containers, not layers (on {on}): their output is a layer's output again. Hook "
-                "only modules without children: not list(module.children())."
-            ))
+            return MESSAGES("containers-included",
+                            n_containers=', '.join(repr(n) for n in containers[:3]),
+                            on=on)
         expected_names = [name for name, _ in expected]
         if sorted(names) == sorted(expected_names) and names != expected_names:
-            return Mistake("wrong-order", (
-                f"Your pairs are all there but in another order (on {on}): {names}; expected the "
-                f"order the layers ran in, {expected_names}. Append in the hook, as each call happens."
-            ))
+            return MESSAGES("wrong-order", on=on, names=names, expected_names=expected_names)
         if set(names) == set(expected_names) and len(names) < len(expected_names):
-            return Mistake("one-entry-per-layer", (
-                f"A layer called twice appears once in your result (on {on}): {names}; expected "
-                f"{expected_names}. Record every call (a list, appended in the hook), not one "
-                "entry per layer (a dict keyed by name)."
-            ))
+            return MESSAGES("one-entry-per-layer", on=on, names=names, expected_names=expected_names)
         if any("." in name for name in expected_names) and not any("." in name for name in names):
-            return Mistake("children-only", (
-                f"Your names are {names}; expected {expected_names} (on {on}): the layers inside "
-                "the nested block are missing, or named by their own short names. "
-                "model.named_children() goes one level down; model.named_modules() reaches every "
-                "module and names it by its full path (block.body.0)."
-            ))
-        return Mistake("wrong-pairs", (
-            f"Your function returned {pairs}; expected {expected} (on {on}): one (name, shape) pair "
-            "per layer call, with the name from model.named_modules() and the output's shape."
-        ))
+            return MESSAGES("children-only", names=names, expected_names=expected_names, on=on)
+        return MESSAGES("wrong-pairs", pairs=pairs, expected=expected, on=on)
     if record.get("raised"):
         replaced = record.get("replaced_output")
         if replaced:
             error = record["raised"]
-            return Mistake("hook-returned-value", (
-                f"Your code raised {error['type']}: {error['message']} (on {replaced['on']}). "
-                f"Your hook returned a value ({replaced['kind']}) after layer {replaced['layer']!r}: "
-                "a forward hook that returns something other than None replaces that layer's "
-                f"output, so the next layer, {replaced['next']!r}, received {replaced['kind']} "
-                "instead of a tensor. A hook that only watches returns nothing: append to your "
-                "list, and leave out the `return`."
-            ))
+            return MESSAGES("hook-returned-value",
+                            type=error['type'],
+                            message=error['message'],
+                            on=replaced['on'],
+                            kind=replaced['kind'],
+                            layer=replaced['layer'],
+                            next=replaced['next'])
         return Raised(record["raised"])
     broken = record.get("broken")
     if broken is not None:
         on = broken["on"]
         if broken["raised"] is None:
-            return Mistake("swallowed-error", (
-                f"Your function returned normally although the model's forward raised (on {on}): "
-                "the caller must see that error. Remove the hooks in a `finally:` and let the "
-                "error go on."
-            ))
+            return MESSAGES("swallowed-error", on=on)
         if broken["hooks_left"]:
-            return Mistake("hooks-left-after-error", (
-                f"When the model's forward raised, your hooks stayed on "
-                f"{', '.join(broken['hooks_left'][:3])} (on {on}): the removal never ran. Put it in "
-                "a `finally:` block (try: model(x) / finally: remove every handle), which runs "
-                "whether the forward returns or raises."
-            ))
+            return MESSAGES("hooks-left-after-error", hooks_left=', '.join(broken['hooks_left'][:3]), on=on)
     return None
 
 
@@ -348,17 +440,7 @@ layer_output_shapes = Exercise(
     expect=_expect_layer_output_shapes,
     judge=_judge_layer_output_shapes,
     reference=layer_output_shapes,
-    passed_message=(
-        "Correct: one (name, shape) pair per layer call, in order, from hooks on the leaf modules, "
-        "every hook removed afterwards, also when the forward raised."
-    ),
-    hints=[
-        "module.register_forward_hook(hook) makes torch call hook(module, inputs, output) after "
-        "each forward of that module; it returns a handle whose .remove() takes the hook off.",
-        "model.named_modules() gives every module with its full name; the layers are those "
-        "without children (not list(module.children())). Make one hook per layer that knows its "
-        "name (a function that returns the hook), appending to one list.",
-        "Keep every handle; run the model in try:, and remove the handles in finally:, so they go "
-        "even when the forward raises.",
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    messages=MESSAGES,
 )

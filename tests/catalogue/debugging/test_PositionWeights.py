@@ -262,6 +262,102 @@ class PositionsByCumsum(nn.Module):
         return x * (steps / length).view(1, length, 1)
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+class _PW(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+
+
+class PW_IntBuffer(_PW):
+    def __init__(self, max_length):
+        super().__init__(max_length)
+        self.register_buffer("steps", torch.arange(1, max_length + 1))  # int64: .to(dtype) skips it
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (self.steps[:length] / length)[:, None]
+
+
+class PW_Float32Compute(_PW):
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=torch.float32)
+        return (x.float() * (steps / length)[:, None]).to(x.dtype)
+
+
+class PW_WeightsOnFeatures(_PW):
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+        return x * (steps / length)[None, :]
+
+
+class PW_LenOfX(_PW):
+    def forward(self, x):
+        length = len(x)
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+        return x * (steps / length)[:, None]
+
+
+class PW_Reversed(_PW):
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(length, 0, -1, device=x.device, dtype=x.dtype)
+        return x * (steps / length)[:, None]
+
+
+class PW_OverLengthPlusOne(_PW):
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+        return x * (steps / (length + 1))[:, None]
+
+
+class PW_Float64Buffer(_PW):
+    def __init__(self, max_length):
+        super().__init__(max_length)
+        self.register_buffer("steps", torch.arange(1, max_length + 1, dtype=torch.float64))
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (self.steps[:length] / length)[:, None]
+
+
+class PW_UpcastsHalf(_PW):
+    def forward(self, x):
+        if x.dtype in (torch.float16, torch.bfloat16):
+            x = x.float()  # half precision is too coarse for the weights
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+        return x * (steps / length)[:, None]
+
+
+class PW_OverFeatures(_PW):
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device, dtype=x.dtype)
+        return x * (steps / x.shape[-1])[:, None]
+
+
+class PW_FloorDivision(_PW):
+    def forward(self, x):
+        length = x.shape[1]
+        steps = torch.arange(1, length + 1, device=x.device)
+        return x * (steps // length).to(x.dtype)[:, None]
+
+
+class PositionsByMul(nn.Module):
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+
+    def forward(self, x):
+        length = x.size(-2)
+        weights = torch.arange(length, device=x.device).add(1).to(x.dtype).div(length)
+        return torch.mul(x, weights.unsqueeze(-1))
+
+
 CATALOGUE = Catalogue({
     ex.PositionWeights: [
         right("a buffer sliced to the length", PositionsWithBuffer),
@@ -300,6 +396,26 @@ CATALOGUE = Catalogue({
         right("x.new_ones(length).cumsum(0)", PositionsByCumsum),
         wrong("weights in a trainable nn.Parameter", PositionsWithATrainableParameter,
               "trainable parameters (weights, requires_grad=True)", "register_buffer", kind=EDGE),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('an int64 buffer of steps', PW_IntBuffer,
+              "promotion gives the product theirs or the input's, whichever", kind=EDGE),
+        wrong('x computed in float32, cast back',
+              PW_Float32Compute, "forward's output has wrong values for a", kind=EDGE),
+        wrong('weights broadcast over the features', PW_WeightsOnFeatures, 'RuntimeError', outcome=Outcome.RAISED),
+        wrong('len(x) as the length', PW_LenOfX, 'RuntimeError', outcome=Outcome.RAISED),
+        wrong('weights in reverse order', PW_Reversed,
+              'each sequence is multiplied by (t + 1) / length, with length'),
+        wrong('divides by length + 1', PW_OverLengthPlusOne,
+              'each sequence is multiplied by (t + 1) / length, with length'),
+        wrong('a float64 buffer of steps', PW_Float64Buffer,
+              "); expected (2, 5, 4) and float32, the input's", kind=EDGE),
+        wrong('half precision input upcast to float32', PW_UpcastsHalf,
+              "promotion gives the product theirs or the input's, whichever", kind=EDGE),
+        wrong('divides by the number of features', PW_OverFeatures,
+              'each sequence is multiplied by (t + 1) / length, with length'),
+        wrong('floor division of the steps', PW_FloorDivision,
+              'each sequence is multiplied by (t + 1) / length, with length'),
+        right("arange(length).add(1), torch.mul, unsqueeze(-1)", PositionsByMul),
     ],
 })
 

@@ -245,6 +245,128 @@ def clip_with_set_to_none_false(model, optimizer, loss, max_norm):
     optimizer.step()
     return total.item()
 
+
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def c_first_group_only(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], max_norm)
+    optimizer.step()
+    return total
+
+
+def _grads(model):
+    return [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def _scale(grads, total, max_norm):
+    factor = max_norm / (total + 1e-6)
+    if factor < 1:
+        for g in grads:
+            g.mul_(factor)
+
+
+def c_sum_of_norms(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    grads = _grads(model)
+    total = sum(g.norm() for g in grads)
+    _scale(grads, total, max_norm)
+    optimizer.step()
+    return total
+
+
+def c_largest_value(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    grads = _grads(model)
+    total = max(g.abs().max() for g in grads)
+    _scale(grads, total, max_norm)
+    optimizer.step()
+    return total
+
+
+def c_root_mean_square(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    grads = _grads(model)
+    total = torch.cat([g.flatten() for g in grads]).pow(2).mean().sqrt()
+    _scale(grads, total, max_norm)
+    optimizer.step()
+    return total
+
+
+def c_no_square_root(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    grads = _grads(model)
+    total = sum((g ** 2).sum() for g in grads)
+    _scale(grads, total, max_norm)
+    optimizer.step()
+    return total
+
+
+def c_exhausted_generator(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    params = (p for p in model.parameters() if p.grad is not None)
+    total = torch.nn.utils.get_total_norm([p.grad for p in params])
+    torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)  # the generator is spent
+    optimizer.step()
+    return total
+
+
+def c_skips_the_step(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = torch.nn.utils.get_total_norm(_grads(model))
+    if total <= max_norm:  # a bad batch: skip it
+        optimizer.step()
+    return total
+
+
+def c_clips_the_weights(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = torch.nn.utils.get_total_norm(_grads(model))
+    optimizer.step()
+    with torch.no_grad():
+        weights = [p for p in model.parameters() if p.requires_grad]
+        norm = torch.nn.utils.get_total_norm(weights)
+        if norm > max_norm:
+            for p in weights:
+                p.mul_(max_norm / norm)
+    return total
+
+
+def c_weights_only(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    weights = [p for name, p in model.named_parameters() if name.endswith("weight")]
+    total = torch.nn.utils.clip_grad_norm_(weights, max_norm)  # biases are small anyway
+    optimizer.step()
+    return total
+
+
+def c_norm_of_the_loss_grad(model, optimizer, loss, max_norm):
+    optimizer.zero_grad()
+    loss.backward()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total / len(_grads(model))
+
+
+def clip_with_autograd_grad(model, optimizer, loss, max_norm):
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params)
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    factor = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for p, g in zip(params, grads):
+        p.grad = g * factor  # set, not added: no stale gradient
+    optimizer.step()
+    return total
+
+
 CATALOGUE = Catalogue({
     ex.clipped_step: [
         wrong("clip before backward()", clips_before_backward, "clip_grad_norm_ ran before loss.backward()"),
@@ -281,6 +403,28 @@ CATALOGUE = Catalogue({
         wrong("clip_grad_norm_ on [loss]", clip_the_loss_in_a_list, "no parameter, such as the loss"),
         wrong("the loss clamped to max_norm", clamp_the_loss, "zero everywhere", "Clip the gradients, not the loss"),
         right("zero_grad(set_to_none=False), a list, .item()", clip_with_set_to_none_false),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('clips the first parameter group only', c_first_group_only,
+              'is: zero_grad, backward, clip_grad_norm_(model.parameters(),', kind=EDGE),
+        wrong("the parameters' norms added", c_sum_of_norms,
+              'is: zero_grad, backward, clip_grad_norm_(model.parameters(),'),
+        wrong('the largest gradient value as the norm', c_largest_value,
+              'default (norm_type=2): clip_grad_norm_(model.parameters(),'),
+        wrong('the root mean square as the norm', c_root_mean_square,
+              'is: zero_grad, backward, clip_grad_norm_(model.parameters(),'),
+        wrong('the norm without its square root', c_no_square_root,
+              'is: zero_grad, backward, clip_grad_norm_(model.parameters(),'),
+        wrong('one generator of parameters used twice', c_exhausted_generator,
+              'as model.parameters() kept in a variable, is spent after one'),
+        wrong('skips the step instead of clipping', c_skips_the_step,
+              'optimizer.step() after clipping, and zero the gradients'),
+        wrong("clips the weights' norm", c_clips_the_weights,
+              'is: zero_grad, backward, clip_grad_norm_(model.parameters(),'),
+        wrong("clips the weights' gradients only", c_weights_only,
+              'is: zero_grad, backward, clip_grad_norm_(model.parameters(),'),
+        wrong('returns the average norm per parameter', c_norm_of_the_loss_grad,
+              'Return what clip_grad_norm_ returns'),
+        right("torch.autograd.grad, .grad set by hand", clip_with_autograd_grad),
     ],
 })
 

@@ -177,6 +177,66 @@ def drop_with_a_list_of_bools(x, y):
     keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1).tolist()
     return x[keep], y[keep]
 
+
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def d_flattened(x, y):
+    flat = x.flatten(start_dim=1)
+    keep = torch.isfinite(flat).all(dim=1)
+    return flat[keep], y[keep]
+
+
+def d_empty_special(x, y):
+    keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1)
+    if not keep.any():
+        return torch.empty(0), torch.empty(0)
+    return x[keep], y[keep]
+
+
+def d_inf_only(x, y):
+    keep = ~torch.isinf(x).flatten(start_dim=1).any(dim=1)
+    return x[keep], y[keep]
+
+
+def d_row_max(x, y):
+    keep = torch.isfinite(x.flatten(start_dim=1).max(dim=1).values)
+    return x[keep], y[keep]
+
+
+def d_row_std(x, y):
+    keep = torch.isfinite(x.flatten(start_dim=1).double().std(dim=1))
+    return x[keep], y[keep]
+
+
+def d_labels_by_nonzero(x, y):
+    keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1)
+    return x[keep], y[keep.nonzero()]
+
+
+def d_all_last_twice(x, y):
+    keep = torch.isfinite(x).all(dim=-1).all(dim=-1)
+    return x[keep], y[keep]
+
+
+def d_row_product(x, y):
+    keep = torch.isfinite(x.flatten(start_dim=1).prod(dim=1))
+    return x[keep], y[keep]
+
+
+def d_row_norm(x, y):
+    keep = torch.isfinite(torch.linalg.vector_norm(x.flatten(start_dim=1).double(), dim=1))
+    return x[keep], y[keep]
+
+
+def d_squeezed(x, y):
+    keep = torch.isfinite(x).flatten(start_dim=1).all(dim=1)
+    return x[keep].squeeze(), y[keep]
+
+
+def drop_with_a_stack_of_tests(x, y):
+    keep = torch.stack([example.isfinite().all() for example in x])
+    return x[keep], y[keep]
+
+
 CATALOGUE = Catalogue({
     ex.drop_non_finite: [
         wrong("isnan().any(dim=1)", drop_nan_rows_per_feature, "it finds nan but not inf"),
@@ -223,6 +283,27 @@ CATALOGUE = Catalogue({
         wrong("torch.where(mask, 1, 0) as indices", drop_with_where_one_zero, "copy of example 0 or example 1",
               kind=EDGE),
         right("a Python list of bools", drop_with_a_list_of_bools),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('returns the examples flattened', d_flattened,
+              'examples (along dimension 0), not features or single values:', kind=EDGE),
+        wrong('an empty result of shape (0,)', d_empty_special,
+              'examples (along dimension 0), not features or single values:', kind=EDGE),
+        wrong('finds inf only', d_inf_only, 'keep exactly the examples whose every value is finite'),
+        wrong('tests the maximum of each example', d_row_max,
+              'keep exactly the examples whose every value is finite', kind=EDGE),
+        wrong('tests the standard deviation of each example', d_row_std,
+              'keep exactly the examples whose every value is finite', kind=EDGE),
+        wrong('labels indexed with nonzero()', d_labels_by_nonzero,
+              'the labels must lose the same examples as x, so that x[i]'),
+        wrong('all(dim=-1) twice', d_all_last_twice,
+              'examples (along dimension 0), not features or single values:', kind=EDGE),
+        wrong('tests the product of each example', d_row_product,
+              'whose values are all finite, only large (their sum overflows', kind=EDGE),
+        wrong('tests the norm of each example', d_row_norm,
+              'whose values are all finite, only large (their sum overflows', kind=EDGE),
+        wrong('the kept examples squeezed', d_squeezed,
+              'examples (along dimension 0), not features or single values:', kind=EDGE),
+        right("one test per example, stacked", drop_with_a_stack_of_tests),
     ],
 })
 

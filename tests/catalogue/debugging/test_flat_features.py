@@ -257,6 +257,100 @@ def flat_inference_mode_in_try(features, sample_shape):
     return np.prod(out.shape[1:])
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def _dry(features, sample_shape, make=None):
+    was = features.training
+    features.eval()
+    with torch.no_grad():
+        out = features(make() if make else torch.zeros(1, *sample_shape))
+    features.train(was)
+    return out
+
+
+def ff_float(features, sample_shape):
+    return float(_dry(features, sample_shape)[0].numel())
+
+
+def ff_three_dims(features, sample_shape):
+    out = _dry(features, sample_shape)
+    return out.shape[1] * out.shape[2] * out.shape[3]
+
+
+def ff_momentum_zero(features, sample_shape):
+    saved = {}
+    for m in features.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            saved[m] = m.momentum
+            m.momentum = 0.0  # "running statistics stay as they are"
+    with torch.no_grad():
+        out = features(torch.zeros(2, *sample_shape))
+    for m, momentum in saved.items():
+        m.momentum = momentum
+    return out[0].numel()
+
+
+def ff_state_dict_not_cloned(features, sample_shape):
+    saved = features.state_dict()  # the same tensors, not copies
+    with torch.no_grad():
+        out = features(torch.zeros(2, *sample_shape))
+    features.load_state_dict(saved)
+    return out[0].numel()
+
+
+def ff_half_and_back(features, sample_shape):
+    was = features.training
+    features.eval().half()  # half the memory for the dry run
+    with torch.no_grad():
+        out = features(torch.zeros(1, *sample_shape, dtype=torch.float16))
+    features.float().train(was)
+    return out[0].numel()
+
+
+def ff_zero_grad_first(features, sample_shape):
+    features.zero_grad()  # start clean
+    return _dry(features, sample_shape)[0].numel()
+
+
+def ff_cached_on_the_stack(features, sample_shape):
+    if not hasattr(features, "_flat_count"):
+        features._flat_count = _dry(features, sample_shape)[0].numel()
+    return features._flat_count
+
+
+def ff_running_stats_only(features, sample_shape):
+    saved = {name: b.clone() for name, b in features.named_buffers() if "running" in name}
+    with torch.no_grad():
+        out = features(torch.zeros(2, *sample_shape))
+    with torch.no_grad():
+        for name, b in features.named_buffers():
+            if name in saved:
+                b.copy_(saved[name])
+    return out[0].numel()
+
+
+def ff_h_and_w_swapped(features, sample_shape):
+    c, h, w = sample_shape
+    return _dry(features, sample_shape, lambda: torch.zeros(1, c, w, h))[0].numel()
+
+
+def ff_layer_by_layer(features, sample_shape):
+    was = features.training
+    features.eval()
+    out = torch.zeros(1, *sample_shape)
+    with torch.no_grad():
+        for layer in features:
+            out = layer(out)
+    features.train(was)
+    return out[0].numel()
+
+
+def flat_on_a_frozen_copy_with_ones(features, sample_shape):
+    twin = copy.deepcopy(features).eval()  # the caller's stack is never touched
+    with torch.inference_mode():
+        out = twin(torch.ones(1, *sample_shape))
+    return int(math.prod(out.shape[1:]))
+
+
 CATALOGUE = Catalogue({
     ex.flat_features: [
         right("a dry run on a deepcopy, in train mode", flat_on_a_copy),
@@ -304,6 +398,27 @@ CATALOGUE = Catalogue({
         right("torch.func.functional_call on cloned tensors", flat_with_functional_call),
         right("the chapter's shape_trace", flat_with_shape_trace),
         right("inference_mode in try/finally, np.prod", flat_inference_mode_in_try),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('returns a float', ff_float, 'return one Python int, the number of features one example'),
+        wrong('multiplies the sizes of dimensions 1 to 3', ff_three_dims,
+              'IndexError', kind=EDGE, outcome=Outcome.RAISED),
+        wrong('BatchNorm momentum set to 0 for a train-mode run', ff_momentum_zero,
+              'running statistics with your fake input. Run it in eval mode', kind=STATEFUL),
+        wrong('state_dict() kept without clone, loaded back',
+              ff_state_dict_not_cloned, 'running statistics with your fake input. Run it in eval mode', kind=STATEFUL),
+        wrong('the stack halved for the dry run, then float() again',
+              ff_half_and_back, 'dry run only looks; it never steps an optimizer or moves', kind=STATEFUL),
+        wrong('zero_grad() before the dry run', ff_zero_grad_first,
+              'are zeroed, not a dry run. Leave .grad alone: a forward pass', kind=STATEFUL),
+        wrong('the count cached as an attribute of the stack', ff_cached_on_the_stack,
+              'on every call, with the sample_shape given, and keep nothing', kind=STATEFUL),
+        wrong('running statistics put back, num_batches_tracked not',
+              ff_running_stats_only, 'running statistics with your fake input. Run it in eval mode', kind=STATEFUL),
+        wrong('H and W swapped in the fake input', ff_h_and_w_swapped,
+              'Run the stack on torch.zeros(1, *sample_shape) and count the', kind=EDGE),
+        wrong('the layers called one after the other', ff_layer_by_layer,
+              'RuntimeError', kind=EDGE, outcome=Outcome.RAISED),
+        right("inference_mode on an eval copy, math.prod of the sizes", flat_on_a_frozen_copy_with_ones),
     ],
 })
 

@@ -1,7 +1,10 @@
 """Chapter 06's exercise layer_output_shapes: right answers pass, classic mistakes fail with the message that names them."""
 
+import functools
+
 import pytest
 import torch
+from torch import nn
 
 from course_utils.exercises import debugging as ex
 from exercise_catalogue import EDGE, STATEFUL, Catalogue, right, wrong
@@ -150,6 +153,148 @@ def shapes_hook_returns_its_output(model, x):
             handle.remove()
     return [(name, shape) for name, shape in shapes]
 
+
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def _run_hooks(model, x, layers, shape_of=lambda o: tuple(o.shape)):
+    shapes, handles = [], []
+    for name, module in layers:
+        handles.append(module.register_forward_hook(lambda m, i, o, name=name: shapes.append((name, shape_of(o)))))
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return shapes
+
+
+def _leaves(model):
+    return [(n, m) for n, m in model.named_modules() if not list(m.children())]
+
+
+def l_class_names(model, x):
+    return _run_hooks(model, x, [(type(m).__name__.lower(), m) for _, m in _leaves(model)])
+
+
+def l_with_parameters(model, x):
+    return _run_hooks(model, x, [(n, m) for n, m in model.named_modules()
+                                 if list(m.parameters(recurse=False))])
+
+
+def l_known_types(model, x):
+    kinds = (nn.Linear, nn.Conv2d, nn.ReLU)
+    return _run_hooks(model, x, [(n, m) for n, m in model.named_modules() if isinstance(m, kinds)])
+
+
+def l_late_binding(model, x):
+    shapes, handles = [], []
+    for name, module in _leaves(model):
+        handles.append(module.register_forward_hook(lambda m, i, o: shapes.append((name, tuple(o.shape)))))
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return shapes
+
+
+def l_per_example_shape(model, x):
+    return _run_hooks(model, x, _leaves(model), lambda o: tuple(o[0].shape))
+
+
+def l_last_handle_only(model, x):
+    shapes, handle = [], None
+    for name, module in _leaves(model):
+        handle = module.register_forward_hook(lambda m, i, o, name=name: shapes.append((name, tuple(o.shape))))
+    try:
+        model(x)
+    finally:
+        handle.remove()
+    return shapes
+
+
+def l_wrapped_forwards(model, x):
+    shapes, originals = [], {}
+    for name, module in _leaves(model):
+        originals[module] = module.forward
+
+        def wrapped(*args, _f=module.forward, _name=name, **kwargs):
+            out = _f(*args, **kwargs)
+            shapes.append((_name, tuple(out.shape)))
+            return out
+        module.forward = wrapped
+    try:
+        model(x)
+    finally:
+        for module, forward in originals.items():
+            module.forward = forward
+    return shapes
+
+
+def l_global_hook_left(model, x):
+    names = {m: n for n, m in _leaves(model)}
+    shapes = []
+
+    def hook(module, inputs, output):
+        if module in names:
+            shapes.append((names[module], tuple(output.shape)))
+
+    torch.nn.modules.module.register_module_forward_hook(hook)
+    model(x)
+    return shapes
+
+
+def l_skips_the_top(model, x):
+    return _run_hooks(model, x, [(n, m) for n, m in _leaves(model) if n])
+
+
+def l_calls_forward(model, x):
+    shapes, handles = [], []
+    for name, module in _leaves(model):
+        handles.append(module.register_forward_hook(lambda m, i, o, name=name: shapes.append((name, tuple(o.shape)))))
+    try:
+        model.forward(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return shapes
+
+
+def shapes_with_partial_hooks(model, x):
+    shapes = []
+
+    def hook(name, module, inputs, output):
+        shapes.append((name, tuple(output.shape)))
+
+    handles = [module.register_forward_hook(functools.partial(hook, name))
+               for name, module in model.named_modules() if len(module._modules) == 0]
+    try:
+        model(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return shapes
+
+
+def shapes_with_apply_and_a_name_table(model, x):
+    names = {module: name for name, module in model.named_modules()}
+    shapes, handles = [], []
+
+    def hook(module, inputs, output):
+        shapes.append((names[module], tuple(output.shape)))
+
+    def register(module):
+        if not list(module.children()):
+            handles.append(module.register_forward_hook(hook))
+
+    model.apply(register)
+    try:
+        model(x)
+    finally:
+        while handles:
+            handles.pop().remove()
+    return shapes
+
+
 CATALOGUE = Catalogue({
     ex.layer_output_shapes: [
         right("handles as context managers in an ExitStack, torch.Size", shapes_with_handles_in_an_exit_stack),
@@ -179,6 +324,30 @@ CATALOGUE = Catalogue({
               "received torch.Size"),
         wrong("the hook returns the list", _shapes_issue45(returns="list"), "Your hook returned a value"),
         right("the hook returns its output unchanged", shapes_hook_returns_its_output),
+        # -- issue 45, fresh round (from the task text) --
+        wrong("names from the layers' classes", l_class_names,
+              'one (name, shape) pair per layer call, with the name from'),
+        wrong('layers are the modules with parameters', l_with_parameters,
+              'one (name, shape) pair per layer call, with the name from'),
+        wrong('a fixed list of layer types', l_known_types,
+              'one (name, shape) pair per layer call, with the name from', kind=EDGE),
+        wrong("a lambda that reads the loop's name late", l_late_binding,
+              'one (name, shape) pair per layer call, with the name from'),
+        wrong('the shape of the first example', l_per_example_shape,
+              'one (name, shape) pair per layer call, with the name from'),
+        wrong('removes the last handle only', l_last_handle_only,
+              'until you remove it: keep the handle register_forward_hook', kind=STATEFUL),
+        wrong("wraps each layer's forward", l_wrapped_forwards,
+              'hooks, and the layers keep an attribute forward of their own', kind=STATEFUL),
+        wrong('a global module hook left on', l_global_hook_left,
+              'on. Keep the handle it returns and call handle.remove() in a', kind=STATEFUL),
+        wrong("skips the module named ''", l_skips_the_top,
+              'one (name, shape) pair per layer call, with the name from', kind=EDGE),
+        wrong('model.forward(x) instead of model(x)', l_calls_forward,
+              'it once, with the hooks on, and read what they recorded'),
+        wrong("model.apply: a layer used twice gets two hooks", shapes_with_apply_and_a_name_table,
+              "one Tanh used in both", kind=EDGE),
+        right("functools.partial hooks, leaves by len(module._modules)", shapes_with_partial_hooks),
     ],
 })
 

@@ -5,7 +5,8 @@ import random
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SubsetRandomSampler
+from torch.utils.data import (BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler,
+                              SubsetRandomSampler)
 
 from course_utils.data import reseed_worker
 from course_utils.exercises import debugging as ex
@@ -222,6 +223,104 @@ def loader_seeded_per_epoch(dataset, batch_size, seed):
     return DataLoader(dataset, batch_size=batch_size, sampler=_SeededPerEpoch(len(dataset), seed))
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def s_iterator(dataset, batch_size, seed):
+    return iter(DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)))
+
+
+def s_batch_size_forgotten(dataset, batch_size, seed):
+    return DataLoader(dataset, shuffle=True, generator=torch.Generator().manual_seed(seed))
+
+
+def s_collate_keeps_lists(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed),
+                      collate_fn=lambda batch: batch)
+
+
+_PER_SEED = {}
+
+
+def s_cached_per_seed(dataset, batch_size, seed):
+    if seed not in _PER_SEED:
+        _PER_SEED[seed] = torch.Generator().manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=_PER_SEED[seed])
+
+
+def s_deterministic_switched_on(dataset, batch_size, seed):
+    torch.use_deterministic_algorithms(True)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+
+
+def s_generator_set_afterwards(dataset, batch_size, seed):
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
+    loader.generator = torch.Generator().manual_seed(seed)
+    return loader
+
+
+_EPOCH = [0]
+
+
+class _EpochSampler:
+    def __init__(self, n, seed):
+        self.n, self.seed = n, seed
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        _EPOCH[0] += 1  # one counter for every loader
+        g = torch.Generator().manual_seed(self.seed + _EPOCH[0])
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+
+def s_shared_epoch_counter(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=_EpochSampler(len(dataset), seed))
+
+
+def s_collate_drops_labels(dataset, batch_size, seed):
+    from torch.utils.data import default_collate
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed),
+                      collate_fn=lambda batch: default_collate(batch)[0])
+
+
+class _ShuffledBatches:
+    def __init__(self, n, batch_size, seed):
+        self.batches = list(BatchSampler(SequentialSampler(range(n)), batch_size, drop_last=False))
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        order = torch.randperm(len(self.batches), generator=self.generator).tolist()
+        return iter([self.batches[i] for i in order])
+
+
+def s_shuffles_batches(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_sampler=_ShuffledBatches(len(dataset), batch_size, seed))
+
+
+def s_seed_from_the_dataset(dataset, batch_size, seed):
+    generator = torch.Generator().manual_seed(seed + len(dataset) * 1000 + int(torch.randint(0, 1, ())))
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=generator)
+
+
+class _PermutationSampler(Sampler):
+    def __init__(self, size, seed):
+        self.size = size
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self):
+        return self.size
+
+    def __iter__(self):
+        return iter(torch.randperm(self.size, generator=self.generator).tolist())
+
+
+def loader_with_a_permutation_sampler(dataset, batch_size, seed):
+    return DataLoader(dataset, batch_size=batch_size, sampler=_PermutationSampler(len(dataset), seed))
+
+
 CATALOGUE = Catalogue({
     ex.seeded_loader: [
         right("a RandomSampler with the generator", loader_with_a_sampler),
@@ -258,9 +357,29 @@ CATALOGUE = Catalogue({
         wrong("a sampler on Python's global random", loader_python_global_random, "Python's random module",
               "a stream of its own"),
         wrong("generator= on the loader, a RandomSampler without one", loader_generator_but_plain_sampler,
-              "the RandomSampler you gave it has none", "RandomSampler(dataset, generator=...)", kind=EDGE),
+              "its RandomSampler has none", "RandomSampler(dataset, generator=...)", kind=EDGE),
         right("a sampler with np.random.default_rng(seed)", loader_with_a_numpy_sampler),
         right("a sampler seeding a fresh generator per epoch", loader_seeded_per_epoch),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('returns an iterator over the loader', s_iterator,
+              '(shuffle=True, batch_size=batch_size, and its own generator)'),
+        wrong('batch_size not passed', s_batch_size_forgotten, 'your batches have sizes'),
+        wrong('a collate_fn that keeps the list of items', s_collate_keeps_lists,
+              'does not hold each of the 20 items exactly once (it holds'),
+        wrong('one generator per seed, kept between calls',
+              s_cached_per_seed, 'and each new call reseeds the loaders made before it. Make a', kind=STATEFUL),
+        wrong('switches deterministic algorithms on', s_deterministic_switched_on,
+              'and left it so: every later computation of the program runs', kind=STATEFUL),
+        wrong('the generator set on the loader after it was made', s_generator_set_afterwards,
+              'loaders with seed=7 gave different orders. Your loader has a'),
+        wrong('a sampler with an epoch counter shared by every loader', s_shared_epoch_counter,
+              'made and used before it change it. Give each loader a stream', kind=STATEFUL),
+        wrong('a collate_fn that keeps x only', s_collate_drops_labels,
+              "the items' parts as the data set gives them, x with its y: a"),
+        wrong('shuffles the batches, not the items', s_shuffles_batches, 'your batches have sizes'),
+        wrong('a seed mixed with a draw from the global stream', s_seed_from_the_dataset,
+              'the program uses, so every call resets the randomness of the', kind=STATEFUL),
+        right("a sampler of torch.randperm from its own generator", loader_with_a_permutation_sampler),
     ],
 })
 
