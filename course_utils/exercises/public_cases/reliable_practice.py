@@ -261,6 +261,10 @@ resume = PublicCases(
                       "freshly built parts: Adam(lr=0.02), CosineAnnealingLR(T_max=8), a CPU "
                       "GradScaler and a DataLoader with its own generator", _resume_inputs)],
     refuses=calls_the_worked_answer,
+    lets_through={"torch.load without weights_only": (
+        "the public case records a torch.load that switches weights_only off, not one that leaves "
+        "it unsaid (the default is True in the PyTorch the course pins); the hidden case asks for "
+        "it said")},
 )
 
 
@@ -323,4 +327,7 @@ remap_keys = PublicCases(
                    "renames={'0.': '1.', '1.': '2.'}",
                    _remap_inputs(_SHIFTED, {"0.": "1.", "1.": "2."}, 523)),
     ],
+    lets_through={"detaches every tensor": (
+        "the public cases compare values and memory, which a .detach() keeps; the hidden cases "
+        "compare each tensor's identity with the given one")},
 )

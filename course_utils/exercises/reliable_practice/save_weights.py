@@ -1,5 +1,12 @@
 """Chapter 07, S1: save the state_dict, so that torch.load(weights_only=True) can read it (the
-exercise ``save_weights``)."""
+exercise ``save_weights``).
+
+Engine: applies states.snapshot/differences (what the answer leaves on the model: modes,
+requires_grad, values, buffers) and the identity of its parameters, on a model with a BatchNorm
+buffer of int64 (a 0-d tensor) and a second call after training on in eval mode; hand-written
+because the answer writes a file whose classic mistakes (the whole object, parameters only,
+another dtype, a stale file) are named from what torch.load(weights_only=True) makes of it.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,93 @@ from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text
 from course_utils.exercises.running import judge_side
+from course_utils.exercises.states import differences, snapshot
+from course_utils.exercises.messages import Message, Messages
+
+
+MESSAGES = Messages("save_weights", {
+    "wrote-other-files": " It wrote {files} instead.",
+    "missing-entries": (
+        "Your file lacks {missing} of the model's state_dict{quiet}. Save every entry of "
+        "model.state_dict() as it is, buffers and integer tensors included."),
+    "missing-entries-quiet": (
+        " (load_state_dict(strict=True) does not even notice: BatchNorm fills in a missing "
+        "num_batches_tracked, as for files older than it)"),
+    "converted-dtype-values": (
+        "The tensors in your file differ from the model's, e.g. {first} (stored as {dtype}): save "
+        "them as they are, in their own dtype; a fresh model loads the values exactly only if they "
+        "were saved exactly."),
+    "changed-the-model-second-call": (
+        "The first save was right, but on a second call, after the model trained on and was put in eval mode, with the same path (the file exists already), your "
+        "function changed the model ({changed}); saving must only read it."),
+    "changed-mode-second-call": (
+        "The first save was right, but on a second call, after the model trained on and was put in eval mode, with the same path (the file exists already), your "
+        "function switched the model back to train mode: the evaluation that follows would use "
+        "dropout and batch statistics. Saving needs no mode; leave model.training as it was (no "
+        "model.train() or model.eval() in a save function)."),
+    "stale-file-values": "its {differ} still hold the first call's values",
+    "passed": (
+        "Correct: the file holds names and tensors only, so torch.load(path, weights_only=True) reads"
+        " it without running any code, and any model with the same layer names can load it."),
+    "hint-1": (
+        "The check loads your file with torch.load(path, weights_only=True), then into a fresh model "
+        "of the same architecture with load_state_dict(strict=True)."),
+    "hint-2": (
+        "weights_only=True accepts tensors, dicts, lists and plain numbers, never a class such as "
+        "nn.Sequential: save a dict of named tensors."),
+    "hint-3": "torch.save(model.state_dict(), path)",
+    "changed-the-model": (
+        "Your function changed the model ({changed}); saving must only read it. Save "
+        "model.state_dict() as it is; convert or move copies, if ever, not the model."),
+    "changed-mode": (
+        "Your function changed the model's mode (train/eval) and did not put it back: the caller's "
+        "training goes on with dropout and BatchNorm in the wrong mode. Saving needs no mode; leave "
+        "model.training as it was."),
+    "replaced-parameters": (
+        "Your function replaced the model's parameters ({replaced}) with new tensor objects "
+        "(load_state_dict(..., assign=True) does that): an optimizer built before holds the old ones,"
+        " so training would no longer move the model. Saving only reads the model; leave its "
+        "parameters as they are."),
+    "left-model-changed": (
+        "Your function left the model changed: {left_changed}. Saving only reads the model; leave it "
+        "as it was."),
+    "wrong-path": "No file was written at the path you were given.{others} Save to exactly that path.",
+    "unloadable-format": (
+        "torch.load(path, weights_only=True) cannot read your file. Save only tensors in a dict "
+        "(model.state_dict()) with torch.save, not other Python objects or another file format. It "
+        'says: "{load_error}"'),
+    "saved-parameter-list": (
+        "Your file holds {kind} of {length} tensors without their names (list(model.parameters())?). "
+        "load_state_dict matches tensors to layers by name, so it cannot use them; and the BatchNorm "
+        "running statistics are not parameters at all. Save model.state_dict()."),
+    "not-a-state-dict": "Your file holds {kind}; expected the model's state_dict (a dict of named tensors).",
+    "parameters-only": (
+        "Your file has the parameters but not the buffers: {missing} are missing. named_parameters() "
+        "skips buffers such as BatchNorm's running mean and variance, which the model needs in eval "
+        "mode. model.state_dict() holds both."),
+    "not-tensors": Message(
+        "Your file's dict holds something other than tensors under {not_tensors} (keys {keys}). Save "
+        "the state_dict itself: torch.save(model.state_dict(), path).",
+        advises=('torch.save(model.state_dict(), path)',)),
+    "converted-dtype": (
+        "Your file stores {first} as {first2}, not in the model's own dtype. The values survived, but"
+        " the task asks for the weights as they are: a wider dtype makes the file larger and hands "
+        "whoever loads it tensors of another dtype than the model's. Save model.state_dict() without "
+        "converting it."),
+    "keys-not-loadable": (
+        "A fresh model of the same architecture cannot load your file with "
+        "load_state_dict(strict=True): {strict_error}"),
+    "stale-file": (
+        "The first save was right, but on a second call, after the model trained on and was put in eval mode, with the same path (the file exists already), the file does not hold the "
+        "model's new weights: {what}. Each call must write the weights the model has now, replacing "
+        "the file."),
+    "saved-whole-model": Message(
+        "You saved the whole model object (torch.save(model, path)): the file holds a pickled "
+        "{found}, and torch.load(path, weights_only=True) refuses to rebuild classes, because "
+        'unpickling a class can run any code. It says: "{load_error}" Save model.state_dict(): names '
+        "and tensors only.",
+        advises=('torch.save(model.state_dict(), path)',)),
+})
 
 
 def _unpickler_complaint(message: str) -> str:
@@ -124,12 +218,16 @@ def _probe_save_weights(answer, run):
     state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     modes = [m.training for m in model.modules()]
     record = {"given": {"state": {name: given(tensor) for name, tensor in state.items()}}}
+    parameters, left_before = dict(model.named_parameters()), snapshot(model)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "weights.pt")
         run(answer, model, path, on=_WEIGHTS_ON)
         record["files"] = sorted(os.listdir(folder))
         record["changed"] = _state_changes(state, model)
         record["mode_changed"] = [m.training for m in model.modules()] != modes
+        # What else it left (requires_grad, .grad), and parameters swapped for new objects.
+        record["left_changed"] = differences(snapshot(model), left_before)
+        record["replaced"] = [name for name, p in model.named_parameters() if parameters.get(name) is not p]
         if not os.path.isfile(path) or record["changed"]:
             return record
         record.update(_file_record(path, state))
@@ -178,110 +276,55 @@ _SECOND_SAVE = ("after the model trained on and was put in eval mode, with the s
 
 def _judge_save_weights(record):
     if record["changed"]:
-        return Mistake("changed-the-model", (
-            f"Your function changed the model ({', '.join(record['changed'][:4])}); saving must "
-            "only read it. Save model.state_dict() as it is; convert or move copies, if ever, "
-            "not the model."
-        ))
+        return MESSAGES("changed-the-model", changed=', '.join(record['changed'][:4]))
     if record["mode_changed"]:
-        return Mistake("changed-mode", (
-            "Your function changed the model's mode (train/eval) and did not put it back: the "
-            "caller's training goes on with dropout and BatchNorm in the wrong mode. Saving "
-            "needs no mode; leave model.training as it was."
-        ))
+        return MESSAGES("changed-mode")
+    if record.get("replaced"):
+        return MESSAGES("replaced-parameters", replaced=', '.join(record['replaced'][:3]))
+    if record.get("left_changed"):
+        return MESSAGES("left-model-changed", left_changed='; '.join(record['left_changed'][:2]))
     if "weights.pt" not in record["files"]:
-        others = f" It wrote {', '.join(record['files'])} instead." if record["files"] else ""
-        return Mistake("wrong-path", f"No file was written at the path you were given.{others} Save to exactly that path.")
+        others = MESSAGES.text("wrote-other-files", files=', '.join(record['files'])) if record["files"] else ""
+        return MESSAGES("wrong-path", others=others)
     if "load_error" in record:
         found = record["global"]
         if found.startswith("torch.nn.modules."):
-            return Mistake("saved-whole-model", (
-                "You saved the whole model object (torch.save(model, path)): the file holds a "
-                f"pickled {found}, and torch.load(path, weights_only=True) refuses to rebuild "
-                "classes, because unpickling a class can run any code. It says: "
-                f"\"{record['load_error']}\" Save model.state_dict(): names and tensors only."
-            ))
-        return Mistake("unloadable-format", (
-            "torch.load(path, weights_only=True) cannot read your file. Save only tensors in a "
-            "dict (model.state_dict()) with torch.save, not other Python objects or another "
-            f"file format. It says: \"{record['load_error']}\""
-        ))
+            return MESSAGES("saved-whole-model", found=found, load_error=record['load_error'])
+        return MESSAGES("unloadable-format", load_error=record['load_error'])
     kind = record.get("kind")
     if "length" in record:
-        return Mistake("saved-parameter-list", (
-            f"Your file holds {record['kind']} of {record['length']} tensors without their names "
-            "(list(model.parameters())?). load_state_dict matches tensors to layers by name, so it "
-            "cannot use them; and the BatchNorm running statistics are not parameters at all. "
-            "Save model.state_dict()."
-        ))
+        return MESSAGES("saved-parameter-list", kind=record['kind'], length=record['length'])
     if "keys" not in record:
-        return Mistake("not-a-state-dict", f"Your file holds {kind}; expected the model's state_dict (a dict of named tensors).")
+        return MESSAGES("not-a-state-dict", kind=kind)
     keys, expected = record["keys"], record["expected_keys"]
     missing = [k for k in expected if k not in keys]
     if missing and set(keys) == set(record["parameters"]):
-        return Mistake("parameters-only", (
-            f"Your file has the parameters but not the buffers: {', '.join(missing[:3])} are "
-            "missing. named_parameters() skips buffers such as BatchNorm's running mean and "
-            "variance, which the model needs in eval mode. model.state_dict() holds both."
-        ))
+        return MESSAGES("parameters-only", missing=', '.join(missing[:3]))
     if missing and set(keys) <= set(expected):
         quiet = all(k.endswith("num_batches_tracked") for k in missing)
-        return Mistake("missing-entries", (
-            f"Your file lacks {', '.join(missing[:3])} of the model's state_dict"
-            + (" (load_state_dict(strict=True) does not even notice: BatchNorm fills in a "
-               "missing num_batches_tracked, as for files older than it)" if quiet else "")
-            + ". Save every entry of model.state_dict() as it is, buffers and integer tensors "
-            "included."
-        ))
+        return MESSAGES("missing-entries", missing=', '.join(missing[:3]),
+                        quiet=MESSAGES.text("missing-entries-quiet") if quiet else "")
     if record["not_tensors"]:
-        return Mistake("not-tensors", (
-            f"Your file's dict holds something other than tensors under "
-            f"{', '.join(record['not_tensors'][:3])} (keys {keys[:4]}). Save the state_dict itself: "
-            "torch.save(model.state_dict(), path)."
-        ))
+        return MESSAGES("not-tensors", not_tensors=', '.join(record['not_tensors'][:3]), keys=keys[:4])
     if record["differ"] and record["exact_values"]:
         first = record["differ"][0]
-        return Mistake("converted-dtype", (
-            f"Your file stores {first} as {record['dtypes'].get(first, '?')}, not in the model's "
-            "own dtype. The values survived, but the task asks for the weights as they are: a "
-            "wider dtype makes the file larger and hands whoever loads it tensors of another "
-            "dtype than the model's. Save model.state_dict() without converting it."
-        ))
+        return MESSAGES("converted-dtype", first=first, first2=record['dtypes'].get(first, '?'))
     if record["differ"]:
         first = record["differ"][0]
         dtype = record["dtypes"].get(first, "?")
-        return Mistake("converted-dtype", (
-            f"The tensors in your file differ from the model's, e.g. {first} (stored as {dtype}): "
-            "save them as they are, in their own dtype; a fresh model loads the values exactly "
-            "only if they were saved exactly."
-        ))
+        return Mistake("converted-dtype", MESSAGES.text("converted-dtype-values", first=first, dtype=dtype))
     if record["strict_error"]:
-        return Mistake("keys-not-loadable", (
-            "A fresh model of the same architecture cannot load your file with "
-            f"load_state_dict(strict=True): {record['strict_error']}"
-        ))
+        return MESSAGES("keys-not-loadable", strict_error=record['strict_error'])
     second = record["second"]
     if second["changed"]:
-        return Mistake("changed-the-model", (
-            f"The first save was right, but on a second call, {_SECOND_SAVE}, your function "
-            f"changed the model ({', '.join(second['changed'][:4])}); saving must only read it."
-        ))
+        return Mistake("changed-the-model", MESSAGES.text(
+            "changed-the-model-second-call", changed=', '.join(second['changed'][:4])))
     if second["mode_changed"]:
-        return Mistake("changed-mode", (
-            f"The first save was right, but on a second call, {_SECOND_SAVE}, your function "
-            "switched the model back to train mode: the evaluation that follows would use "
-            "dropout and batch statistics. Saving needs no mode; leave model.training as it was "
-            "(no model.train() or model.eval() in a save function)."
-        ))
+        return Mistake("changed-mode", MESSAGES.text("changed-mode-second-call"))
     if second["problem"] or second["differ"]:
-        what = (f"its {', '.join(second['differ'][:3])} still hold the first call's values"
+        what = (MESSAGES.text("stale-file-values", differ=', '.join(second['differ'][:3]))
                 if second["differ"] else second["problem"])
-        return Mistake("stale-file", (
-            f"The first save was right, but on a second call, {_SECOND_SAVE}, the file does "
-            "not hold the "
-            f"model's new weights: {what}. Each call must write the weights the model has now, "
-            "replacing the file."
-        ))
+        return MESSAGES("stale-file", what=what)
     return None
 
 
@@ -294,15 +337,7 @@ save_weights = Exercise(
     expect=_expect_save_weights,
     judge=_judge_save_weights,
     reference=save_weights,
-    passed_message=(
-        "Correct: the file holds names and tensors only, so torch.load(path, weights_only=True) "
-        "reads it without running any code, and any model with the same layer names can load it."
-    ),
-    hints=[
-        "The check loads your file with torch.load(path, weights_only=True), then into a fresh "
-        "model of the same architecture with load_state_dict(strict=True).",
-        "weights_only=True accepts tensors, dicts, lists and plain numbers, never a class such as "
-        "nn.Sequential: save a dict of named tensors.",
-        "torch.save(model.state_dict(), path)",
-    ],
+    passed_message=MESSAGES.text("passed"),
+    hints=MESSAGES.hints(),
+    messages=MESSAGES,
 )

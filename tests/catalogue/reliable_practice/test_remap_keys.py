@@ -216,6 +216,111 @@ def remap_with_map_and_next(state_dict, renames):
     return dict(map(renamed, state_dict.items()))
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def r_old_anywhere_then_slice(state_dict, renames):
+    remapped = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if old in key:
+                key = new + key[len(old):]
+                break
+        remapped[key] = value
+    return remapped
+
+
+def r_dot_optional(state_dict, renames):
+    remapped = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old.rstrip(".")):
+                key = new + key[len(old):]
+                break
+        remapped[key] = value
+    return remapped
+
+
+def r_detached(state_dict, renames):
+    remapped = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        remapped[key] = value.detach()
+    return remapped
+
+
+def r_first_rename_only(state_dict, renames):
+    old, new = next(iter(renames.items()), ("", ""))
+    return {(new + key[len(old):] if old and key.startswith(old) else key): value for key, value in state_dict.items()}
+
+
+def r_new_on_every_key(state_dict, renames):
+    remapped = dict(state_dict)
+    for old, new in renames.items():
+        remapped = {new + key.removeprefix(old) if key.startswith(old) or old not in key else key: value
+                    for key, value in remapped.items()}
+    return remapped
+
+
+def r_slice_by_new_length(state_dict, renames):
+    remapped = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = new + key[len(new):]
+                break
+        remapped[key] = value
+    return remapped
+
+
+def r_own_dot(state_dict, renames):
+    remapped = {}
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old):
+                key = new.rstrip(".") + "." + key[len(old):]
+                break
+        remapped[key] = value
+    return remapped
+
+
+def r_keeps_old_key_too(state_dict, renames):
+    remapped = dict(state_dict)
+    for key, value in state_dict.items():
+        for old, new in renames.items():
+            if key.startswith(old):
+                remapped[new + key[len(old):]] = value
+                break
+    return remapped
+
+
+def r_parameters_only(state_dict, renames):
+    remapped = {}
+    for key, value in state_dict.items():
+        if key.endswith(("weight", "bias")):
+            for old, new in renames.items():
+                if key.startswith(old):
+                    key = new + key[len(old):]
+                    break
+        remapped[key] = value
+    return remapped
+
+
+def r_keys_times_renames(state_dict, renames):
+    return {(new + key[len(old):] if key.startswith(old) else key): value
+            for key, value in state_dict.items() for old, new in renames.items()}
+
+
+def remap_by_splitting_at_the_prefix(state_dict, renames):
+    remapped = {}
+    for key in state_dict:
+        match = next((old for old in renames if key.startswith(old)), None)
+        new_key = key if match is None else renames[match] + key.split(match, 1)[1]
+        remapped[new_key] = state_dict[key]
+    return remapped
+
+
 CATALOGUE = Catalogue({
     ex.remap_keys: [
         wrong("pops and re-adds keys in the given dict", remap_by_popping, "'hidden.weight'", "are gone from it",
@@ -253,6 +358,25 @@ CATALOGUE = Catalogue({
               "empty string", kind=EDGE),
         right("the longest dotted prefix first", remap_by_the_longest_dotted_prefix),
         right("map() and next()", remap_with_map_and_next),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('`old in key`, then the first len(old) characters cut',
+              r_old_anywhere_then_slice, 'you replaced the old name wherever it appears in the key,', kind=EDGE),
+        wrong('the prefix tested without its dot', r_dot_optional,
+              'though it does not contain any old prefix: your test matches', kind=EDGE),
+        wrong('detaches every tensor', r_detached, 'memory, but it is another tensor object (.detach(), .data or'),
+        wrong('the first rename only', r_first_rename_only,
+              'an old prefix is renamed, whichever rename of the dict it is'),
+        wrong('the new prefix put before keys the old one is not in', r_new_on_every_key,
+              'though it starts with no old prefix: a new prefix was put', kind=EDGE),
+        wrong('cuts len(new) characters', r_slice_by_new_length, "Your keys differ from the new model's (on"),
+        wrong('a dot of its own after the new prefix', r_own_dot,
+              "Your keys differ from the new model's (on", kind=EDGE),
+        wrong('keeps the old key next to the new', r_keeps_old_key_too, "Your keys differ from the new model's (on"),
+        wrong('renames weights and biases only', r_parameters_only,
+              'an old prefix is renamed, whichever rename of the dict it is', kind=EDGE),
+        wrong('one comprehension over keys and renames', r_keys_times_renames,
+              "Your keys differ from the new model's (on", kind=EDGE),
+        right("split at the first matching prefix", remap_by_splitting_at_the_prefix),
     ],
 })
 

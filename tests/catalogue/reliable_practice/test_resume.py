@@ -1,5 +1,6 @@
 """Chapter 07's exercise resume: right answers pass, classic mistakes fail with the message that names them."""
 
+import copy
 import warnings
 
 import pytest
@@ -223,6 +224,111 @@ def resume_copying_the_weights(path, model, optimizer, scheduler, scaler, loader
     restore_rng_state(checkpoint["rng"], loader)
     return int(checkpoint["epoch"]) + 1
 
+
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def _load_all(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint
+
+
+def re_eval_after_loading(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = _load_all(path, model, optimizer, scheduler, scaler, loader)
+    model.eval()  # loaded weights: evaluation mode
+    return checkpoint["epoch"] + 1
+
+
+def re_weights_only_unsaid(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path)  # the default is weights_only=True anyway
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def re_last_epoch_set(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = _load_all(path, model, optimizer, scheduler, scaler, loader)
+    scheduler.last_epoch = checkpoint["epoch"]
+    return checkpoint["epoch"] + 1
+
+
+def re_optimizer_state_by_hand(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.state.update(checkpoint["optimizer"]["state"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def re_base_lrs_from_now(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = _load_all(path, model, optimizer, scheduler, scaler, loader)
+    scheduler.base_lrs = [group["lr"] for group in optimizer.param_groups]
+    return checkpoint["epoch"] + 1
+
+
+def re_float_epoch(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = _load_all(path, model, optimizer, scheduler, scaler, loader)
+    return checkpoint["epoch"] + 1.0
+
+
+def re_replays_the_scheduler(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(checkpoint["scheduler"]["last_epoch"]):
+            scheduler.step()
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def re_into_a_copy(path, model, optimizer, scheduler, scaler, loader):
+    model = copy.deepcopy(model)  # keep the caller's model safe until all is loaded
+    checkpoint = _load_all(path, model, optimizer, scheduler, scaler, loader)
+    return checkpoint["epoch"] + 1
+
+
+def re_scale_by_hand(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    if checkpoint["scaler"]:
+        scaler.update(new_scale=float(checkpoint["scaler"]["scale"]))
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def re_updates_a_state_dict(path, model, optimizer, scheduler, scaler, loader):
+    checkpoint = torch.load(path, weights_only=True)
+    model.state_dict().update(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    scaler.load_state_dict(checkpoint["scaler"])
+    restore_rng_state(checkpoint["rng"], loader)
+    return checkpoint["epoch"] + 1
+
+
+def resume_with_keywords_and_the_models_device(path, model, optimizer, scheduler, scaler, loader):
+    device = next(model.parameters()).device
+    checkpoint = torch.load(path, map_location=device, weights_only=True)
+    for part, target in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler)):
+        target.load_state_dict(checkpoint[part])
+    restore_rng_state(state=checkpoint["rng"], loader=loader)
+    return int(checkpoint.get("epoch")) + 1
+
+
 CATALOGUE = Catalogue({
     ex.resume: [
         wrong("calls load_checkpoint", resume_by_the_library, "the course's worked answer to this very exercise",
@@ -280,6 +386,28 @@ CATALOGUE = Catalogue({
         wrong("new nn.Parameters set on the model", resume_with_new_parameters,
               "no longer holds the model's parameters", kind=EDGE),
         right("copy_ into the model's state_dict tensors", resume_copying_the_weights),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('model.eval() after loading', re_eval_after_loading,
+              'checkpoint changes states, not the mode: leave model.train()', kind=STATEFUL),
+        wrong('torch.load without weights_only', re_weights_only_unsaid,
+              'the file names is unpickled and can run code. Say it, as the'),
+        wrong('scheduler.last_epoch set to the epoch', re_last_epoch_set,
+              'The learning rate after resume is wrong: epoch'),
+        wrong('optimizer.state updated by hand', re_optimizer_state_by_hand,
+              "state: Adam's moment estimates (exp_avg, exp_avg_sq) and its"),
+        wrong("the scheduler's base_lrs set from the loaded lr", re_base_lrs_from_now,
+              "After resume the scheduler's state is not the checkpoint's", kind=STATEFUL),
+        wrong('returns the epoch as a float', re_float_epoch,
+              'return the epoch to continue from, an int: the checkpoint'),
+        wrong("replays the scheduler's steps", re_replays_the_scheduler,
+              'The learning rate after resume is wrong: epoch'),
+        wrong('loads into a copy of the model', re_into_a_copy,
+              'it made itself (a copy), not the model you were given, which'),
+        wrong("the scaler's scale set with update(new_scale=...)", re_scale_by_hand,
+              'AssertionError', outcome=Outcome.RAISED),
+        wrong('updates the dict state_dict() returns', re_updates_a_state_dict,
+              "the model's weights are not the checkpoint's (they are still"),
+        right("map_location from the model, keyword arguments", resume_with_keywords_and_the_models_device),
     ],
 })
 

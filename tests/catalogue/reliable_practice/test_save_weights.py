@@ -2,6 +2,7 @@
 
 import copy
 import os
+import pathlib
 import pickle
 from collections import OrderedDict
 
@@ -146,6 +147,56 @@ def save_a_deep_copy(model, path):
     torch.save(copy.deepcopy(model).state_dict(), str(path))
 
 
+# -- issue 45, fresh round (from the task text) ---------------------------------------------
+def sw_append_mode(model, path):
+    with open(path, "ab") as f:  # keep every version
+        torch.save(model.state_dict(), f)
+
+
+def sw_zero_d_as_numbers(model, path):
+    torch.save({k: (v.item() if v.dim() == 0 else v) for k, v in model.state_dict().items()}, path)
+
+
+def sw_float_everywhere(model, path):
+    torch.save({k: v.float() for k, v in model.state_dict().items()}, path)
+
+
+def sw_freezes_first(model, path):
+    model.requires_grad_(False)  # nothing should change while saving
+    torch.save(model.state_dict(), path)
+
+
+def sw_tuple_of_pairs(model, path):
+    torch.save(tuple(model.state_dict().items()), path)
+
+
+def sw_requires_grad_only(model, path):
+    torch.save({k: v for k, v in model.state_dict().items() if v.requires_grad or k.endswith("weight")}, path)
+
+
+def sw_torchscript(model, path):
+    torch.jit.script(model).save(path)
+
+
+def sw_metadata_next_to_weights(model, path):
+    state = dict(model.state_dict())
+    state["format_version"] = torch.tensor(1)
+    torch.save(state, path)
+
+
+def sw_verifies_with_assign(model, path):
+    torch.save(model.state_dict(), path)
+    model.load_state_dict(torch.load(path, weights_only=True), assign=True)
+
+
+def sw_keys_without_dots(model, path):
+    torch.save({k.replace(".", "_"): v for k, v in model.state_dict().items()}, path)
+
+
+def save_detached_through_a_path(model, path):
+    torch.save({name: tensor.detach() for name, tensor in model.state_dict().items()}, pathlib.Path(path))
+
+
 CATALOGUE = Catalogue({
     ex.save_weights: [
         right("through a file object", save_with_a_file_object),
@@ -186,6 +237,28 @@ CATALOGUE = Catalogue({
               "integer tensors", kind=EDGE),
         right("eval for the save, mode put back", save_eval_then_mode_back),
         right("a deep copy's state_dict, a str path", save_a_deep_copy),
+        # -- issue 45, fresh round (from the task text) --
+        wrong('appends to the file instead of replacing it', sw_append_mode,
+              'but on a second call, after the model trained on and was put', kind=STATEFUL),
+        wrong('0-d tensors saved as Python numbers', sw_zero_d_as_numbers,
+              'Save the state_dict itself: torch.save(model.state_dict(),', kind=EDGE),
+        wrong('float() on every tensor', sw_float_everywhere,
+              'but the task asks for the weights as they are: a wider dtype', kind=EDGE),
+        wrong('freezes the model before saving', sw_freezes_first,
+              'Saving only reads the model; leave it as it was', kind=STATEFUL),
+        wrong('saves a tuple of (name, tensor) pairs',
+              sw_tuple_of_pairs, 'BatchNorm running statistics are not parameters at all. Save'),
+        wrong('keeps the tensors that require grad, and weights',
+              sw_requires_grad_only, 'Save every entry of model.state_dict() as it is, buffers and'),
+        wrong('a TorchScript archive', sw_torchscript,
+              'torch.save, not other Python objects or another file format.'),
+        wrong('a format version next to the weights', sw_metadata_next_to_weights,
+              'A fresh model of the same architecture cannot load your file'),
+        wrong('reads the file back into the model with assign=True', sw_verifies_with_assign,
+              'does that): an optimizer built before holds the old ones, so', kind=STATEFUL),
+        wrong('dots in the keys replaced', sw_keys_without_dots,
+              'A fresh model of the same architecture cannot load your file'),
+        right("a comprehension of detached tensors, a pathlib.Path", save_detached_through_a_path),
     ],
 })
 
