@@ -228,3 +228,20 @@ def test_a_quick_exercise_words_its_verdicts_from_its_table():
     assert set(quick.GENERIC_MESSAGES) <= set(exercise.messages)
     verdict = exercise.verdict(lambda a, b: a.add_(b))
     assert "changed its input a in place" in verdict.message and verdict.mistake == "changed-input"
+
+
+def test_a_check_puts_back_deterministic_algorithms_and_global_hooks_an_answer_left():
+    from torch.nn.modules import module
+
+    calls = []
+
+    def leaves_switches_on(a, b):
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        module.register_module_forward_hook(lambda *args: calls.append(1))
+        return a + b
+
+    verdict = _add_exercise().verdict(leaves_switches_on)
+    assert not verdict.passed and "deterministic algorithms" in verdict.message
+    assert not torch.are_deterministic_algorithms_enabled()
+    nn.Linear(2, 2)(torch.ones(2))
+    assert calls == [], "a global hook the answer registered still runs after the check"

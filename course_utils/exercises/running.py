@@ -130,7 +130,9 @@ def default_device():
 @contextlib.contextmanager
 def learner_state_preserved():
     """Checking must not change the learner's session: random streams, grad mode, default
-    dtype and default device (an answer may call ``torch.set_default_device``)."""
+    dtype and default device (an answer may call ``torch.set_default_device``), deterministic
+    algorithms, and the global module hooks an answer registered and left behind (every later
+    forward of every model would run them)."""
     import torch
 
     from course_utils.env import random_state_preserved
@@ -138,6 +140,9 @@ def learner_state_preserved():
     grad_enabled = torch.is_grad_enabled()
     default_dtype = torch.get_default_dtype()
     device_before = default_device()
+    deterministic = (torch.are_deterministic_algorithms_enabled(),
+                     torch.is_deterministic_algorithms_warn_only_enabled())
+    hooks_before = {name: dict(hooks) for name, hooks in _global_module_hooks().items()}
     try:
         with random_state_preserved():
             yield
@@ -147,6 +152,23 @@ def learner_state_preserved():
         if default_device() != device_before:
             # None takes the setting away altogether, as a session that never set one has it
             torch.set_default_device(None if device_before.type == "cpu" else device_before)
+        if (torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled()) != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        for name, hooks in _global_module_hooks().items():
+            for key in [key for key in hooks if key not in hooks_before.get(name, {})]:
+                del hooks[key]
+
+
+def _global_module_hooks() -> dict:
+    """torch's tables of hooks that run for every module (``register_module_forward_hook`` and
+    its kin), by name; an empty dict where a torch version keeps them elsewhere."""
+    from torch.nn.modules import module
+
+    return {name: table for name in ("_global_forward_hooks", "_global_forward_pre_hooks",
+                                     "_global_backward_hooks", "_global_backward_pre_hooks",
+                                     "_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs")
+            if isinstance(table := getattr(module, name, None), dict)}
 
 
 @contextlib.contextmanager
