@@ -32,7 +32,9 @@ from types import ModuleType
 from typing import Callable
 
 from course_utils.exercises.core import Exercise, Outcome
+from course_utils.exercises.facts import COMPARISON
 from course_utils.exercises.messages import advice_already_followed
+from course_utils.exercises.tensors.common import COMMON as TENSORS_COMMON
 from slow_machine import scaled
 
 # Seconds a catalogue answer may take (scaled by COURSE_TEST_TIME_SCALE); the course's own
@@ -59,6 +61,13 @@ MISTAKE_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 MIN_WRONG = 8
 MIN_WRONG_STATEFUL_OR_EDGE = 3
 MIN_RIGHT = 3
+
+# Mistakes worded outside an exercise's own table: the generic comparisons (facts.COMPARISON),
+# a chapter's shared helpers (tensors.common.COMMON), and what the exercise machinery itself
+# says (core: the signature, an error from a tensor that records nothing; an exam's refusal of
+# the course's worked answer). An error's own words ("raised:...") are Python's or torch's.
+SHARED_WORDING = frozenset(COMPARISON) | frozenset(TENSORS_COMMON) | {
+    "wrong-signature", "computed-without-recording", "calls-load-checkpoint"}
 
 
 @dataclass(frozen=True)
@@ -127,22 +136,26 @@ class Case:
         if verdict.mistake and verdict.mistake.startswith(f"{self.exercise.name}."):
             named = verdict.mistake.split(".", 1)[1]
             assert MISTAKE_ID.fullmatch(named), f"mistake id {named!r} is not lower-case-with-hyphens"
-        self._assert_advice_not_already_followed(verdict)
+        self._assert_worded_from_its_table(verdict)
         if verdict.outcome is Outcome.RAISED:
             assert "Likely cause:" in verdict.message, (
                 f"{self.entry.mistake}: an error from learner code without a likely cause:\n"
                 f"{verdict.message}"
             )
 
-    def _assert_advice_not_already_followed(self, verdict) -> None:
-        """A message that tells the learner to write a call the answer already makes blames the
-        wrong thing (``messages.Message.advises``): where the exercise's table says what a
+    def _assert_worded_from_its_table(self, verdict) -> None:
+        """A named verdict's words come from the exercise's table (or a shared one), so they can
+        be translated; and a message that tells the learner to write a call the answer already
+        makes blames the wrong thing (``messages.Message.advises``): where the table says what a
         message advises, the answer it judged must not already hold all of it."""
         table = self.exercise.messages
         if table is None or not verdict.mistake:
             return
         named = verdict.mistake.split(".", 1)[-1]
         if named not in table:
+            assert named in SHARED_WORDING or named.startswith("raised:"), (
+                f"{self.entry.mistake}: its verdict's mistake {named!r} is worded outside the exercise's table "
+                f"of messages and outside the shared ones:\n{verdict.message}")
             return
         try:
             source = textwrap.dedent(inspect.getsource(self.entry.answer))

@@ -11,6 +11,7 @@ import torch
 from course_utils.exercises.answer_source import answer_nodes as _answer_nodes
 from course_utils.exercises.core import Mistake
 from course_utils.exercises.facts import same_values, shape_text
+from course_utils.exercises.messages import Messages
 
 CHAPTER = "tensors"
 
@@ -67,6 +68,19 @@ def _left_as_it_was(given, kept) -> bool:
     )
 
 
+# What the chapter's shared helpers say, by id: a change to the caller's tensor, in two wordings.
+COMMON = Messages("tensors", {
+    "changed-input-in-place": (
+        "Your function changed its input {name} in place ({on}): the caller's {name} is {after} afterwards "
+        "instead of {before}. Methods ending in an underscore (squeeze_, t_, ...) and assignments to "
+        "{name}.data change the caller's own tensor; compute a new tensor and leave {name} as it was."),
+    "changed-input-numbers": (
+        "Your function changed the numbers in its input {name} ({on}). An in-place operation (sub_, -=, ...) "
+        "on {name} or on a view of it changes the caller's tensor; compute a new tensor and leave {name} "
+        "as it was."),
+})
+
+
 def _input_changed(before: dict, after: dict, name: str, on: str) -> str | None:
     """The message when the learner's function changed the caller's tensor ``name``.
 
@@ -81,18 +95,10 @@ def _input_changed(before: dict, after: dict, name: str, on: str) -> str | None:
             device = f" on {facts['device']}" if after["device"] != before["device"] else ""
             return f"{shape_text(facts['shape'])} {_dtype_name(facts['dtype'])}{device}"
 
-        return Mistake("changed-input-in-place", (
-            f"Your function changed its input {name} in place ({on}): the caller's {name} is "
-            f"{looks(after)} afterwards instead of {looks(before)}. Methods ending in an "
-            f"underscore (squeeze_, t_, ...) and assignments to {name}.data change the caller's "
-            f"own tensor; compute a new tensor and leave {name} as it was."
-        ))
+        return COMMON("changed-input-in-place", name=name, on=on, after=looks(after), before=looks(before))
     if "values" in after and "values" in before and not same_values(
         after["values"], before["values"], rtol=0, atol=0
     ):
-        return Mistake("changed-input-in-place", (
-            f"Your function changed the numbers in its input {name} ({on}). An in-place "
-            f"operation (sub_, -=, ...) on {name} or on a view of it changes the caller's "
-            f"tensor; compute a new tensor and leave {name} as it was."
-        ))
+        # the same mistake, its numbers changed rather than its shape: another wording, one id
+        return Mistake("changed-input-in-place", COMMON.text("changed-input-numbers", name=name, on=on))
     return None
