@@ -422,3 +422,19 @@ def test_a_record_whose_inputs_cannot_be_rebuilt_is_a_verdict_not_an_error_of_th
     record["probe"]["data"]["big"]["given"]["a"]["shape"] = [999]
     verdict = scoring.judge_record("tensors", "outer_sum", ProbeResult.from_plain(record["probe"]))
     assert verdict is not None and not verdict.passed and "could not read the record" in verdict.message
+
+
+def test_a_cell_that_printed_past_the_cap_is_told_it_printed_whether_time_or_memory_ran_out():
+    """A loop of prints fills the kernel's output buffer faster than a busy machine sends it:
+    the check then ends in a timeout or in a MemoryError, and either way the printing is why."""
+    from course_utils.exercises.core import ProbeResult, Status
+    from course_utils.grading.scoring import stopped_while_printing
+
+    timeout = ProbeResult(Status.TIMEOUT, error={"seconds": "5"})
+    memory = ProbeResult(Status.RAISED, error={"type": "MemoryError", "message": "", "on": "x"})
+    other = ProbeResult(Status.RAISED, error={"type": "RuntimeError", "message": "no", "on": "x"})
+    assert "stopped after 5 s while printing" in stopped_while_printing(timeout, True, 512)
+    said = stopped_while_printing(memory, True, 512)
+    assert "ran out of memory while printing" in said and "--output-cap-kb" in said
+    assert stopped_while_printing(other, True, 512) is None
+    assert stopped_while_printing(memory, False, 512) is None  # no printing past the cap: memory is why

@@ -77,10 +77,28 @@ def answer_raised(error: str) -> str:
     return f"{reason}; {why}" if why else reason
 
 
-def printed_too_much(seconds: str, cap_kb: int) -> str:
-    return (f"Your code was stopped after {seconds} s while printing: it printed more than grading keeps "
-            f"of a cell ({cap_kb} KB, --output-cap-kb), and printing that much took longer than the check "
-            "allows. Print less, or nothing, in the function.")
+def printed_too_much(seconds: str | None, cap_kb: int) -> str:
+    """What an answer that printed past the cap is told: it ran out of time, or (``seconds``
+    None) of memory, while printing: what it printed waits in the kernel's memory until it is
+    sent, and a loop of prints fills it faster than a busy machine sends it."""
+    stopped = f"stopped after {seconds} s" if seconds is not None else "stopped when it ran out of memory"
+    took = "took longer than the check allows" if seconds is not None else "filled the memory grading allows"
+    return (f"Your code was {stopped} while printing: it printed more than grading keeps of a cell "
+            f"({cap_kb} KB, --output-cap-kb), and printing that much {took}. Print less, or nothing, in "
+            "the function.")
+
+
+def stopped_while_printing(result: ProbeResult, capped: bool, cap_kb: int) -> str | None:
+    """Why a check whose cell printed past the cap stopped, when the printing stopped it: it ran
+    out of time, or out of memory (a ``MemoryError`` from the printing's own buffer), which of
+    the two depending on how fast a busy machine sent what was printed."""
+    if not capped or result.error is None:
+        return None
+    if result.status.value == "timeout":
+        return printed_too_much(result.error.get("seconds", "?"), cap_kb)
+    if result.status.value == "raised" and result.error.get("type") == "MemoryError":
+        return printed_too_much(None, cap_kb)
+    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -269,8 +287,10 @@ def _score_hidden(module: str, assembly: Assembly, execution: Execution, answers
         error = execution.answer_errors.get(probe.answer_id)
         outcome = verdict.outcome.value
         mistake = verdict.mistake
-        if result.status.value == "timeout" and cells.get(probe.grade_id) in execution.capped_cells:
-            reason, mistake = printed_too_much(result.error["seconds"], limits.output_cap_kb), "printed-too-much"
+        printing = stopped_while_printing(result, cells.get(probe.grade_id) in execution.capped_cells,
+                                          limits.output_cap_kb)
+        if printing:
+            reason, mistake = printing, "printed-too-much"
         elif verdict.outcome.value == "your code raised":
             reason, mistake = _raised(reason, mistake)
         if not verdict.passed and error and result.status.value == "not_attempted":
