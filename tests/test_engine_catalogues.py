@@ -245,3 +245,25 @@ def test_a_check_puts_back_deterministic_algorithms_and_global_hooks_an_answer_l
     assert not torch.are_deterministic_algorithms_enabled()
     nn.Linear(2, 2)(torch.ones(2))
     assert calls == [], "a global hook the answer registered still runs after the check"
+
+
+def _exercises():
+    from course_utils.exercises import all_exercises
+
+    return [exercise for exercises in all_exercises().values() for exercise in exercises]
+
+
+@pytest.mark.parametrize("exercise", _exercises(), ids=lambda e: e.id)
+def test_each_exercise_says_which_catalogues_it_applies_or_runs_on_the_quick_path(exercise):
+    """An exercise runs on the quick path (its check derived from ``quick.Inputs``) or its
+    hand-written probe applies the catalogues and its module says which, and why by hand."""
+    import importlib
+
+    if getattr(exercise, "inputs", None) is not None:
+        return  # quick.tensor_function: the engine derives the whole check
+    module = importlib.import_module(f"course_utils.exercises.{exercise.chapter}.{exercise.name}")
+    doc = " ".join((module.__doc__ or "").split())
+    assert "Engine:" in doc, f"{exercise.id}: its module does not say which of the engine's catalogues it applies"
+    said = doc[doc.index("Engine:"):].lower()
+    assert "applies" in said or "do not apply" in said, said
+    assert "hand-written because" in said or "do not apply" in said, said
