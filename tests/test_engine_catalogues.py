@@ -267,3 +267,16 @@ def test_each_exercise_says_which_catalogues_it_applies_or_runs_on_the_quick_pat
     said = doc[doc.index("Engine:"):].lower()
     assert "applies" in said or "do not apply" in said, said
     assert "hand-written because" in said or "do not apply" in said, said
+
+
+def test_the_edges_find_every_wrong_answer_the_measurement_of_generators_uses():
+    """tools/edges_vs_generators.py backs edges.py's choice; its wrong answers must stay found."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "edges_vs_generators.py"
+    spec = importlib.util.spec_from_file_location("edges_vs_generators", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert all(tool.finds(tool.edge_pairs, wrong)[0] for wrong in tool.WRONG.values())
+    assert not tool.differs(lambda a, b: b + a, *next(iter(tool.edge_pairs())))

@@ -9,9 +9,10 @@ finite values only, no negatives, a range) and takes the edges that fall inside.
 
 Generated inputs come from ``torch.testing.make_tensor``, run under a forked and seeded random
 state: deterministic, and the learner's random streams are left as they were. Property-based
-generation (Hypothesis) was weighed and left out: it would be a new package in every learner's
-environment, its shrinking costs time a check cannot spend, and the edges it biases towards
-(0, extremes, nan, inf) are the ones listed here already.
+generation (Hypothesis) was measured and left out (``tools/edges_vs_generators.py``): on six
+wrong answers to ``a + b`` that agree with it on ordinary numbers, the edges found 6 in 6 ms,
+20 make_tensor pairs 1 in 45 ms, 20 derandomized Hypothesis examples 5 in 363 ms; and it would
+be a new package in every learner's environment.
 """
 
 from __future__ import annotations
