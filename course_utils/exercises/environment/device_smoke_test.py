@@ -13,7 +13,7 @@ import torch
 from course_utils.exercises.core import Exercise, Function, Raised, a_or_an, later_error
 from course_utils.exercises.environment.common import CHAPTER, _cases_record
 from course_utils.exercises.facts import same_values, tensor_problem, value_facts
-from course_utils.exercises.messages import Messages
+from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.running import LearnerRaised, default_device
 
 MESSAGES = Messages("device_smoke_test", {
@@ -40,6 +40,12 @@ MESSAGES = Messages("device_smoke_test", {
         "every tensor the notebook creates afterwards lands there. Pass device=device to the "
         "factory, or use `with torch.device(device):`, which puts the default back when the "
         "block ends."),
+    "copy-back-does-not-wait": Message(
+        "Your function copies the product back from {device} with non_blocking=True (on {on}): "
+        "such a copy returns before the numbers have arrived and waits for nothing, so an error "
+        "of the device's work need not surface inside the smoke test, and the tensor it returns "
+        "may not be filled yet. The copy back is the step that waits: return product.cpu().",
+        advises=("product.cpu()",)),
     "no-copy-back": (
         "Your result is still on {device} (on {on}). The last step of the smoke test is the copy "
         "back: return product.cpu()."),
@@ -118,6 +124,7 @@ def _device_recorder():
             self.matmul_devices = set()
             self.arithmetic_ops = set()  # element-wise arithmetic and sums that ran
             self.copied_back_from = set()
+            self.copied_back_without_waiting = set()  # copies back with non_blocking=True
             self.values_unknown = False
             self._shadows = {}  # id(stand-in tensor) -> (that tensor, its CPU copy)
 
@@ -152,6 +159,10 @@ def _device_recorder():
                 destination = args[0].device if func is aten.copy_.default else torch.device(target or args[0].device)
                 if source.device.type != "cpu" and destination.type == "cpu":
                     self.copied_back_from.add(str(source.device))
+                    waits = not (args[2] if func is aten.copy_.default and len(args) > 2
+                                 else kwargs.get("non_blocking", False))
+                    if not waits:
+                        self.copied_back_without_waiting.add(str(source.device))
             if func is aten._local_scalar_dense.default and args[0].device.type != "cpu":
                 self.copied_back_from.add(str(args[0].device))  # .item(), .tolist()
             if not (from_stand_in or to_stand_in):
@@ -274,6 +285,7 @@ def _probe_device_smoke_test(answer, run):
                 "matmul_devices": sorted(recorder.matmul_devices),
                 "arithmetic_ops": sorted(recorder.arithmetic_ops),
                 "copied_back_from": sorted(recorder.copied_back_from),
+                "copied_back_without_waiting": sorted(recorder.copied_back_without_waiting),
                 "values_unknown": recorder.values_unknown,
                 "default_device_after": _device_name(default_after),
                 "default_device_before": _device_name(default_before),
@@ -325,6 +337,9 @@ def _judge_device_smoke_test(record):
             return MESSAGES("computed-off-device", ran_on=", ".join(ran_on), device=device, on=on)
         if device != "cpu" and device not in case["copied_back_from"]:
             return MESSAGES("recomputed-on-cpu", device=device, on=on)
+        if device in case.get("copied_back_without_waiting", ()) and \
+                set(case["copied_back_from"]) <= set(case["copied_back_without_waiting"]):
+            return MESSAGES("copy-back-does-not-wait", device=device, on=on)
         if case["values_unknown"]:
             expected = {key: value for key, value in expected.items() if key != "values"}
         problem = tensor_problem(got, expected, what="your result", on=on)
