@@ -1,7 +1,7 @@
 """Chapter 04, L5: EarlyStopping, a class that says when to stop training.
 
 Engine: applies edges.edge_values(float64, Allowed(finite=True)) as one sequence of losses
-(inf has its own), a second object after a first, and calls after the stop; hand-written
+(inf and nan have their own), a second object after a first, and calls after the stop; hand-written
 because the answer is a class whose objects keep state from call to call, and its judge names
 the slips of a stopping rule from when each object said stop."""
 
@@ -114,6 +114,15 @@ MESSAGES = Messages("EarlyStopping", {
         "epoch early: patience=N means you wait N epochs "
         "without improvement, and stop after the Nth (count >= patience)."
     ),
+    "nan-counts-as-improvement": (
+        "Your EarlyStopping {said} with best_loss {best_loss} and best_epoch {best_epoch} on "
+        "{on}; it should stop after epoch {right}, with best_loss {expected_loss} from epoch "
+        "{expected_epoch}. nan is not strictly lower than the best (every comparison with nan "
+        "is False), so it is no improvement: a test of 'not worse', such as "
+        "`not (val_loss >= self.best_loss)`, takes it for one. Test the improvement itself, "
+        "`if val_loss < self.best_loss:`, and count every other epoch, nan too, as one without "
+        "improvement."
+    ),
     "wrong-stop-epoch": "Your EarlyStopping {said} on {on}; it should stop after epoch {right}.",
     "wrong-best-epoch": (
         "After {on}, best_epoch is {got}; expected {expected}. "
@@ -216,6 +225,7 @@ _TINY_STEPS = "a loss that improves by tiny steps"
 # After a stop, a loss that beats the best: the last call brought an improvement, so step()
 # says False (True again only after `patience` more calls without one), and the new best counts.
 _NEW_BEST_AFTER_STOP = "a loss that sets a new best after the stop"
+_NAN = "a loss that turns nan (a run that diverged after a first epoch)"
 _EDGES = "losses at the edges of a float64, falling from the largest finite one to the most negative"
 _EDGE_LOSSES = sorted(edge_values(torch.float64, Allowed(finite=True)), reverse=True)
 
@@ -242,6 +252,9 @@ _STOPPING_CASES = (
     # that starts at 1e9 or sys.float_info.max, a sentinel below zero, a relative margin or a
     # float32 copy of the best each take one of them for another.
     (_EDGES, 2, _EDGE_LOSSES + _EDGE_LOSSES[-1:] * 2),
+    # nan is lower than nothing: no improvement, however the comparison is written ("not worse",
+    # `not (val_loss >= best)`, takes it for a new best and never stops).
+    (_NAN, 2, [1.0, math.nan, math.nan, math.nan]),
 )
 
 
@@ -412,6 +425,10 @@ def _judge_early_stopping(record):
         ):
             return MESSAGES("falsy-zero-best", on=on, expected_epoch=expected["best_epoch"],
                             got_loss=got["best_loss"], got_epoch=got["best_epoch"])
+        if on.startswith(_NAN) and _took_nan_for_best(got, expected):
+            return MESSAGES("nan-counts-as-improvement", said=_said(got["stop"]), on=on, right=expected["stop"],
+                            best_loss=got["best_loss"], best_epoch=got["best_epoch"],
+                            expected_loss=expected["best_loss"], expected_epoch=expected["best_epoch"])
         if got["stop"] != expected["stop"]:
             return _stop_problem(case, got, expected)
         if got["best_epoch"] != expected["best_epoch"]:
@@ -424,6 +441,13 @@ def _judge_early_stopping(record):
     if record.get("raised"):
         return Raised(record["raised"])
     return None
+
+
+def _took_nan_for_best(got, expected) -> bool:
+    """best_loss is nan, or best_epoch is a later epoch than the reference's (a nan one)."""
+    best_loss, best_epoch = got["best_loss"], got["best_epoch"]
+    return (isinstance(best_loss, float) and math.isnan(best_loss)) or (
+        type(best_epoch) is int and type(expected["best_epoch"]) is int and best_epoch > expected["best_epoch"])
 
 
 def _new_best_after_stop_problem(case, got, expected):

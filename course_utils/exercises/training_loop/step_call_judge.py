@@ -138,6 +138,12 @@ MESSAGES = Messages("train_step", {
         "loss. One training step applies the gradient as it is: forward, loss, "
         "zero_grad(), backward(), step()."
     ),
+    "converts-targets": (
+        "Your step computed the loss on the targets made whole numbers (on {on}): its update "
+        "is what y.long() (or y.int()) as the target gives, not y as it was given. loss_fn may "
+        "be any loss: nn.MSELoss takes float targets, and nn.CrossEntropyLoss takes class "
+        "probabilities as well as class indices. Use y as it is given: loss_fn(model(x), y)."
+    ),
     "ignores-loss-fn": (
         "Your step followed plain cross entropy, not the loss_fn you were given (on "
         "{on}): this loss_fn uses label smoothing. Compute the loss with "
@@ -302,7 +308,7 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient, sizes=None):
         return MESSAGES("step-before-backward", on=on)
     if call["steps"] > 1:
         return MESSAGES("several-steps", steps=call["steps"], on=on)
-    if kind == "sgd":
+    if kind in ("sgd", "mse"):
         gradient = call["gradient"]
         if index == 1 and same_values(params, before - lr * (gradient + first_gradient)):
             return MESSAGES("no-zero-grad", on=on)
@@ -311,6 +317,10 @@ def _judge_step_call(call, *, kind, lr, index, first_gradient, sizes=None):
                                                               backwards=call["backwards"], on=on))
         if same_values(params, before + lr * gradient):
             return MESSAGES("ascends-gradient", on=on)
+        integer_targets = call.get("integer_targets_gradient")
+        if (integer_targets is not None and not same_values(params, call["expected"], **tolerance)
+                and same_values(params, before - lr * integer_targets, **tolerance)):
+            return MESSAGES("converts-targets", on=on)
         update = (before - params) / lr
         length, norm = float(np.linalg.norm(update)), float(np.linalg.norm(gradient))
         if (

@@ -3,7 +3,9 @@
 Engine: applies states.session_settings / changed_settings (the caller's RNG, default dtype and
 grad mode, against what the reference leaves) and the module states the task allows (train
 mode, frozen parameters, no .grad on the first call and this batch's on the second, a second
-call; Adam with two param groups, a batch of one), comparing the parameters and .grad left with
+call; Adam with two param groups, a batch of one; a regression with nn.MSELoss on float
+targets far from the prediction, whose large gradient shows clipping and whose float targets
+show a y.long()), comparing the parameters and .grad left with
 the reference's; not "eval" (the text gives train mode, and model.train() is accepted), not
 "grad-large" on entry (the hints allow zero_grad() after step(), which then applies an old
 .grad), not "no-grad" or "all-frozen" (the reference's backward() fails there). Hand-written
@@ -51,6 +53,10 @@ _train_step = train_step  # the name train_step becomes the Exercise below
 
 _LR = 0.5
 _ADAM_LR = 0.05
+# The regression phase: targets about 1000 away from the prediction give a gradient of norm
+# about 570 (clipping it to any usual max_norm changes the step); a small rate keeps it sane.
+_MSE_LR = 1e-3
+_TARGET_SCALE = 1000.0
 
 
 def _step_model(dtype=torch.float32):
@@ -58,18 +64,31 @@ def _step_model(dtype=torch.float32):
     return nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3)).to(dtype)
 
 
-def _step_batches(dtype=torch.float32, seed=40, sizes=(8, 8)):
+def _step_batches(dtype=torch.float32, seed=40, sizes=(8, 8), regression=False):
+    """Two batches: class indices as targets, or (``regression``) float targets of shape
+    (n, 3), far from the prediction and not whole numbers."""
     generator = torch.Generator().manual_seed(seed)
     x1, x2 = torch.randn(sizes[0], 4, generator=generator), torch.randn(sizes[1], 4, generator=generator)
-    y1 = torch.randint(0, 3, (sizes[0],), generator=generator)
-    y2 = torch.randint(0, 3, (sizes[1],), generator=generator)
+    if regression:
+        y1 = torch.randn(sizes[0], 3, generator=generator, dtype=dtype) * _TARGET_SCALE
+        y2 = torch.randn(sizes[1], 3, generator=generator, dtype=dtype) * _TARGET_SCALE
+    else:
+        y1 = torch.randint(0, 3, (sizes[0],), generator=generator)
+        y2 = torch.randint(0, 3, (sizes[1],), generator=generator)
     return (x1.to(dtype), y1), (x2.to(dtype), y2)
 
 
-def _gradient_at(model, x, y) -> np.ndarray:
+def _loss_of(phase_given):
+    """The loss_fn a phase gave the learner, rebuilt from its record."""
+    if phase_given.get("loss") == "mse":
+        return nn.MSELoss()
+    return nn.CrossEntropyLoss(label_smoothing=phase_given.get("label_smoothing", 0.0))
+
+
+def _gradient_at(model, x, y, loss_fn=nn.functional.cross_entropy) -> np.ndarray:
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
-    nn.functional.cross_entropy(model(x), y).backward()
+    loss_fn(model(x), y).backward()
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy().copy()
 
 
@@ -93,6 +112,15 @@ _STEP_PHASES = (
         torch.float32,
         None,
     ),
+    # A regression: nn.MSELoss() on float targets (loss_fn is any loss; y is used as given),
+    # far from the prediction, so that the gradient is large: clipping it shows.
+    (
+        "plain SGD (lr=0.001), a float32 model and nn.MSELoss() on float targets far from the "
+        "prediction (a regression; a gradient of norm about 570)",
+        "mse",
+        torch.float32,
+        None,
+    ),
 )
 
 # Which parameters the "frozen" phase freezes, by name: the first layer's bias, all of the second.
@@ -111,12 +139,14 @@ _STEP_CALLS = (
 )
 # The sizes of each phase's two batches: Adam's second batch holds one example (a batch the task
 # allows, on which .squeeze() drops the batch dimension).
-_BATCH_SIZES = {"sgd": (8, 8), "adam": (8, 1), "frozen": (8, 8)}
+_BATCH_SIZES = {"sgd": (8, 8), "adam": (8, 1), "frozen": (8, 8), "mse": (8, 8)}
 
 
 def _make_optimizer(kind, model):
     if kind == "sgd":
         return torch.optim.SGD(model.parameters(), lr=_LR, momentum=0.0)
+    if kind == "mse":
+        return torch.optim.SGD(model.parameters(), lr=_MSE_LR, momentum=0.0)
     if kind == "frozen":
         return torch.optim.SGD(model.parameters(), lr=_LR, momentum=0.9, weight_decay=0.01)
     # Two param groups, as for a layer trained at its own rate: zero_grad() clears them all.
@@ -146,7 +176,8 @@ def _probe_train_step(answer, run):
                 parameter.requires_grad_(False)
         optimizer = _make_optimizer(kind, model)
         lrs = [float(group["lr"]) for group in optimizer.param_groups]  # as given
-        loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing or 0.0)
+        loss = "mse" if kind == "mse" else "cross_entropy"
+        loss_fn = _loss_of({"loss": loss, "label_smoothing": float(smoothing or 0.0)})
         counts = {"forwards": 0, "eval_forwards": 0, "train_forwards": 0, "backwards": 0, "steps": 0}
         calls = []
         phases.append({
@@ -157,6 +188,7 @@ def _probe_train_step(answer, run):
                 "parameters": [given(p) for p in model.parameters()],
                 "optimizer": _optimizer_facts("adam" if kind == "adam" else "sgd", optimizer, model),
                 "label_smoothing": float(smoothing or 0.0),
+                "loss": loss,
                 "frozen": list(frozen),
             },
             "calls": calls,
@@ -177,7 +209,7 @@ def _probe_train_step(answer, run):
         next(model.parameters()).register_hook(lambda grad, count=count: count("backwards"))
         optimizer.register_step_post_hook(lambda *args, count=count: count("steps"))
 
-        for on, (x, y) in zip(_STEP_CALLS, _step_batches(dtype, sizes=_BATCH_SIZES[kind])):
+        for on, (x, y) in zip(_STEP_CALLS, _step_batches(dtype, sizes=_BATCH_SIZES[kind], regression=kind == "mse")):
             on = f"{on}{', a batch of one example' if len(x) == 1 else ''}; {setting}"
             for name in counts:
                 counts[name] = 0
@@ -258,7 +290,7 @@ def _expect_train_step(record):
             start, kind = phase["given"], phase["kind"]
             model = _model_of(start)
             optimizer = _optimizer_of(start["optimizer"], model.parameters())
-            loss_fn = nn.CrossEntropyLoss(label_smoothing=start["label_smoothing"])
+            loss_fn = _loss_of(start)
             if start["label_smoothing"]:  # the same steps with a loss of the learner's own
                 own_loss_model = _model_of(start)
                 own_loss_optimizer = _optimizer_of(start["optimizer"], own_loss_model.parameters())
@@ -272,8 +304,10 @@ def _expect_train_step(record):
                 call["expected"] = _flat_parameters(model)
                 call["expected_gradients"] = _gradient_state(model)
                 call["before"] = _flat_parameters(before)
-                if kind == "sgd":
-                    call["gradient"] = _gradient_at(before, x, y)
+                if kind in ("sgd", "mse"):
+                    call["gradient"] = _gradient_at(before, x, y, loss_fn)
+                if kind == "mse":  # the classic slip: targets made class indices (y.long())
+                    call["integer_targets_gradient"] = _gradient_at(before, x, y.long(), loss_fn)
                 elif kind == "adam":
                     if index == 1:  # what a new Adam, made inside the call, would have done
                         fresh = copy.deepcopy(before)
@@ -286,8 +320,8 @@ def _expect_train_step(record):
 
 
 def _judge_train_step(record):
-    lr = record["lr"]
     for phase in record["phases"]:
+        lr = phase["given"]["optimizer"]["settings"]["lr"]
         first_gradient = phase["calls"][0].get("gradient")
         for index, call in enumerate(phase["calls"]):
             problem = _judge_step_call(

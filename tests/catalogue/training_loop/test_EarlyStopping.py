@@ -576,6 +576,14 @@ class CountsDownThePatienceLeft:
         return self.left <= 0
 
 
+# -- issue 45, second fresh round (from the task text) --
+class NotWorseIsBetter(_Counting):
+    """`not (val_loss >= best)`: nan compares False with everything, so it is taken for a new best."""
+
+    def improved(self, val_loss):
+        return not (val_loss >= self.best_loss)
+
+
 CATALOGUE = Catalogue({
     ex.EarlyStopping: [
         right("a history and properties", WithHistory),
@@ -641,6 +649,9 @@ CATALOGUE = Catalogue({
               "Likely cause: a subtraction with None", kind=EDGE, outcome=Outcome.RAISED),
         wrong("the best kept as a float32 tensor", BestAsATensor, "best_loss is tensor(1.)"),
         right("the patience left, counted down", CountsDownThePatienceLeft),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("'not worse' counts nan as a new best", NotWorseIsBetter, "turns nan", "best_loss nan",
+              "nan is not strictly lower", kind=EDGE),
     ],
 })
 

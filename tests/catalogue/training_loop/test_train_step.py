@@ -487,6 +487,26 @@ def ts_clears_every_group_by_hand_under_enable_grad(model, optimizer, loss_fn, x
     return loss.detach().double().item()
 
 
+# -- issue 45, second fresh round (from the task text) --
+def ts_clips_to_norm_2(model, optimizer, loss_fn, x, y):
+    """Clips "for safety" with a generous max_norm: only a large gradient shows it."""
+    loss = loss_fn(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)
+    optimizer.step()
+    return loss.item()
+
+
+def ts_long_targets(model, optimizer, loss_fn, x, y):
+    """Casts the targets to class indices "to be safe": wrong for float targets (MSELoss)."""
+    loss = loss_fn(model(x), y.long())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 CATALOGUE = Catalogue({
     ex.train_step: [
         wrong("loss_fn(y, model(x))", step_with_swapped_loss_arguments, "(prediction, target), in that order",
@@ -572,6 +592,11 @@ CATALOGUE = Catalogue({
         wrong("returns the running mean", ts_returns_the_running_mean, "the loss of this batch is", kind=STATEFUL),
         right("every group's .grad to None by hand, under enable_grad, a float64 item",
               ts_clears_every_group_by_hand_under_enable_grad),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("clips the gradient to norm 2", ts_clips_to_norm_2, "nn.MSELoss()", "times its length",
+              "gradient clipping", kind=EDGE),
+        wrong("y.long() on the targets", ts_long_targets, "nn.MSELoss()", "targets made whole numbers",
+              "Use y as it is given", kind=EDGE),
     ],
 })
 
