@@ -38,6 +38,12 @@ MESSAGES = Messages("seeded_draw", {
         "starts from its own fixed seed, whatever seed you set globally). Draw from the "
         "seeded one, torch.randn(n), or seed your own with that seed: "
         "torch.randn(n, generator=torch.Generator().manual_seed(seed))."),
+    "seeded-after-draw": (
+        "Your function calls torch.manual_seed(seed) only after drawing (on {on}): its numbers "
+        "are the ones {draw} draws from wherever torch's global generator stood before "
+        "the call (other cells had moved it on), and the seed only sets the stream for "
+        "whatever draws next. Seed first, then draw: torch.manual_seed(seed), then "
+        "torch.randn(n)."),
     "unreadable-draw": "The check could not read the numbers of your draw (on {on}); return {returns}.",
     "squeezed": "{problem} torch.randn(1) has shape (1,); something in your function dropped that dimension.",
     "same-tensor-every-call": (
@@ -117,7 +123,16 @@ def _global_seeded_unused(seed) -> bool:
 
 
 def _other_generator(cases):
-    """The verdict for an answer that seeds torch's global generator but draws from another one."""
+    """The verdict for an answer that seeds torch's global generator but draws from another one,
+    or that drew from the global generator before seeding it (its numbers are what the stream
+    the probe left before the call gives, drawn on the judge's side in ``case["before_seeding"]``)."""
+    for case in cases:
+        got = case["got"].get("values")
+        if not case.get("global_seeded_unused") or got is None or not np.size(got):
+            continue
+        for draw, before in case.get("before_seeding", {}).items():
+            if np.shape(before) == np.shape(got) and same_values(got, before, rtol=0, atol=0):
+                return MESSAGES("seeded-after-draw", on=case["on"], draw=draw)
     for case in cases:
         if case.get("global_seeded_unused"):
             return MESSAGES("drew-from-another-generator", on=case["on"])
@@ -161,6 +176,9 @@ def _probe_seeded_draw(answer, run):
         cases.append(
             {
                 "given": {"seed": seed, "n": n},
+                # The seed the probe left torch's global generator at before the call (then one
+                # torch.rand(1) drawn): the stream an answer that draws before seeding draws from.
+                "stream_before": _SEEDED_BEFORE + index,
                 "on": on,
                 "got": value_facts(got),
                 "seeded_elsewhere": _seeded_elsewhere(seed),
@@ -196,6 +214,13 @@ def _expect_seeded_draw(record):
         with random_state_preserved(), torch.device("cpu"):
             case["expected"] = value_facts(seeded_draw.reference(seed, n))
         case["uniform"] = torch.rand(n, generator=torch.Generator().manual_seed(seed)).numpy().copy()
+        # What torch.randn(n) draws from the stream the probe left before the call (seeded, then
+        # moved on by one torch.rand(1)): the numbers of an answer that draws before seeding.
+        case["before_seeding"] = {}
+        for draw, function in (("torch.randn(n)", torch.randn), ("torch.rand(n)", torch.rand)):
+            before = torch.Generator().manual_seed(case["stream_before"])
+            torch.rand(1, generator=before)
+            case["before_seeding"][draw] = function(n, generator=before).numpy().copy()
     return record
 
 

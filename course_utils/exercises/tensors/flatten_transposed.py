@@ -43,6 +43,11 @@ MESSAGES = Messages("flatten_transposed", {
         "These are x's values in x's own order ({on}), though your function transposes somewhere: a "
         "branch that skips the transpose, or a second one that undoes it? Transpose every x once, "
         "whatever its shape or layout, then flatten."),
+    "transposes-after-flattening": Message(
+        "These are x's values in x's own order ({on}): your function flattens x first and "
+        "transposes the flattened result, but a 1-D tensor has only one dimension, so .T (or "
+        "t(), transpose, permute) leaves it as it is. Transpose first, then flatten: "
+        "x.T.reshape(-1).", advises=("x.T.reshape(-1)",)),
     "not-flattened": (
         "Your result has shape {shape} ({on}); expected one dimension, {expected}. Flatten after "
         "transposing."),
@@ -83,6 +88,58 @@ def _reshapes_to_two_sizes(answer) -> bool:
 
 
 _TRANSPOSING = {"T", "mT", "transpose", "permute", "t", "movedim", "swapaxes", "swapdims"}
+
+
+_FLATTENING = {"reshape", "view", "flatten", "ravel"}
+
+
+def _one_size(args) -> bool:
+    """Whether reshape/view arguments name one size (-1, x.numel(), (n,)): a 1-D result."""
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        args = args[0].elts
+    if len(args) != 1:
+        return False
+    arg = args[0]
+    return (isinstance(arg, (ast.UnaryOp, ast.Constant, ast.BinOp))
+            or (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
+                and arg.func.attr in ("numel", "nelement")))
+
+
+def _flattens(node, flat_names) -> bool:
+    """Whether ``node`` is a flattening call (x.reshape(-1), x.flatten(), torch.ravel(x), ...),
+    possibly followed by more calls (.contiguous(), .clone()), or a name bound to one."""
+    while isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _FLATTENING and (
+                    func.attr in ("flatten", "ravel") or _one_size(node.args)):
+                return True
+            node = func.value if isinstance(func, ast.Attribute) else func
+            continue
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in flat_names
+
+
+def _transposes_after_flattening(answer) -> bool:
+    """Whether the answer's own source transposes the result of a flattening (x.reshape(-1).T,
+    or ``flat = x.flatten()`` then ``flat.T``): a transpose of a 1-D tensor, which does nothing."""
+    nodes = list(_answer_nodes(answer))
+    flat_names = set()
+    for node in nodes:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Assign) and _flattens(inner.value, flat_names):
+                flat_names.update(t.id for t in inner.targets if isinstance(t, ast.Name))
+    for node in nodes:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Attribute) and inner.attr in _TRANSPOSING and _flattens(
+                    inner.value, flat_names):
+                return True
+            if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+                    and isinstance(inner.func.value, ast.Name) and inner.func.value.id == "torch"
+                    and inner.func.attr in _TRANSPOSING - {"T", "mT"} and inner.args
+                    and _flattens(inner.args[0], flat_names)):
+                return True
+    return False
 
 
 def _transposes_somewhere(answer) -> bool:
@@ -147,7 +204,8 @@ def _probe_flatten_transposed(answer, run):
     cases = []
     record = {"cases": cases, "calls": _calls_in(answer),
               "reshapes_to_two_sizes": _reshapes_to_two_sizes(answer),
-              "transposes_somewhere": _transposes_somewhere(answer)}
+              "transposes_somewhere": _transposes_somewhere(answer),
+              "transposes_after_flattening": _transposes_after_flattening(answer)}
     for shape, dtype, layout, values in _FLATTEN_CASES:
         x = _flatten_input(shape, dtype, layout, values, generator)
         on = f"x of shape {shape_text(list(shape))}, {_dtype_name(dtype)}"
@@ -203,6 +261,8 @@ def _judge_flatten_transposed(record):
             and not same_values(case["untransposed"], case["expected"]["values"])
             and same_values(got.get("values", []), case["untransposed"])
         ):
+            if record.get("transposes_after_flattening"):
+                return MESSAGES("transposes-after-flattening", on=on)
             if record["transposes_somewhere"]:
                 return MESSAGES("transposes-only-some", on=on)
             mistake, note = "not-transposed", ""

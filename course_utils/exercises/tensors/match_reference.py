@@ -95,6 +95,13 @@ MESSAGES = Messages("match_reference", {
     "type-for-device": (
         "x.type(...) knows only the tensor types with a name (CPU, CUDA), not every device (here meta). "
         "Use x.to(dtype=reference.dtype, device=reference.device)."),
+    "took-reference-shape-raised": (
+        "your function takes the reference's shape: it brings x together with a tensor shaped "
+        "like the reference (torch.empty_like(reference) filled by .copy_(x), x * "
+        "torch.ones_like(reference), x + reference * 0, ...), and the reference's shape is not "
+        "x's. The result keeps x's shape; take only the dtype and device from the reference: "
+        "x.to(dtype=reference.dtype, device=reference.device), or torch.empty_like(x, "
+        "dtype=reference.dtype, device=reference.device).copy_(x)."),
     "numpy-has-no-dtype": (
         "numpy has no bfloat16 (nor a meta device): a detour through x.numpy() cannot hold every tensor "
         "the task allows. Convert with torch itself: x.to(dtype=reference.dtype, device=reference.device)."),
@@ -360,6 +367,8 @@ match_reference = Exercise(
         "assigned-to-data": "have incompatible tensor type",
         "type-for-device": "invalid type: 'torch.meta",
         "numpy-has-no-dtype": "unsupported ScalarType BFloat16",
+        # Only x and the reference have shapes here, and the reference's never equals x's.
+        "took-reference-shape-raised": "must match the size of tensor",
     }),
     messages=MESSAGES,
 )

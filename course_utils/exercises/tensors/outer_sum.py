@@ -64,8 +64,9 @@ MESSAGES = Messages("outer_sum", {
         "a + b on two 1-D tensors pairs a[i] with b[i] only, so their sizes must be equal. For every pair "
         "give a a second dimension: a[:, None] + b[None, :]."),
     "loop-over-empty-a": (
-        "with an empty a (N = 0) a loop over a gives torch.stack an empty list. The task asks for no loop: "
-        "a[:, None] + b[None, :] handles every size."),
+        "with an empty a (N = 0), a list with one entry per element of a (a copy of b for each, as "
+        "[b] * len(a) makes, or a row for each) is empty, and torch.stack refuses an empty list. "
+        "Broadcasting needs no list: a[:, None] + b[None, :] handles every size, N = 0 too."),
     "meshgrid-of-mixed-dtypes": (
         "torch.meshgrid needs a and b of one dtype, and the check also passes an integer a with a float b. "
         "Broadcasting needs no grid: a[:, None] + b[None, :]."),

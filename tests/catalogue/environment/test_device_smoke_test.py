@@ -220,6 +220,12 @@ def smoke_linalg_matmul(device):
     return torch.linalg.matmul(a, a).to("cpu")
 
 
+# -- issue 45, second fresh round (from the task text) ------------------------------------
+def smoke_non_blocking_copy_back(device):
+    a = torch.arange(1.0, 10.0, device=device).reshape(3, 3)
+    return (a @ a).to("cpu", non_blocking=True)
+
+
 CATALOGUE = Catalogue({
     ex.device_smoke_test: [
         wrong("matrix product written out with broadcasting", smoke_product_by_broadcasting,
@@ -271,6 +277,9 @@ CATALOGUE = Catalogue({
               outcome=Outcome.RAISED),
         wrong("returns the product transposed", smoke_transposes_the_result, "right shape but wrong values"),
         right("arange(9) + 1, .view, torch.linalg.matmul, .to('cpu')", smoke_linalg_matmul),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("copies back with non_blocking=True", smoke_non_blocking_copy_back, "non_blocking=True",
+              "waits for nothing", "return product.cpu()", kind=EDGE),
     ],
 })
 

@@ -211,6 +211,19 @@ def draw_with_a_size_object(seed, n):
     return torch.randn(torch.Size([n]), dtype=torch.float32)
 
 
+# -- issue 45, second fresh round (from the task text) ------------------------------------
+def draw_then_seed(seed, n):
+    out = torch.randn(n)
+    torch.manual_seed(seed)
+    return out
+
+
+def draw_uniform_then_seed(seed, n):
+    out = torch.rand(n)
+    torch.manual_seed(seed)
+    return out
+
+
 CATALOGUE = Catalogue({
     ex.seeded_draw: [
         right("inside torch.random.fork_rng()", draw_in_fork_rng),
@@ -266,6 +279,11 @@ CATALOGUE = Catalogue({
         wrong("seeds only when `if seed:` holds", draw_seeds_when_seed_is_truthy, "not for seed=0",
               "`if seed:` is False for 0", kind=EDGE),
         right("torch.random.manual_seed, torch.randn(torch.Size([n]))", draw_with_a_size_object),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("draws, then seeds", draw_then_seed, "only after drawing", "torch.randn(n) draws from",
+              "Seed first, then draw", kind=STATEFUL),
+        wrong("draws uniform numbers, then seeds", draw_uniform_then_seed, "only after drawing",
+              "torch.rand(n) draws from", "Seed first, then draw", kind=STATEFUL),
     ],
 })
 

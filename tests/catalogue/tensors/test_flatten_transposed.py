@@ -93,6 +93,16 @@ def ft_gather_index(x):
     return x.reshape(-1)[torch.arange(x.numel()).view(x.shape).T.reshape(-1)]
 
 
+# -- issue 45, second fresh round (from the task text) ------------------------------------
+def ft_flatten_then_T(x):
+    return x.reshape(-1).T
+
+
+def ft_flatten_then_t_in_two_lines(x):
+    flat = x.flatten()
+    return flat.t()
+
+
 CATALOGUE = Catalogue({
     ex.flatten_transposed: [
         wrong("through NumPy", flatten_through_numpy, "NumPy has no bfloat16", outcome=RAISED, kind=EDGE),
@@ -153,6 +163,11 @@ CATALOGUE = Catalogue({
               "has dtype torch.float32; expected torch.int64", kind=EDGE),
         wrong("element by element through .item(): float64 lost", ft_loop_default_dtype,
               "has dtype torch.float32; expected torch.float64", kind=EDGE),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("flattens, then .T", ft_flatten_then_T, "flattens x first",
+              "a 1-D tensor has only one dimension", "Transpose first, then flatten"),
+        wrong("flattens into a name, then .t()", ft_flatten_then_t_in_two_lines, "flattens x first",
+              "a 1-D tensor has only one dimension", "Transpose first, then flatten"),
     ],
 })
 

@@ -78,6 +78,17 @@ def match_default_float_for_ints(x, reference):  # float references fine; intege
     return x.to(torch.get_default_dtype()).to(reference.dtype).to(reference.device)
 
 
+# -- issue 45, second fresh round (from the task text) ------------------------------------
+def mr_empty_like_copy(x, reference):
+    return torch.empty_like(reference).copy_(x)
+
+
+def mr_empty_like_then_copy_in_two_lines(x, reference):
+    out = torch.empty_like(reference)
+    out.copy_(x)
+    return out
+
+
 CATALOGUE = Catalogue({
     ex.match_reference: [
         wrong("copy_ into the reference", match_by_copying_into_the_reference,
@@ -139,7 +150,8 @@ CATALOGUE = Catalogue({
               "has dtype int64", "expected the reference's, int32", kind=EDGE),
         wrong("empty_like(reference): the reference's shape",
               lambda x, reference: torch.empty_like(reference).copy_(x),
-              "must match the size", "Likely cause:", kind=TYPICAL, outcome=RAISED),
+              "must match the size", "Likely cause: your function takes the reference's shape",
+              "The result keeps x's shape", kind=TYPICAL, outcome=RAISED),
         wrong("through tolist(): an empty x loses its shape",
               lambda x, reference: torch.tensor(x.tolist(), dtype=reference.dtype, device=reference.device),
               "has shape (0,); expected (0, 3)", kind=EDGE),
@@ -162,6 +174,14 @@ CATALOGUE = Catalogue({
         wrong("a float64 detour rounds int64 past 2**53", match_through_float64,
               "what x gives through float64", "cannot hold every int64 number", kind=EDGE),
         right("new_empty on the reference, then copy_", lambda x, reference: reference.new_empty(x.shape).copy_(x)),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("allocates like the reference, copies x in", mr_empty_like_copy, "must match the size",
+              "takes the reference's shape", "The result keeps x's shape", kind=TYPICAL, outcome=RAISED),
+        wrong("allocates like the reference in one line, copies x in the next",
+              mr_empty_like_then_copy_in_two_lines, "takes the reference's shape",
+              "The result keeps x's shape", kind=TYPICAL, outcome=RAISED),
+        wrong("multiplies by ones like the reference", lambda x, reference: x * torch.ones_like(reference),
+              "takes the reference's shape", "The result keeps x's shape", kind=TYPICAL, outcome=RAISED),
     ],
 })
 

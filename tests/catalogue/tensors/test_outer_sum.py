@@ -116,6 +116,11 @@ def outer_sum_empty_special_case(a, b):  # the empty case in the default dtype
     return a[:, None] + b[None, :]
 
 
+# -- issue 45, second fresh round (from the task text) ------------------------------------
+def os_stack_copies(a, b):
+    return torch.stack([b] * len(a)) + a[:, None]
+
+
 CATALOGUE = Catalogue({
     ex.outer_sum: [
         right("unsqueeze(1) and broadcasting b", lambda a, b: a.unsqueeze(1) + b),
@@ -206,6 +211,9 @@ CATALOGUE = Catalogue({
               lambda a, b: torch.vmap(lambda ai: ai + b)(a) if len(a) else a[:, None] + b,
               "a + b has torch.float64", kind=EDGE),
         right("expand a over b's length, transpose, add", lambda a, b: a.expand(len(b), len(a)).T + b),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("stacks a copy of b per element of a", os_stack_copies, "stack expects a non-empty TensorList",
+              "a list with one entry per element of a", "[b] * len(a)", kind=EDGE, outcome=RAISED),
     ],
 })
 
