@@ -148,7 +148,7 @@ MESSAGES = Messages("SkipBlock", {
         "batch's device: compute it from x and the layers only."
     ),
     "layer-before-super-init": NOTE_TEXTS["layer-before-super-init"],
-    "tensor-made-on-cpu": NOTE_TEXTS["tensor-made-on-cpu"],
+    **{key: NOTE_TEXTS[key] for key in ("copied-out-of-device", "tensor-made-on-cpu")},
     "layer-sizes-mismatch": (
         "a layer whose in_features does not match what it is given: expand takes width "
         "features, project takes hidden."
@@ -492,7 +492,7 @@ SkipBlock = Exercise(
     hints=MESSAGES.hints(),
     error_notes=MESSAGES.notes({
         "layer-before-super-init": NOTE_CLUES["layer-before-super-init"],
-        "tensor-made-on-cpu": NOTE_CLUES["tensor-made-on-cpu"],
+        **{key: NOTE_CLUES[key] for key in ("copied-out-of-device", "tensor-made-on-cpu")},
         "layer-sizes-mismatch": "mat1 and mat2 shapes cannot be multiplied",
         "in-place-add": "a leaf Variable that requires grad",
     }),

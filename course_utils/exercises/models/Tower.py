@@ -31,6 +31,7 @@ from course_utils.exercises.models.common import (
     NOTE_TEXTS,
     _META,
     _device_run,
+    _hidden_layers,
     _linears,
     _module_batches,
     _module_kind,
@@ -71,6 +72,21 @@ MESSAGES = Messages("Tower", {
         "nn.ModuleList / nn.Sequential / nn.ModuleDict, so an optimizer would never "
         "update these layers, .to(device) would not move them and state_dict() would "
         "not save them. Wrap the list: self.layers = nn.ModuleList([...])."
+    ),
+    "layers-hidden-params-registered": (
+        "model.parameters() finds all {count} parameters of {on}, since you registered them "
+        "one by one, but the layers themselves sit in {where}, so they are not submodules: "
+        "model.modules() lists none of them, state_dict() names their weights params.0, "
+        "params.1, ... instead of layers.0.weight, and .to('meta') (a stand-in for a GPU) puts "
+        "moved copies in your list of parameters while the layers keep their own weights on the "
+        "CPU, where forward uses them. Register the layers themselves: self.layers = "
+        "nn.ModuleList([...]), which registers their parameters too."
+    ),
+    "depth-zero-layers": (
+        "{on} has {linears} linear layers and {found} parameters; expected none: the tower has "
+        "depth layers, so depth=0 makes an empty tower whose forward returns x as it is. A "
+        "first layer made before the loop (and depth - 1 in it) is one layer too many there; "
+        "make all of them in one loop over range(depth)."
     ),
     "built-off-cpu": (
         "{on} has its parameters on {devices}; build the layers on "
@@ -134,7 +150,7 @@ MESSAGES = Messages("Tower", {
         "batch's device."
     ),
     "layer-before-super-init": NOTE_TEXTS["layer-before-super-init"],
-    "tensor-made-on-cpu": NOTE_TEXTS["tensor-made-on-cpu"],
+    **{key: NOTE_TEXTS[key] for key in ("copied-out-of-device", "tensor-made-on-cpu")},
     "layer-sizes-mismatch": (
         "a layer whose in_features is not width: every layer of the tower is "
         "nn.Linear(width, width)."
@@ -157,6 +173,7 @@ class Tower(nn.Module):
 
 
 _TOWER_SIZES = [(5, 3), (4, 1), (3, 6)]
+_EMPTY = (4, 0)  # depth=0: "depth layers" is none, counted only (its forward returns x itself)
 
 
 def _layer_facts(linears) -> list[dict]:
@@ -209,6 +226,15 @@ def _probe_tower(answer, run):
                 m, linears, x, given_x, run, call_on), seed=30)
             case["gradients"] = _tower_gradients(model, linears, xs[0], run, on)
         cases.append(case)
+    width, depth = _EMPTY
+    on = f"Tower(width={width}, depth={depth})"
+    model = run(answer, width, depth, on=on)
+    case = {"on": on, "width": width, "depth": depth, "kind": _module_kind(model), "count_only": True}
+    if isinstance(model, nn.Module):
+        case.update(hidden_layers=_hidden_layers(model), devices=["cpu"], n_distinct_linears=len(_linears(model)),
+                    n_parameters=sum(p.numel() for p in model.parameters()),
+                    n_linears=sum(isinstance(m, nn.Linear) for _, m in model.named_modules(remove_duplicate=False)))
+    cases.append(case)
     return cases
 
 
@@ -302,7 +328,7 @@ def _expect_tower(cases):
 def _judge_tower(cases):
     for case in cases:
         problem = _layers_problem(case)
-        if problem:
+        if problem or case.get("count_only"):
             return problem
         on = case["on"]
         if case.get("params_changed") and case["params_changed"] != case.get("expected_params_changed"):
@@ -329,6 +355,9 @@ def _layers_problem(case):
     per_layer = width * width + width
     expected_count = depth * per_layer
     if case["hidden_layers"]:
+        if case.get("n_parameters") == expected_count and expected_count:
+            return MESSAGES("layers-hidden-params-registered", count=expected_count, on=on,
+                            where=", ".join(case["hidden_layers"]))
         found = f"finds {case['n_parameters']} of the" if "n_parameters" in case else "misses"
         return MESSAGES("layers-in-plain-list", found=found, count=expected_count, on=on,
                         where=", ".join(case["hidden_layers"]))
@@ -336,8 +365,10 @@ def _layers_problem(case):
         return MESSAGES("built-off-cpu", on=on, devices=", ".join(case["devices"]))
     if case["n_linears"] >= depth and case["n_distinct_linears"] < case["n_linears"]:
         return MESSAGES("same-layer-repeated", on=on, depth=depth, distinct=case["n_distinct_linears"])
-    if case["n_parameters"] == expected_count and case["n_linears"] == 0:
+    if case["n_parameters"] == expected_count and expected_count and case["n_linears"] == 0:
         return MESSAGES("no-linear-layers", on=on, count=expected_count, depth=depth, width=width)
+    if depth == 0 and (case["n_parameters"] or case["n_linears"]):
+        return MESSAGES("depth-zero-layers", on=on, linears=case["n_distinct_linears"], found=case["n_parameters"])
     if case["n_parameters"] != expected_count or case["n_linears"] != depth:
         return MESSAGES("wrong-layers", on=on, linears=case["n_distinct_linears"], found=case["n_parameters"],
                         depth=depth, width=width, count=expected_count)
@@ -400,7 +431,7 @@ Tower = Exercise(
     hints=MESSAGES.hints(),
     error_notes=MESSAGES.notes({
         "layer-before-super-init": NOTE_CLUES["layer-before-super-init"],
-        "tensor-made-on-cpu": NOTE_CLUES["tensor-made-on-cpu"],
+        **{key: NOTE_CLUES[key] for key in ("copied-out-of-device", "tensor-made-on-cpu")},
         "layer-sizes-mismatch": "mat1 and mat2 shapes cannot be multiplied",
     }),
     messages=MESSAGES,

@@ -54,10 +54,20 @@ def _parameter_devices(model: nn.Module) -> list[str]:
 NOTE_CLUES = {
     # the exception a subclass raises when it assigns a layer before nn.Module has set itself up
     "layer-before-super-init": "cannot assign module before Module.__init__() call",
+    # _on_meta's words after a copy out of a device (.tolist()), or NumPy's refusal, as on a GPU
+    "copied-out-of-device": "[copied out of its device",
     "tensor-made-on-cpu": "is not on the expected device",
 }
 NOTE_TEXTS = {
     "layer-before-super-init": "super().__init__() must run before the first layer is assigned to self.",
+    "copied-out-of-device": (
+        "your code copies a tensor out of its device, to Python numbers (.tolist()) or to NumPy "
+        "(.numpy()), and makes a new tensor from the copy: torch.tensor(...) and "
+        "torch.from_numpy(...) put it on the CPU whatever device the inputs are on, so on a GPU it "
+        "meets them on another device and raises (and .numpy() of a GPU tensor raises at once), "
+        "as here on meta, a stand-in for a GPU. Convert the tensor where it is, with tensor "
+        "operations (.to(dtype), indexing), never through a Python list or NumPy."
+    ),
     "tensor-made-on-cpu": (
         "a tensor on the CPU inside your code (made by torch.zeros(...), torch.empty(...) or "
         "torch.tensor(...) without device=, or moved there by .cpu() / .to('cpu')) while the inputs "
@@ -84,14 +94,20 @@ _DEVICE_MISMATCH = ("is not on the expected device", "Expected all tensors to be
 class _CopiesToTheCpu(torch.overrides.TorchFunctionMode):
     """Lets a meta tensor be copied to the CPU as a GPU tensor can be: ``.cpu()``, ``.to('cpu')``
     and ``cpu_tensor.copy_(meta_tensor)`` give CPU tensors of the right shape (zeros: meta has no
-    values). Meta refuses such copies outright, which would hide what a GPU shows next: the copy
-    lives on the CPU, so it meets the model's tensors on another device, or leaves forward's output
-    there."""
+    values), ``.tolist()`` a Python list of zeros. Meta refuses such copies outright, which would
+    hide what a GPU shows next: the copy lives on the CPU, so it meets the model's tensors on
+    another device, or leaves forward's output there. ``copied_out`` says whether a ``.tolist()``
+    happened, for the words of the error that may follow."""
+
+    copied_out = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         source = args[0] if args else None
         if isinstance(source, torch.Tensor) and source.device.type == "meta":
+            if func is torch.Tensor.tolist:
+                self.copied_out = True
+                return torch.zeros(source.shape, dtype=source.dtype).tolist()
             if func is torch.Tensor.cpu:
                 return torch.zeros(source.shape, dtype=source.dtype)
             if func is torch.Tensor.to:
@@ -108,19 +124,41 @@ class _CopiesToTheCpu(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+# NumPy's refusal of a tensor that is not on the CPU: meta says it as a GPU does
+_NUMPY_REFUSED = "device type tensor to numpy"
+
+
+
 def _on_meta(call):
     """Run ``call`` on meta tensors. Meta tensors have shapes but no values, so code that reads a
     value (.item(), indexing with a tensor) fails there and would work on a GPU: that is not judged
-    (None). A copy to the CPU (.cpu(), .to('cpu')) is made as a GPU would make it (see
-    _CopiesToTheCpu). A tensor left on the CPU while the inputs are elsewhere is a real bug."""
+    (None). A copy to the CPU (.cpu(), .to('cpu'), .tolist()) is made as a GPU would make it (see
+    _CopiesToTheCpu). A tensor left on the CPU while the inputs are elsewhere is a real bug, and
+    so is .numpy(), which a GPU tensor refuses as meta does."""
+    mode = _CopiesToTheCpu()
     try:
-        with _CopiesToTheCpu():
+        with mode:
             result = call()
         return value_facts(result)
     except LearnerRaised as raised:
-        if any(clue in str(raised.error) for clue in _DEVICE_MISMATCH):
+        text = str(raised.error)
+        if _NUMPY_REFUSED in text:
+            raise LearnerRaised(_reworded(raised.error, text + " [copied out of its device by .numpy()]"), raised.on) from None
+        if any(clue in text for clue in _DEVICE_MISMATCH):
+            if mode.copied_out:
+                raise LearnerRaised(_reworded(raised.error, text + " [copied out of its device by .tolist()]"), raised.on) from None
             raise
         return None
+
+
+def _reworded(error: BaseException, text: str) -> BaseException:
+    """``error`` with ``text`` for its words, raised from where it was (its traceback kept, for the
+    line that raised)."""
+    try:
+        new = type(error)(text)
+    except Exception:  # noqa: BLE001 - an exception type that takes other arguments
+        new = RuntimeError(text)
+    return new.with_traceback(error.__traceback__)
 
 
 def _device_run(model, x, run, on):

@@ -108,7 +108,7 @@ MESSAGES = Messages("cross_entropy_from_logits", {
     "wrong-loss-value": "Your loss is {got:.4f}; expected {expected:.4f} (on {on}).",
     "float-targets": "targets are class indices (int64): pass them as they are, not as floats.",
     "classes-on-wrong-dim": "logits have shape (N, C): the classes are dim=1.",
-    "tensor-made-on-cpu": NOTE_TEXTS["tensor-made-on-cpu"],
+    **{key: NOTE_TEXTS[key] for key in ("copied-out-of-device", "tensor-made-on-cpu")},
     "in-place-change-of-logits": "an in-place change of logits (-=, sub_): compute a new tensor, logits - m.",
     "view-of-non-contiguous": (
         ".view() needs contiguous memory, and logits may be a transposed tensor: use "
@@ -337,7 +337,7 @@ cross_entropy_from_logits = Exercise(
     error_notes=MESSAGES.notes({
         "float-targets": "expected scalar type Long",
         "classes-on-wrong-dim": "Dimension out of range",
-        "tensor-made-on-cpu": NOTE_CLUES["tensor-made-on-cpu"],
+        **{key: NOTE_CLUES[key] for key in ("copied-out-of-device", "tensor-made-on-cpu")},
         "in-place-change-of-logits": "a leaf Variable that requires grad",
         "view-of-non-contiguous": "view size is not compatible with input tensor's size and stride",
     }),

@@ -103,6 +103,14 @@ MESSAGES = Messages("decay_groups", {
         "duplicate parameters will become an error. Collect parameters once each "
         "(model.parameters() and model.modules() skip repeats)."
     ),
+    "duplicate-not-shared": (
+        "{name} appears twice in one group (on {on}), though the model holds it once (its layer "
+        "is not used twice): your code collects it twice. module.parameters() recurses "
+        "into the module's children, so called on a container (the model, a Sequential) as well "
+        "as on the layers inside it, it takes their parameters once more. Take each module's own: "
+        "module.named_parameters(recurse=False) over model.modules(). torch.optim warns that a "
+        "group with duplicate parameters will become an error."
+    ),
     "in-two-groups": (
         "{name} is in more than one group (on {on}); the optimizer refuses that "
         "(\"some parameters appear in more than one parameter group\"). Put every "
@@ -166,6 +174,18 @@ MESSAGES = Messages("decay_groups", {
     "weight-not-decayed": (
         "{name} is not decayed (on {on}): the weights of Linear and Conv layers "
         "are the ones weight decay is for. Give their group weight_decay={weight_decay:g}."
+    ),
+    "empty-group-dropped": (
+        "You returned {count} group (on {on}), for a model with no weight of a Linear or Conv "
+        "layer: the task asks for two groups whatever the model, the one with weight_decay then "
+        "empty ({{'params': [], 'weight_decay': {weight_decay:g}}}). torch.optim accepts an "
+        "empty group, and a caller may read groups[0] and groups[1]."
+    ),
+    "named-like-weight": (
+        "{name} is decayed (on {on}): it belongs to a subclass of nn.Linear (or Conv), named "
+        "like a weight but not the layer's weight. Only the parameter named exactly 'weight' "
+        "decays (name == 'weight', not 'weight' in name); every other parameter goes in the "
+        "group with weight_decay 0.0."
     ),
     "not-two-groups": (
         "You returned {count} groups (on {on}); the task asks for two: the weights "
@@ -306,6 +326,15 @@ def _expect_decay_groups(cases):
             names[id(module.weight)]: type(module).__name__ for module in model.modules()
             if isinstance(module, nn.modules.conv._ConvNd) and not isinstance(module, _DECAYED_KINDS)
         }
+        # parameters the model holds more than once (a layer used twice); the others' names
+        # of parameters of Linear/Conv layers: what "weight" in name takes besides the weight
+        counts = {}
+        for name, p in model.named_parameters(remove_duplicate=False):
+            counts[id(p)] = counts.get(id(p), 0) + 1
+        case["shared"] = sorted(name for name, p in model.named_parameters() if counts[id(p)] > 1)
+        case["layer_others"] = sorted(
+            names[id(p)] for module in model.modules() if isinstance(module, _DECAYED_KINDS)
+            for name, p in module.named_parameters(recurse=False) if name != "weight")
         # what a walk over model.children() alone misses: deeper blocks, the model's own
         case["one_level_misses"] = sorted(
             name for name, p in model.named_parameters()
@@ -373,7 +402,8 @@ def _group_shape_problem(case):
         inside = group["params"]
         twice = sorted({n for n in inside if inside.count(n) > 1})
         if twice:
-            return MESSAGES("duplicate-in-group", name=twice[0], on=on)
+            shared = twice[0] in case.get("shared", [twice[0]])
+            return MESSAGES("duplicate-in-group" if shared else "duplicate-not-shared", name=twice[0], on=on)
     twice = sorted({n for n in placed if placed.count(n) > 1})
     if twice:
         return MESSAGES("in-two-groups", name=twice[0], on=on)
@@ -426,6 +456,9 @@ def _placement_problem(case):
         embeddings = [n for n in wrongly_decayed if n in case.get("embedding", [])]
         if embeddings:
             return MESSAGES("embedding-decayed", name=embeddings[0], on=on)
+        named_like = [n for n in wrongly_decayed if n in case.get("layer_others", []) and "weight" in n.split(".")[-1]]
+        if named_like:
+            return MESSAGES("named-like-weight", name=named_like[0], on=on)
         return MESSAGES("decays-non-weight", name=example, on=on)
     not_decayed = sorted(expected - decayed)
     subclassed = [n for n in not_decayed if n in case.get("subclass_weights", [])]
@@ -436,6 +469,8 @@ def _placement_problem(case):
     if not_decayed:
         return MESSAGES("weight-not-decayed", name=not_decayed[0], weight_decay=weight_decay, on=on)
     if len(groups) != 2:
+        if not expected and len(groups) == 1:
+            return MESSAGES("empty-group-dropped", count=len(groups), weight_decay=weight_decay, on=on)
         return MESSAGES("not-two-groups", count=len(groups), on=on)
     return None
 

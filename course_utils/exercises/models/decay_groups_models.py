@@ -30,10 +30,16 @@ class _ImageHead(nn.Module):
 
 class _ScaledLinear(nn.Linear):
     """A subclass of nn.Linear, as many libraries write them (MultiheadAttention's out_proj is
-    one): its weight is a Linear's weight, for isinstance, not for type(m) in (...)."""
+    one): its weight is a Linear's weight, for isinstance, not for type(m) in (...). It adds a
+    parameter of its own, a per-output scale named like the weight (weight_scale): not the
+    layer's weight, so it does not decay ("weight" in name takes it)."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__(in_features, out_features)
+        self.weight_scale = nn.Parameter(torch.ones(out_features))
 
     def forward(self, x):
-        return 0.5 * super().forward(x)
+        return super().forward(x) * self.weight_scale
 
 
 class _TokenHead(nn.Module):
@@ -101,7 +107,8 @@ def _decay_models():
         ("a Conv1d model with a bias-free Linear, weight_decay=0.1", conv, 0.1, None),
         ("a Conv2d model with GroupNorm, a Linear named norm_proj used twice, a nested block and "
          "a parameter of its own, weight_decay=0.02", _ImageHead(), 0.02, None),
-        ("a model with an Embedding and a subclass of nn.Linear, weight_decay=0.05", _TokenHead(), 0.05, None),
+        ("a model with an Embedding and a subclass of nn.Linear with a parameter weight_scale of its "
+         "own, weight_decay=0.05", _TokenHead(), 0.05, None),
         ("the MLP again, a second call on the same model, weight_decay=0.05", mlp, 0.05, None),
         ("a model with Conv3d, ConvTranspose2d, a subclass of Conv2d, BatchNorm2d, "
          "InstanceNorm1d(affine=True), RMSNorm, a LayerNorm without bias, an EmbeddingBag and a "
@@ -112,4 +119,7 @@ def _decay_models():
         ("the Conv1d model again, weight_decay=0.0 (a run without decay)", conv, 0.0, None),
         *((f"an MLP with {states.MODULE_STATES[name].on}, weight_decay=0.05", _mlp(), 0.05, name)
           for name in _STATES),
+        # a model with nothing to decay: the two groups still, the first one empty
+        ("a model without Linear or Conv layers (an Embedding and a LayerNorm), weight_decay=0.05",
+         nn.Sequential(nn.Embedding(10, 4), nn.LayerNorm(4)), 0.05, None),
     ]

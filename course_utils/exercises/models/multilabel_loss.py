@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.exercises import edges, states
+from course_utils.exercises.torch_calls import TorchCallRecorder
 from course_utils.exercises.core import Exercise, Function
 from course_utils.exercises.facts import given, same_values, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.messages import Message, Messages
@@ -71,6 +72,20 @@ MESSAGES = Messages("multilabel_loss", {
         "Your loss is {value} (on {on}): for a large logit sigmoid rounds to exactly 1 "
         "or 0, and log(0) is -inf. F.binary_cross_entropy_with_logits (or F.logsigmoid) "
         "computes the log-probabilities without forming the probabilities, so it stays finite."
+    ),
+    "exp-overflows": (
+        "Your loss is {value} (on {on}): exp() of a large logit overflows to inf (exp(89) is "
+        "already inf in float32), and what is built on it is no longer finite: log(1 + exp(x)) "
+        "is inf where its true value is about x, a sigmoid written as 1 / (1 + exp(-x)) is "
+        "exactly 0, whose log is -inf. F.binary_cross_entropy_with_logits (or F.softplus, which "
+        "gives x itself for large x) never forms exp() of a large logit, so it stays finite."
+    ),
+    "kinked-gradient": (
+        "{problem} The loss is right, but its gradient is wrong exactly where a logit is 0 (every "
+        "logit of a zero-initialised head): max(x, 0) (clamp, relu) and |x| have a kink there, and "
+        "backward() takes one side's slope for each, so the slopes do not add up to "
+        "sigmoid(0) - t = 0.5 - t. F.binary_cross_entropy_with_logits (or F.softplus(x) - x * t) "
+        "is smooth at 0. Expected (sigmoid(logits) - targets) / (N * C)."
     ),
     "cut-from-graph": (
         "Your loss does not require grad (on {on}): it is cut off from the "
@@ -140,7 +155,7 @@ MESSAGES = Messages("multilabel_loss", {
         ".view() needs contiguous memory, and logits may be a transposed tensor: use "
         ".reshape(), or no reshaping at all."
     ),
-    "tensor-made-on-cpu": NOTE_TEXTS["tensor-made-on-cpu"],
+    **{key: NOTE_TEXTS[key] for key in ("copied-out-of-device", "tensor-made-on-cpu")},
     "in-place-change-of-logits": "an in-place change of logits (sigmoid_, -=): compute a new tensor.",
 })
 
@@ -185,6 +200,9 @@ def _ml_cases():
     ]
 
 
+_EDGES = " at the edges of "
+
+
 def _edge_cases(labels):
     """Logits at the edges of float32 and float64 (zeros of both signs, subnormals, 1 and the
     number after it, magnitudes whose exp or square overflows; finite, and small enough that a
@@ -197,7 +215,7 @@ def _edge_cases(labels):
         allowed = edges.Allowed(finite=True, low=-torch.finfo(dtype).max / 1e6, high=torch.finfo(dtype).max / 1e6)
         for shift, target_dtype in enumerate(target_dtypes):
             kind = str(target_dtype).removeprefix("torch.")
-            found.append((f"4 examples, 6 labels, {name} logits at the edges of {name} (±0, subnormals, "
+            found.append((f"4 examples, 6 labels, {name} logits{_EDGES}{name} (±0, subnormals, "
                           f"1 and the next {name}, magnitudes whose exp or square overflows), {kind} targets",
                           edges.edge_tensor((4, 6), dtype, allowed, shift=3 * shift),
                           labels((4, 6)).to(target_dtype)))
@@ -232,12 +250,14 @@ def _probe_multilabel_loss(answer, run):
             given_logits, given_targets = logits.t().clone().t(), targets.t().clone().t()
         if firsts is None:
             firsts = (given_logits, given_targets, logits, targets)
-        before = states.session_settings()
-        got = run(answer, given_logits, given_targets, on=on)
+        before, recorder = states.session_settings(), TorchCallRecorder()
+        with recorder:
+            got = run(answer, given_logits, given_targets, on=on)
         cases.append(_ml_record(on, logits, targets, got, not torch.equal(given_logits, logits),
                                 not torch.equal(given_targets, targets)))
         cases[-1]["logits_tracked"] = bool(given_logits.requires_grad)
         cases[-1]["settings_changed"] = states.changed_settings(before, states.session_settings())
+        cases[-1]["called"] = sorted(recorder.names)
     _, logits, targets = _ml_cases()[0]  # under no_grad: grad mode is what an answer may switch
     with torch.no_grad():
         before = states.session_settings()
@@ -260,19 +280,31 @@ def _probe_multilabel_loss(answer, run):
     # it does not pick.
     logits = torch.tensor([[100.0, -100.0, 2.0], [-3.0, 40.0, 0.5], [1.0, -1.0, -60.0], [0.25, 80.0, -0.5]])
     targets = torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
-    leaf = logits.clone().requires_grad_(True)
-    got = run(answer, leaf, targets.clone(), on=_ML_GRADIENT_CASE)
-    case = _ml_record(_ML_GRADIENT_CASE, logits, targets, got, False, False)
-    case["grad"] = None
-    if isinstance(got, torch.Tensor) and got.requires_grad and got.numel() == 1:
-        run(got.backward, on=f"backward() from your loss ({_ML_GRADIENT_CASE})")
-        case["grad"] = value_facts(leaf.grad)
+    case = _ml_gradient(answer, run, _ML_GRADIENT_CASE, logits, targets, called_on=_ML_GRADIENT_CASE)
     cases.append(case)
     if not (case["got"]["kind"] == "tensor" and case["got"]["requires_grad"]):
         return {"cases": cases, "meta": None}
+    # the gradient on the edges too: at a logit of exactly ±0 (every logit of a zero-initialised
+    # head) max(x, 0) and |x| have kinks, whose one-sided slopes give a wrong gradient
+    cases += [_ml_gradient(answer, run, on, logits, targets)
+              for on, logits, targets in _ml_cases() if _EDGES in on]
     _, logits, targets = _ml_cases()[0]
     meta = _on_meta(lambda: run(answer, logits.to("meta"), targets.to("meta"), on=_ML_META_CASE))
     return {"cases": cases, "meta": meta}
+
+
+def _ml_gradient(answer, run, on, logits, targets, *, called_on=None):
+    """The answer's loss on a leaf copy of ``logits`` that requires grad, and the gradient
+    backward() from it gives the leaf (None where there is no loss to call backward() on)."""
+    called_on = called_on or f"{on}, logits with requires_grad=True"
+    leaf = logits.clone().requires_grad_(True)
+    got = run(answer, leaf, targets.clone(), on=called_on)
+    case = _ml_record(called_on, logits, targets, got, False, False)
+    case["grad"] = None
+    if isinstance(got, torch.Tensor) and got.requires_grad and got.numel() == 1:
+        run(got.backward, on=f"backward() from your loss ({called_on})")
+        case["grad"] = value_facts(leaf.grad)
+    return case
 
 
 def _expect_multilabel_loss(record):
@@ -335,8 +367,10 @@ def _judge_multilabel_loss(record):
         if narrowed and not same_values(value, right, rtol=1e-4, atol=1e-5) and same_values(
                 value, narrowed["values"], rtol=1e-4, atol=1e-5):
             return MESSAGES("computed-in-narrower-dtype", value=value, on=on)
-        if not np.isfinite(value):
-            return MESSAGES("unstable-log", value=value, on=on)
+        if not np.isfinite(value):  # exp() overflowing, or a probability rounded to 0 or 1
+            called = set(case.get("called", ()))
+            overflow = "exp" in called and not called & {"sigmoid", "sigmoid_"}
+            return MESSAGES("exp-overflows" if overflow else "unstable-log", value=value, on=on)
         if same_values(value, right, rtol=1e-4, atol=1e-5):
             if case["on"].endswith(_ML_AGAIN):
                 continue
@@ -352,8 +386,7 @@ def _judge_multilabel_loss(record):
                     what="the gradient logits.grad", on=on, rtol=1e-4, atol=1e-6,
                 )
                 if problem:
-                    nan = np.isnan(np.asarray(grad.get("values", 0.0))).any()
-                    return MESSAGES("nan-gradient" if nan else "wrong-gradient", problem=problem)
+                    return _gradient_mistake(case, grad, problem)
             continue
         for key in _ML_MISTAKES:
             if same_values(value, case[key]["values"], rtol=1e-4, atol=1e-5):
@@ -364,6 +397,21 @@ def _judge_multilabel_loss(record):
                             expected=right)
         return MESSAGES("wrong-loss-value", got=value, expected=right, on=on)
     return _loss_on_meta_problem(record["meta"], MESSAGES)
+
+
+def _gradient_mistake(case, grad, problem):
+    """What a wrong gradient (with a right loss) comes from: a nan from a branch not taken, the
+    kinks of max(x, 0) and |x| at a logit of 0, or else what the comparison shows."""
+    values = np.asarray(grad.get("values", 0.0), dtype=float)
+    if np.isnan(values).any():
+        return MESSAGES("nan-gradient", problem=problem)
+    expected = np.asarray(case["expected_grad"], dtype=float)
+    if values.shape == expected.shape:
+        differ = ~np.isclose(values, expected, rtol=1e-4, atol=1e-6)
+        zeros = tensor_of(case["given"]["logits"]).double().numpy() == 0
+        if differ.any() and not (differ & ~zeros).any():
+            return MESSAGES("kinked-gradient", problem=problem)
+    return MESSAGES("wrong-gradient", problem=problem)
 
 
 multilabel_loss = Exercise(
@@ -385,7 +433,7 @@ multilabel_loss = Exercise(
         "targets-of-other-dtype": "but expected Double",
         "targets-of-other-shape": "must be the same as input size",
         "view-of-non-contiguous": "view size is not compatible with input tensor's size and stride",
-        "tensor-made-on-cpu": NOTE_CLUES["tensor-made-on-cpu"],
+        **{key: NOTE_CLUES[key] for key in ("copied-out-of-device", "tensor-made-on-cpu")},
         "in-place-change-of-logits": "a leaf Variable that requires grad",
     }),
     messages=MESSAGES,

@@ -387,6 +387,47 @@ class TowerOfLinearReLU(nn.Sequential):
         super().__init__(*[_LinearReLU(width, width) for _ in range(depth)])
 
 
+# -- issue 45, second fresh round (from the task text) --
+class TowerFirstPlusRest(nn.Module):
+    # a first layer, then depth - 1 more in a loop: depth=0 still gives one layer
+    def __init__(self, width, depth):
+        super().__init__()
+        self.first = nn.Linear(width, width)
+        self.rest = nn.ModuleList([nn.Linear(width, width) for _ in range(depth - 1)])
+
+    def forward(self, x):
+        x = torch.relu(self.first(x))
+        for layer in self.rest:
+            x = torch.relu(layer(x))
+        return x
+
+
+class TowerParameterList(nn.Module):
+    # layers in a plain list, "fixed" by registering their parameters in a ParameterList
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = [nn.Linear(width, width) for _ in range(depth)]
+        self.params = nn.ParameterList([p for layer in self.layers for p in layer.parameters()])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+class TowerWhileLoop(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList()
+        while len(self.layers) < depth:
+            self.layers.append(nn.Linear(width, width))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x).relu()
+        return x
+
+
 CATALOGUE = Catalogue({
     ex.Tower: [
         right("an nn.Sequential with ReLU modules", TowerWithSequential),
@@ -434,6 +475,13 @@ CATALOGUE = Catalogue({
         wrong('one row at a time, stacked', TowerRowLoop, "stack expects a non-empty TensorList", "empty batch", kind=EDGE, outcome=Outcome.RAISED),
         wrong('detach() between the layers', TowerDetachBetween, "no gradient", "graph is cut"),
         right("an nn.Sequential of a Linear subclass with its ReLU", TowerOfLinearReLU),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("a first layer, then depth - 1 in a loop", TowerFirstPlusRest, "Tower(width=4, depth=0) has 1 linear layers",
+              "expected none", "depth=0", kind=EDGE),
+        wrong("layers in a plain list, their parameters in an nn.ParameterList", TowerParameterList,
+              "finds all 90 parameters", "not submodules", "model.modules() lists none of them",
+              "keep their own weights on the CPU"),
+        right("layers appended in a while loop", TowerWhileLoop),
     ],
 })
 

@@ -227,6 +227,23 @@ def ce_where_one_hot(logits, targets):
     return -torch.where(chosen, log_probs, torch.zeros_like(log_probs)).sum(dim=1).mean()
 
 
+# -- issue 45, second fresh round (from the task text) --
+def ce_tolist(logits, targets):
+    t = torch.tensor(targets.tolist())  # "a clean int64 copy"
+    return F.nll_loss(torch.log_softmax(logits, 1), t)
+
+
+def ce_through_numpy(logits, targets):
+    t = torch.from_numpy(targets.numpy()).long()
+    return F.nll_loss(torch.log_softmax(logits, 1), t)
+
+
+def ce_tolist_on_device(logits, targets):
+    # slow (a round trip to Python), but the copy is made where the logits are
+    t = torch.tensor(targets.tolist(), device=logits.device)
+    return F.nll_loss(torch.log_softmax(logits, 1), t)
+
+
 CATALOGUE = Catalogue({
     ex.cross_entropy_from_logits: [
         right("indexing the log-probabilities", by_indexing),
@@ -294,6 +311,12 @@ CATALOGUE = Catalogue({
         wrong('log-probabilities clamped at -100', ce_clamp_log_prob, "very large logits", kind=EDGE),
         wrong('torch.set_grad_enabled(True) inside', ce_enables_grad_globally, "changed gradient mode", "torch.no_grad()", kind=STATEFUL),
         right("torch.where on a one-hot mask", ce_where_one_hot),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("targets rebuilt with torch.tensor(targets.tolist())", ce_tolist, "copied out of its device",
+              ".tolist()", "on a GPU", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("targets rebuilt through NumPy", ce_through_numpy, "copied out of its device", ".numpy()",
+              kind=EDGE, outcome=Outcome.RAISED),
+        right("targets rebuilt from .tolist() on the logits' device", ce_tolist_on_device),
     ],
 })
 

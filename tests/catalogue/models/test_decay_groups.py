@@ -423,6 +423,50 @@ def dg_apply_collect(model, weight_decay):
             {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}]
 
 
+# -- issue 45, second fresh round (from the task text) --
+_DG_KINDS = (nn.Linear, nn.Conv1d, nn.Conv2d)
+
+
+def dg_drop_empty(model, weight_decay):
+    # leave out a group with no parameters ("optimizers dislike empty groups")
+    decay, no_decay = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            (decay if name == "weight" and isinstance(module, _DG_KINDS) else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
+def dg_weight_substring(model, weight_decay):
+    # "weight" in the name, within Linear/Conv layers: also takes a weight_scale
+    decay, no_decay = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            (decay if "weight" in name and isinstance(module, _DG_KINDS) else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def dg_recurse_other_modules(model, weight_decay):
+    # Linear/Conv: weight decays, bias does not; any other module: all its parameters, but
+    # parameters() recurses into its children
+    decay, no_decay = [], []
+    for module in model.modules():
+        if isinstance(module, _DG_KINDS):
+            decay.append(module.weight)
+            if module.bias is not None:
+                no_decay.append(module.bias)
+        else:
+            no_decay.extend(module.parameters())
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def dg_weights_by_identity(model, weight_decay):
+    weights = {id(m.weight) for m in model.modules() if isinstance(m, _DG_KINDS)}
+    params = list(model.parameters())
+    return [{"params": [p for p in params if id(p) in weights], "weight_decay": weight_decay},
+            {"params": [p for p in params if id(p) not in weights], "weight_decay": 0.0}]
+
+
 CATALOGUE = Catalogue({
     ex.decay_groups: [
         wrong("by shape: p.ndim >= 2", by_dimension, "an Embedding's weight, is decayed",
@@ -486,6 +530,14 @@ CATALOGUE = Catalogue({
         wrong('model.requires_grad_(True) first', dg_unfreezes_all, "switched on requires_grad of 0.weight", kind=STATEFUL),
         wrong('model.zero_grad() first', dg_zero_grad, "0.weight.grad is left as None", kind=STATEFUL),
         right("ids collected with model.apply", dg_apply_collect),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("empty groups left out", dg_drop_empty, "You returned 1 group", "Embedding and a LayerNorm",
+              "two groups whatever the model", kind=EDGE),
+        wrong("'weight' in the name, within Linear/Conv layers", dg_weight_substring, "proj.weight_scale is decayed",
+              "not 'weight' in name", kind=EDGE),
+        wrong("module.parameters() of every other module", dg_recurse_other_modules, "0.bias appears twice",
+              "holds it once", "recurses into the module's children", "recurse=False"),
+        right("the weights by identity, the rest in model order", dg_weights_by_identity),
     ],
 })
 

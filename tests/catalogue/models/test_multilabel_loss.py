@@ -180,12 +180,44 @@ def ml_where_softplus(logits, targets):
     return torch.where(positive, F.softplus(-logits), F.softplus(logits)).mean()
 
 
+# -- issue 45, second fresh round (from the task text) --
+def ml_tolist(logits, targets):
+    # convert bool/int targets by rebuilding them from Python numbers
+    t = torch.tensor(targets.tolist(), dtype=logits.dtype)
+    return F.binary_cross_entropy_with_logits(logits, t)
+
+
+def ml_stable_formula_kink(logits, targets):
+    # the textbook stable formula: right values, but kinks at a logit of exactly 0
+    t = targets.to(logits.dtype)
+    return (logits.clamp(min=0) - logits * t + torch.log1p(torch.exp(-logits.abs()))).mean()
+
+
+def ml_log1p_exp(logits, targets):
+    # softplus(x) - x * t, softplus written as log1p(exp(x)): exp overflows past ~88
+    t = targets.to(logits.dtype)
+    return (torch.log1p(torch.exp(logits)) - logits * t).mean()
+
+
+def ml_through_numpy(logits, targets):
+    t = torch.from_numpy(targets.numpy()).to(logits.dtype)
+    return F.binary_cross_entropy_with_logits(logits, t)
+
+
+def ml_logaddexp(logits, targets):
+    # log(1 + e^x) = logaddexp(0, x): smooth at 0, finite for large x
+    t = targets.to(logits.dtype)
+    return (torch.logaddexp(torch.zeros_like(logits), logits) - logits * t).mean()
+
+
 CATALOGUE = Catalogue({
     ex.multilabel_loss: [
         right("nn.BCEWithLogitsLoss with type_as", ml_bce_module),
         right("softplus(z) - z * t", ml_softplus),
         right("logsigmoid of both sides", ml_logsigmoid),
-        right("the clamped formula, summed and divided", ml_clamped_formula),
+        # its gradient at a logit of exactly 0 is 1 - t, not 0.5 - t (issue 45, second round)
+        wrong("the clamped formula, summed and divided", ml_clamped_formula, "exactly where a logit is 0",
+              "got 0.0416667, expected 0.0208333", kind=EDGE),
         right("per-example means, then their mean", ml_summed_then_divided),
         wrong("sigmoid, then BCELoss", ml_sigmoid_then_bce, "You applied sigmoid, then binary cross-entropy",
               "clamps it to -100", "logits up to 95", kind=EDGE),
@@ -228,6 +260,16 @@ CATALOGUE = Catalogue({
         wrong('a running average over calls', ml_running_average, "Your loss is", kind=STATEFUL),
         wrong('computed in float16', ml_half_compute, "Your loss is 1.0098; expected 1.0094"),
         right("torch.where between two softplus", ml_where_softplus),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("targets rebuilt with torch.tensor(targets.tolist())", ml_tolist, "copied out of its device",
+              ".tolist()", "on a GPU", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("max(x, 0) - x t + log1p(exp(-|x|))", ml_stable_formula_kink, "exactly where a logit is 0",
+              "kink", "0.5 - t", kind=EDGE),
+        wrong("softplus written as log1p(exp(x))", ml_log1p_exp, "Your loss is inf", "exp() of a large logit overflows",
+              "log(1 + exp(x)) is inf", kind=EDGE),
+        wrong("targets rebuilt through NumPy", ml_through_numpy, "copied out of its device", ".numpy()",
+              kind=EDGE, outcome=Outcome.RAISED),
+        right("logaddexp(0, x) - x * t", ml_logaddexp),
     ],
 })
 
