@@ -5,7 +5,10 @@ Engine: applies states.MODULE_STATES "eval", "first-frozen", "all-frozen", "grad
 gradients in x.grad and the layer's .grad); under torch.no_grad() the answer may raise, as the
 reference does, but must not switch the mode, and what it returns must be right. It applies
 edges.edge_tensor to x (the edges of float64, ±inf and nan included, non-contiguous), an empty
-float64 x and a 0-d one; the reference runs on the judge's side on the recorded f and x
+float64 x, an empty meta x and a 0-d one. Besides the Linear layer it hands in layers whose mode
+matters (input_gradient_modules): a batch norm in train mode, and a model whose Dropout is in
+eval mode while the model trains (each sub-module's mode must be left as it was). The reference
+runs on the judge's side on the recorded f (rebuilt from its numbers and modes) and x
 (``expect``). Hand-written because
 "leave no trace" is judged on the caller's own x and f (their .grad, flags and mode, compared
 with what they held before: what the reference leaves), which a pure function of tensors has not.
@@ -20,6 +23,8 @@ import torch
 
 from course_utils.exercises.answer_source import returns_a_value
 from course_utils.exercises.autograd.common import CHAPTER
+from course_utils.exercises.autograd.input_gradient_modules import (
+    BATCH_NORM, DROPOUT_OFF, KINDS, build, changed_submodules, modes, numbers, one_thread, put_modes, rebuild)
 from course_utils.exercises.autograd.input_gradient_trace import trace_problem
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.edges import edge_tensor, not_contiguous
@@ -82,6 +87,18 @@ MESSAGES = Messages("input_gradient", {
         "Your function switched f between train and eval mode and left it so (on {on}): "
         "dropout and batch norm would then behave differently in the caller's next "
         "forward pass. Leave f's mode as you found it (or put it back before returning)."),
+    "changed-submodule-mode": (
+        "Your function left f's sub-module f.{name} in {now} mode; it was handed in in {was} "
+        "mode while f itself is in {parent} mode (on {on}). A sub-module may be in another mode "
+        "than the model (a Dropout switched off while the rest trains, a frozen batch norm), "
+        "and f.train(flag) or f.eval() sets the mode of every sub-module: putting back "
+        "f.training alone does not put back theirs. Leave f's mode alone: the gradient asked "
+        "for is the one of f as it was handed in."),
+    "computed-in-eval-mode": (
+        "Your gradient is the one f gives in eval mode, but f was handed in in train mode (on "
+        "{on}): a batch norm in train mode normalises with the batch's own mean and variance, so "
+        "its output, and the gradient, differ from eval mode's. Leave f's mode as it is: the "
+        "task asks for the gradient of f(x).sum() with f as it was handed in."),
     "filled-param-grads": (
         "Your function left a gradient in the .grad of f's parameters "
         "(layer.{name}.grad was None, now holds one; on {on}): backward() stores "
@@ -144,6 +161,11 @@ MESSAGES = Messages("input_gradient", {
         "the check passes an x on the meta device, which stands for another device such as "
         "a GPU and holds no numbers: keep x where it is, x.detach().requires_grad_(), rather "
         "than going through .cpu(), .numpy() or torch.tensor(...)."),
+    "func-transform-and-batch-norm": (
+        "torch.func's transforms (grad, vjp) refuse a layer that changes its own buffers in "
+        "place, as a batch norm in train mode updates its running mean and variance; f may be "
+        "any layer, and the check hands in such one. torch.autograd.grad(f(x).sum(), x), on a "
+        "leaf of your own, x.detach().requires_grad_(), works with every layer."),
     "second-backward": (
         "a second backward() or autograd.grad through one graph: compute f(x) anew for "
         "each gradient."),
@@ -209,21 +231,24 @@ def _try_calls(answer, run, record):
     # The layer as the calls find it, for the judge's side to rebuild (``expect``).
     record["weight"], record["bias"] = layer.weight.detach().numpy().copy(), layer.bias.detach().numpy().copy()
 
-    def call(f, kind, x, on, out_numel, state=None):
+    def call(f, kind, x, on, out_numel, state=None, module=None):
         if calls and calls[-1]["grad_enabled_after"] != calls[-1]["grad_enabled_before"]:
             return None  # an earlier call switched the grad mode; the judge reports that call
+        tracked = layer if module is None else module  # the module whose trace is judged
+        parameters = dict(tracked.named_parameters())
         readable = x.device.type != "meta"
         start = x.detach().clone() if readable else None
         requires_grad_before = bool(x.requires_grad)
         x_grad_before = _grad_facts(x)
         flags_before = {name: p.requires_grad for name, p in parameters.items()}
-        training_before = layer.training
-        context = state.put(layer) if state is not None else contextlib.nullcontext()
+        modes_before = modes(tracked)
+        context = state.put(tracked) if state is not None else contextlib.nullcontext()
         flags_put = {name: p.requires_grad for name, p in parameters.items()}  # what the state froze
         params_before = {name: _grad_facts(p) for name, p in parameters.items()}
-        training_put = layer.training
+        modes_put = modes(tracked)
+        module_numbers = numbers(tracked) if module is not None else None  # for the judge's side
         raised_here = False
-        with context:
+        with context, one_thread() if module is not None else contextlib.nullcontext():
             grad_enabled_before = torch.is_grad_enabled()
             try:
                 got = run(answer, f, x, on=on)
@@ -252,19 +277,22 @@ def _try_calls(answer, run, record):
             "requires_grad_after": bool(x.requires_grad),
             "x_grad_before": x_grad_before,
             "x_grad_after": _grad_facts(x),
-            "params_before": params_before if f is layer else None,
-            "params_after": {name: _grad_facts(p) for name, p in parameters.items()} if f is layer else None,
+            "params_before": params_before if f is tracked else None,
+            "params_after": {name: _grad_facts(p) for name, p in parameters.items()} if f is tracked else None,
             # "Leave no trace" covers f too: its parameters' requires_grad and its train/eval mode.
             "frozen_params": sorted(name for name, p in parameters.items()
                                     if flags_put[name] and not p.requires_grad),
             "unfrozen_params": sorted(name for name, p in parameters.items()
                                       if not flags_put[name] and p.requires_grad),
-            "mode_changed": layer.training != training_put,
-            "training_before": training_put,
+            "mode_changed": tracked.training != modes_put[""],
+            "training_before": modes_put[""],
+            # ... and the mode of each sub-module, which may differ from f's own
+            "submodules_changed": changed_submodules(tracked, modes_put),
+            "module": None if module is None else {"numbers": module_numbers, "modes": modes_put},
         })
         for name, p in parameters.items():  # the next call starts from the flags it should find
             p.requires_grad_(flags_before[name])
-        layer.train(training_before)
+        put_modes(tracked, modes_before)
         return got
 
     x = torch.randn(4, 3, generator=generator)
@@ -316,6 +344,18 @@ def _try_calls(answer, run, record):
          "f(t) = t * sin(t) on a 0-d float64 x (a single number), 1.5", 1)
     call(_x_sin_x, _IG_X_SIN_X, torch.zeros(0, 4, dtype=torch.float64),
          "f(t) = t * sin(t) on an empty float64 x of shape (0, 4)", 0)
+    call(_x_sin_x, _IG_X_SIN_X, torch.empty(0, 3, device="meta"),
+         "f(t) = t * sin(t) on an empty x on the meta device (it stands for a GPU), shape (0, 3)", 0)
+    # Layers whose mode matters: a batch norm in train mode (its output, and so its gradient,
+    # differ in eval mode), and a model whose Dropout is switched off while the model trains.
+    net = build(BATCH_NORM)
+    call(net, BATCH_NORM, torch.randn(4, 3, generator=generator) * 2 + 0.5,
+         "f = nn.Sequential(nn.BatchNorm1d(3), nn.Tanh()) in train mode, and an x of shape (4, 3)", 12,
+         module=net)
+    net = build(DROPOUT_OFF)
+    call(net, DROPOUT_OFF, torch.randn(2, 3, generator=generator),
+         "f = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5)) in train mode with its Dropout in eval "
+         "mode (f[1].eval()), and an x of shape (2, 3)", 6, module=net)
 
 
 def _same_tensor(a, b) -> bool:
@@ -334,11 +374,26 @@ def _expect_input_gradient(record):
         layer.bias.copy_(torch.from_numpy(record["bias"]))
     for call in record["calls"]:
         call["expected"] = None
-        if call["given"] is not None:
-            f = layer if call["kind"] == _IG_LINEAR else _FUNCTIONS[call["kind"]]
-            with torch.enable_grad():
-                call["expected"] = value_facts(reference(f, tensor_of(call["given"])))["values"]
+        if call["given"] is None:
+            continue
+        with one_thread() if call["kind"] in KINDS else contextlib.nullcontext():
+            _expect_call(call, layer, reference)
     return record
+
+
+def _expect_call(call, layer, reference):
+    """The reference's gradient on one recorded call (and, for a batch norm, f's in eval mode)."""
+    if call["kind"] in KINDS:  # a layer of its own, rebuilt from the numbers and modes it had
+        module = call["module"]
+        f = rebuild(call["kind"], module["numbers"], module["modes"])
+        if call["kind"] == BATCH_NORM:  # what f gives in eval mode: a named mistake
+            in_eval = rebuild(call["kind"], module["numbers"], module["modes"]).eval()
+            with torch.enable_grad():
+                call["expected_eval"] = value_facts(reference(in_eval, tensor_of(call["given"])))["values"]
+    else:
+        f = layer if call["kind"] == _IG_LINEAR else _FUNCTIONS[call["kind"]]
+    with torch.enable_grad():
+        call["expected"] = value_facts(reference(f, tensor_of(call["given"])))["values"]
 
 
 def _explained(problem, id):
@@ -378,6 +433,9 @@ def _judge_input_gradient(record):
                 return MESSAGES("grad-kept-between-calls", on=on)
             if call["out_numel"] > 1 and expected.size and same_values(values, expected / call["out_numel"]):
                 return MESSAGES("mean-not-sum", numel=call["out_numel"], on=on)
+            in_eval = call.get("expected_eval")
+            if in_eval is not None and not same_values(values, expected) and same_values(values, in_eval):
+                return MESSAGES("computed-in-eval-mode", on=on)
         tolerance = {"rtol": 1e-7, "atol": 1e-9} if call["dtype"] == "torch.float64" else {}
         problem = tensor_problem(got, {**template, "values": expected}, what="your gradient", on=on, **tolerance)
         if problem:
@@ -408,6 +466,7 @@ input_gradient = Exercise(
         "grad-outputs-on-other-device": "- expected device",
         "x-moved-off-device": "meta",
         "second-backward": "Trying to backward through the graph a second time",
+        "func-transform-and-batch-norm": "that would mutate a captured Tensor",
     }),
     messages=MESSAGES,
 )

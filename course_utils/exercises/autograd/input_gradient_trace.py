@@ -45,6 +45,10 @@ def trace_problem(call, messages):
         return messages("eval-mode-not-kept", on=on)
     if call.get("mode_changed"):
         return messages("changed-f-mode", on=on)
+    for sub in call.get("submodules_changed") or ():
+        mode = {True: "train", False: "eval"}
+        return messages("changed-submodule-mode", name=sub["name"], now=mode[sub["now"]], was=mode[sub["was"]],
+                        parent=mode[call["training_before"]], on=on)
     if call["params_before"] is not None:
         for name, before_grad in call["params_before"].items():
             change = grad_change(before_grad, call["params_after"][name])

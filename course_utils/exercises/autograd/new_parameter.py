@@ -112,6 +112,14 @@ MESSAGES = Messages("new_parameter", {
     "scaled-after-requires-grad": (
         "an in-place operation (mul_, *=) on a tensor created with requires_grad=True. "
         "Scale first, then call .requires_grad_()."),
+    "retain-grad-of-a-non-leaf": (
+        "retain_grad() on the tensor you return: it keeps the .grad of a tensor that is not a "
+        "leaf, and needing it shows that yours is not one (an operation made it, so it has a "
+        "grad_fn and the gradient flows on to the tensor it was computed from). The check also "
+        "calls your function under torch.no_grad(), as when a model is built inside one: there "
+        "the operation records nothing, its result does not require grad, and retain_grad() "
+        "refuses it. Return a leaf itself: scale first, switch tracking on last, "
+        "(torch.randn(shape) * 0.01).requires_grad_()."),
     "randn-shape-argument": (
         "torch.randn takes the shape as it is, torch.randn(shape), or unpacked, "
         "torch.randn(*shape)."),
@@ -297,6 +305,7 @@ new_parameter = Exercise(
     error_notes=MESSAGES.notes({
         "scaled-after-requires-grad": "a leaf Variable that requires grad",
         "randn-shape-argument": "randn() received an invalid combination of arguments",
+        "retain-grad-of-a-non-leaf": "can't retain_grad on Tensor that has requires_grad=False",
     }),
     messages=MESSAGES,
 )

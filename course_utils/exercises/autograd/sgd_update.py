@@ -1,7 +1,7 @@
 """Chapter 02, A5 — ``sgd_update``: update a leaf in place, without recording it.
 
 Engine: applies edges.edge_tensor (the edges of float32, ±inf and nan included, as the values of
-w and of its .grad) and states.MODULE_STATES["no-grad"] (called under torch.no_grad(), as inside
+w and of its .grad), a 0-d w, and states.MODULE_STATES["no-grad"] (called under torch.no_grad(), as inside
 an optimizer's step), with a learning rate above 1; the reference runs on the judge's side on
 the recorded w, .grad and lr (``expect``). Hand-written because its named mistakes read what
 happened to the caller's very tensor (its memory, its .grad, a w of an earlier call).
@@ -105,6 +105,14 @@ MESSAGES = Messages("sgd_update", {
         ".view() needs contiguous memory, and w may be a transposed tensor: update w as it "
         "is (w -= lr * w.grad), or use .reshape()."),
     "update-of-other-shape": "an in-place update whose right-hand side has another shape than w.",
+    "slice-of-0-d-w": (
+        "w may be a 0-d tensor (a single number, such as a learned scale): it has no dimension "
+        "to slice, so w[:] fails. Update the tensor itself in place, `w -= lr * w.grad` inside "
+        "`with torch.no_grad():` (w[...] = ... also works for every shape)."),
+    "loop-over-0-d-w": (
+        "w may be a 0-d tensor (a single number, such as a learned scale): it has no rows to "
+        "loop over. Update the whole tensor in place at once, `w -= lr * w.grad` inside "
+        "`with torch.no_grad():`."),
 })
 
 
@@ -133,6 +141,7 @@ def _sgd_weights(generator):
     quiet = torch.randn(4, 3, generator=more).requires_grad_(True)
     fast = torch.randn(4, 3, generator=more).requires_grad_(True)
     edges = edge_tensor((3, 6), torch.float32, shift=0).requires_grad_(True)
+    scalar = torch.tensor(1.5).requires_grad_(True)  # the task allows any leaf: a 0-d one too
     return [
         ("a tensor of shape (4, 3) with its .grad filled, lr=0.1", first, 0.1, None, None),
         ("the same w again, with a new gradient, lr=0.5", first, 0.5, None, None),
@@ -142,6 +151,8 @@ def _sgd_weights(generator):
         ("a tensor of shape (4, 3), lr=2.0 (a large rate)", fast, 2.0, None, None),
         ("a w of shape (3, 6) and a .grad holding the edges of float32 (0, -0, subnormals, huge "
          "values, ±inf, nan), lr=0.1", edges, 0.1, edge_tensor((3, 6), torch.float32, shift=7), None),
+        ("a 0-d leaf (a single number, as a learned scale or temperature), lr=0.1", scalar, 0.1,
+         torch.tensor(-0.75), None),
     ]
 
 
@@ -279,6 +290,8 @@ sgd_update = Exercise(
         "grad-cleared-before-use": "unsupported operand type(s) for *: 'float' and 'NoneType'",
         "view-of-non-contiguous": "view size is not compatible with input tensor's size and stride",
         "update-of-other-shape": "doesn't match the broadcast shape",
+        "slice-of-0-d-w": "slice() cannot be applied to a 0-dim tensor",
+        "loop-over-0-d-w": "of a 0-d tensor",
     }),
     messages=MESSAGES,
 )

@@ -3,8 +3,10 @@
 Engine: applies edges.edge_tensor (the edges of float32 and float64 the task's range allows,
 Allowed(low=-30, high=30): ±0, subnormals, the smallest normals, ±1 and the step after 1), in a
 contiguous and a non-contiguous layout, plus a 0-d x, an x with size-1 dimensions and one on the
-meta device; and the states an x may be in (not requiring grad, .grad holding an old gradient).
-What is right is the reference's formula, log(exp(x) + 1) and its derivative sigmoid(x), worked
+meta device; below -30 too, for the task bounds x only above ("up to 30"): the edges of each
+dtype there (exp(-x) overflowing, the largest magnitudes, -inf), and float64 x just above 12,
+where float64's tolerance (rtol 1e-7) tells softplus(x) from x; and the states an x may be in
+(not requiring grad, .grad holding an old gradient). What is right is the reference's formula, log(exp(x) + 1) and its derivative sigmoid(x), worked
 out on the judge's side in float64 (NumPy) from the recorded x. Hand-written because its named
 mistakes read the recorded graph and the gradient backward() gives, which a pure function of
 tensors has not.
@@ -17,7 +19,7 @@ import torch
 
 from course_utils.exercises.autograd.common import CHAPTER
 from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
-from course_utils.exercises.edges import Allowed, edge_tensor, not_contiguous
+from course_utils.exercises.edges import Allowed, edge_tensor, edge_values, not_contiguous
 from course_utils.exercises.facts import same_values, tensor_problem, value_facts
 from course_utils.exercises.messages import Messages
 from course_utils.exercises.running import LearnerRaised
@@ -70,6 +72,25 @@ MESSAGES = Messages("softplus", {
         "change made through .data (or under torch.no_grad()) is invisible to "
         "autograd's version check. Use an out-of-place `e + 1` instead."),
     "gradient-problem": "{problem} The gradient of softplus is sigmoid(x).",
+    "x-itself-too-early": (
+        "Your result is x itself at x = {value:g} (on {on}): got {got:g}, expected "
+        "{expected:.10g}. softplus(x) = x + log(1 + e^-x) is x only to within e^-x, and at "
+        "{value:g} that gap, {gap:.3g}, is larger than {dtype}'s rounding. Switch to x only where "
+        "e^-x is below the dtype's step (F.softplus switches at 20), or not at all: "
+        "torch.log1p(torch.exp(x))."),
+    "overflow-far-below": (
+        "Your result is {got:g} at x = {value:g} (on {on}), where softplus(x) is about e^x = "
+        "{expected:.3g}: something overflowed, such as exp(-x), which passes the largest "
+        "{dtype} once x is below about {overflow:g}. The task bounds x only above (at 30), so "
+        "x far below 0 is allowed. x + log1p(exp(-x)) is the stable form for x > 0 only; use "
+        "torch.log1p(torch.exp(x)) (exp(x) merely underflows to 0 there), or F.softplus."),
+    "nan-gradient-from-where": (
+        "Your values are right, but the gradient is nan at x = {value:g} (on {on}), where "
+        "sigmoid(x) is {right:.3g}: torch.where computes both branches, and backward() sends "
+        "the branch it did not pick a gradient of 0, which times the inf of an overflowed "
+        "exp(-x) (x below about {overflow:g} in {dtype}) gives nan. The task bounds x only above "
+        "(at 30): make the unpicked branch finite too, with exp(-|x|) (it never overflows), or "
+        "use a form with no branch, torch.log1p(torch.exp(x)) or F.softplus."),
     "passed": "Correct: right values, and backward() reaches x with the right gradient, sigmoid(x).",
     "hint-1": (
         "exp() saves its output for the backward pass (the derivative of exp is exp). "
@@ -118,8 +139,15 @@ _SOFTPLUS_ZEROS = (
     "x = [-1.5, 0.0, -0.0, 1e-40, -1e-40, 0.25, 2.0] with requires_grad=True (exact zeros of both signs, float32 subnormals)",
     [-1.5, 0.0, -0.0, 1e-40, -1e-40, 0.25, 2.0],
 )
-# The range the task allows: "up to 30", and as far below; the edges of each dtype inside it.
+# The range of the ordinary cases: "up to 30", and as far below; the edges of each dtype inside it.
 _ALLOWED = Allowed(low=-30.0, high=30.0)
+# The task bounds x only above ("up to 30"): below -30 lie the numbers whose exp(-x) overflows
+# (past 88 in float32, 709 in float64), the largest magnitudes and -inf, where softplus is 0
+# (to the dtype's precision) and so is its gradient; and in float64, x just above 12, where
+# softplus(x) = x + e^-x differs from x by more than float64's step (a switch to x too early).
+_BELOW = Allowed(high=-30.0)
+_FAR_BELOW = [-50.0, -100.0]
+_LARGE_FLOAT64 = [12.25, 12.5, 15.0]
 _OLD_GRAD = "an x whose .grad holds an old gradient (the caller accumulates), shape (2, 3)"
 
 
@@ -224,6 +252,12 @@ def _try_cases(answer, run, cases):
     meta = torch.empty(2, 3, device="meta")
     call("an x on the meta device (it stands for a GPU), shape (2, 3), with requires_grad=True",
          meta, torch.ones(2, 3, device="meta"), meta.clone().requires_grad_(True))
+    for dtype, extra in ((torch.float32, []), (torch.float64, _LARGE_FLOAT64)):
+        values = extra + _FAR_BELOW + edge_values(dtype, _BELOW)
+        start = torch.tensor(values, dtype=dtype)
+        upstream = torch.rand(start.shape, generator=generator, dtype=dtype) + 0.5
+        call(f"a {dtype} x = [{', '.join(f'{v:.6g}' for v in values)}] with requires_grad=True (the task bounds "
+             "x only above, at 30)", start, upstream, start.clone().requires_grad_(True))
 
 
 def _wrong_only_at_zero(grad, right, x, upstream, on):
@@ -246,10 +280,69 @@ def _explained(problem, id):
     return Mistake(problem.id, text) if isinstance(problem, Mistake) else text
 
 
+def _tolerance(dtype: str) -> dict:
+    """float64 keeps some 16 digits: a switch to x at 12 (off by e^-12 / 12, 3e-7) shows there."""
+    return {"rtol": 1e-7, "atol": 1e-9} if dtype == "torch.float64" else {"rtol": 1e-4, "atol": 1e-5}
+
+
+def _x_itself_too_early(out, template, x, case, tolerance):
+    """The mistake of a result that is x itself wherever it is wrong, a little above softplus's
+    value: a switch to x where e^-x still counts."""
+    if x is None or out["kind"] != "tensor" or out["shape"] != template["shape"] or "values" not in out:
+        return None
+    got, expected = np.asarray(out["values"], dtype=np.float64), template["values"]
+    wrong = ~np.isclose(got, expected, equal_nan=True, **tolerance)
+    if not wrong.any() or not np.all((got == x)[wrong] & (expected > x)[wrong] & (x > 0)[wrong]):
+        return None
+    index = tuple(np.argwhere(wrong)[0])
+    return MESSAGES("x-itself-too-early", value=float(x[index]), got=float(got[index]), expected=float(expected[index]),
+                    gap=float(expected[index] - x[index]), dtype=case["dtype"].replace("torch.", ""), on=case["on"])
+
+
+def _overflow(dtype: str) -> float:
+    return -float(np.log(np.finfo(np.float32 if dtype == "float32" else np.float64).max))
+
+
+def _overflow_far_below(out, template, x, case):
+    """The mistake of a result that is inf or nan at an x far below 0, where softplus is about 0."""
+    if x is None or out["kind"] != "tensor" or out["shape"] != template["shape"] or "values" not in out:
+        return None
+    got, expected = np.asarray(out["values"], dtype=np.float64), template["values"]
+    bad = ~np.isfinite(got) & np.isfinite(expected) & (x < -30)
+    if not bad.any():
+        return None
+    index = tuple(np.argwhere(bad)[0])
+    dtype = case["dtype"].replace("torch.", "")
+    return MESSAGES("overflow-far-below", got=float(got[index]), value=float(x[index]), expected=float(expected[index]),
+                    dtype=dtype, overflow=round(_overflow(dtype), 1), on=case["on"])
+
+
+def _nan_from_where(grad, right, x, case):
+    """The mistake of a gradient that is nan where sigmoid(x) is finite, through a torch.where."""
+    if "WhereBackward0" not in case.get("graph_ops", ()) or "values" not in grad:
+        return None
+    got = np.asarray(grad["values"], dtype=np.float64)
+    if got.shape != right.shape:
+        return None
+    bad = np.isnan(got) & np.isfinite(right)
+    if not bad.any():
+        return None
+    index = tuple(np.argwhere(bad)[0])
+    dtype = case["dtype"].replace("torch.", "")
+    return MESSAGES("nan-gradient-from-where", value=float(x[index]), right=float(right[index] / case["upstream"][index]),
+                    overflow=round(_overflow(dtype), 1), dtype=dtype, on=case["on"])
+
+
 def _judge_softplus(record):
+    with np.errstate(over="ignore"):  # exp(-x) of x far below 0 is inf: sigmoid(x) is 0 there
+        return _judge_cases(record)
+
+
+def _judge_cases(record):
     cases = record["cases"]
     for case in cases:
         on, x, upstream, out = case["on"], case["x"], case["upstream"], case["out"]
+        tolerance = _tolerance(case["dtype"])
         template = {"kind": "tensor", "shape": case["shape"], "dtype": case["dtype"], "device": case["device"]}
         if x is not None:  # (a meta x has no numbers: its result is judged by shape, dtype and device)
             template["values"] = np.log1p(np.exp(x.astype(np.float64)))
@@ -268,7 +361,10 @@ def _judge_softplus(record):
         if x is not None and out["kind"] == "tensor" and out["shape"] == template["shape"] and "values" in out:
             if same_values(out["values"], x, rtol=1e-4, atol=1e-5):
                 return MESSAGES("forgot-plus-one", on=on)
-        problem = tensor_problem(out, template, what="your result", on=on, rtol=1e-4, atol=1e-5)
+        early = _x_itself_too_early(out, template, x, case, tolerance) or _overflow_far_below(out, template, x, case)
+        if early:
+            return early
+        problem = tensor_problem(out, template, what="your result", on=on, **tolerance)
         if problem:
             return _explained(problem, "values-problem")
         if not case["tracked"]:
@@ -291,12 +387,10 @@ def _judge_softplus(record):
             return MESSAGES("exp-off-graph", on=on)
         if grad["kind"] == "tensor" and "values" in grad and same_values(grad["values"], upstream):
             return MESSAGES("hidden-in-place", on=on)
-        kink = _wrong_only_at_zero(grad, right, x, upstream, on)
+        kink = _wrong_only_at_zero(grad, right, x, upstream, on) or _nan_from_where(grad, right, x, case)
         if kink:
             return kink
-        problem = tensor_problem(
-            grad, {**template, "values": right}, what="the gradient x.grad", on=on, rtol=1e-4, atol=1e-5
-        )
+        problem = tensor_problem(grad, {**template, "values": right}, what="the gradient x.grad", on=on, **tolerance)
         if problem:
             return _explained(problem, "gradient-problem")
     if record["raised"]:

@@ -303,13 +303,58 @@ def right_func_vjp(f, x):
     return pull_back(torch.ones_like(total))[0]
 
 
+# -- issue 45, second fresh round (from the task text) ----------------------------------------
+def ig_eval_restore(f, x):
+    # f in eval mode "to be safe" (no dropout), f.training put back afterwards
+    was = getattr(f, "training", None)
+    if was is not None:
+        f.eval()
+    try:
+        leaf = x.detach().requires_grad_(True)
+        (gradient,) = torch.autograd.grad(f(leaf).sum(), leaf)
+    finally:
+        if was is not None:
+            f.train(was)
+    return gradient
+
+
+def ig_train_restore(f, x):
+    # f in train mode "so that the gradient flows", f.training put back afterwards
+    was = getattr(f, "training", None)
+    if was is not None:
+        f.train()
+    leaf = x.detach().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(f(leaf).sum(), leaf)
+    if was is not None:
+        f.train(was)
+    return gradient
+
+
+def ig_empty_shortcut(f, x):
+    # nothing to differentiate in an empty x: zeros, but made on the CPU
+    if x.numel() == 0:
+        return torch.zeros(x.shape, dtype=x.dtype)
+    leaf = x.detach().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(f(leaf).sum(), leaf)
+    return gradient
+
+
+def right_backward_inputs_keyword(f, x):
+    leaf = x.detach().requires_grad_(True)
+    total = f(leaf).sum()
+    total.backward(inputs=(leaf,))
+    return leaf.grad
+
+
 CATALOGUE = Catalogue({
     ex.input_gradient: [
         wrong("freezes f's parameters", input_gradient_freezing_f, "changed requires_grad of f's parameters",
               kind=EDGE),
         wrong("leaves f in eval mode", input_gradient_in_eval_mode, "switched f between train and eval mode",
               kind=EDGE),
-        right("torch.func.grad", with_torch_func),
+        # (torch.func's transforms refuse a batch norm in train mode, a layer f may be: issue 45, round 2)
+        wrong("torch.func.grad", with_torch_func, "would mutate a captured Tensor", "BatchNorm1d",
+              "Likely cause: torch.func's transforms (grad, vjp) refuse a layer", kind=EDGE, outcome=Outcome.RAISED),
         wrong("a leaf, but computed under no_grad", input_gradient_under_no_grad,
               "Likely cause: your function computes under torch.no_grad()", "outside that block",
               outcome=Outcome.RAISED),
@@ -354,7 +399,9 @@ CATALOGUE = Catalogue({
         wrong("grad_outputs made on the CPU", grad_outputs_made_on_the_cpu, "expected device meta but got cpu",
               "Likely cause: the tensor you passed as the gradient of f(x)", "torch.ones_like(out)",
               kind=EDGE, outcome=Outcome.RAISED),
-        right("mode and requires_grad saved and put back", states_saved_and_put_back),
+        # (eval mode for the gradient is another f's gradient when f holds a batch norm: issue 45, round 2)
+        wrong("mode and requires_grad saved and put back", states_saved_and_put_back,
+              "the one f gives in eval mode", "BatchNorm1d(3)", kind=EDGE),
         # -- issue 45, fresh round (from the task text) --
         wrong('the old .grad objects put back after backward()', ig_restore_grad_refs, "changed (added to, or replaced) the .grad of f's parameters",
               kind=STATEFUL),
@@ -374,7 +421,17 @@ CATALOGUE = Catalogue({
         wrong('one row at a time', ig_row_loop, 'wrong values', '(t * t).mean()',
               kind=EDGE),
         wrong("hooks that give f's parameters zeros", ig_zeroing_hooks, "left a gradient in the .grad of f's parameters"),
-        right('torch.func.vjp of the sum', right_func_vjp),
+        wrong('torch.func.vjp of the sum', right_func_vjp, "would mutate a captured Tensor",
+              "Likely cause: torch.func's transforms (grad, vjp) refuse a layer", kind=EDGE, outcome=Outcome.RAISED),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("f.eval() for the gradient, f.train(was) afterwards", ig_eval_restore, "the one f gives in eval mode",
+              "BatchNorm1d(3)", kind=EDGE),
+        wrong("f.train() for the gradient, f.train(was) afterwards", ig_train_restore,
+              "sub-module f.1 in train mode", "handed in in eval mode", "f.train(flag) or f.eval() sets the mode",
+              kind=STATEFUL),
+        wrong("zeros on the CPU for an empty x", ig_empty_shortcut, "on cpu; expected meta", "empty x on the meta device",
+              kind=EDGE),
+        right("backward(inputs=(leaf,)) on the sum", right_backward_inputs_keyword),
     ],
 })
 

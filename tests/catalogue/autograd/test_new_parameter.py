@@ -233,6 +233,14 @@ def right_size_float32_in_place(shape):
         return weight.requires_grad_(True)
 
 
+# -- issue 45, second fresh round (from the task text) ----------------------------------------
+def np_retain_grad(shape):
+    # the classic mistake, "fixed" with retain_grad(): .grad fills, but it is not a leaf
+    weight = torch.randn(shape, requires_grad=True) * 0.01
+    weight.retain_grad()
+    return weight
+
+
 CATALOGUE = Catalogue({
     ex.new_parameter: [
         right("an nn.Parameter", as_module_parameter),
@@ -298,6 +306,10 @@ CATALOGUE = Catalogue({
         wrong('one row repeated', np_repeated_row, 'expected mean about 0 and standard deviation about 0.01',
               kind=EDGE),
         right('a torch.Size, float32, scaled in place, under enable_grad', right_size_float32_in_place),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("a non-leaf kept with retain_grad()", np_retain_grad, "can't retain_grad on Tensor",
+              "Likely cause: retain_grad() on the tensor you return", "not a leaf", "Return a leaf itself",
+              kind=STATEFUL, outcome=Outcome.RAISED),
     ],
 })
 

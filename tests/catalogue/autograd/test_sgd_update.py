@@ -255,6 +255,18 @@ def right_addcmul(w, lr):
         w.addcmul_(w.grad, torch.full_like(w, -lr))
 
 
+# -- issue 45, second fresh round (from the task text) ----------------------------------------
+def sgd_slice_assign(w, lr):
+    # assign into w[:], in place
+    with torch.no_grad():
+        w[:] = w - lr * w.grad
+
+
+def right_copy_of_the_step(w, lr):
+    with torch.no_grad():
+        w.copy_(w.sub(w.grad, alpha=lr))
+
+
 CATALOGUE = Catalogue({
     ex.sgd_update: [
         wrong("zeroes .grad before the update", sgd_clears_the_grad_first, "its .grad is all zeros",
@@ -291,7 +303,9 @@ CATALOGUE = Catalogue({
         wrong("rounded through float32", rounded_through_float32, "only to float32 precision",
               "non-contiguous float64", kind=EDGE),
         wrong("a float32 step into a float64 w", float32_step, "only to float32 precision", kind=EDGE),
-        right("a loop over rows", row_by_row),
+        # (a 0-d w has no rows: issue 45, round 2)
+        wrong("a loop over rows", row_by_row, "len() of a 0-d tensor", "0-d leaf",
+              "Likely cause: w may be a 0-d tensor", kind=EDGE, outcome=Outcome.RAISED),
         right("slice assignment", slice_assignment),
         right("a fresh SGD with momentum (its first step is plain SGD)", fresh_momentum_sgd),
         right("torch.set_grad_enabled(False) block, w returned", set_grad_enabled_block_returning_w),
@@ -322,6 +336,10 @@ CATALOGUE = Catalogue({
         wrong('no step on a non-finite gradient', sg_skip_nonfinite, "left this call's w unchanged", '±inf, nan',
               kind=EDGE),
         right('addcmul_ with a tensor of -lr', right_addcmul),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("assigned into w[:]", sgd_slice_assign, "slice() cannot be applied to a 0-dim tensor", "0-d leaf",
+              "Likely cause: w may be a 0-d tensor", kind=EDGE, outcome=Outcome.RAISED),
+        right("w.copy_(w - lr * w.grad) under no_grad", right_copy_of_the_step),
     ],
 })
 

@@ -228,6 +228,24 @@ def right_logsumexp(x):
     return torch.logsumexp(torch.stack([x, torch.zeros_like(x)]), dim=0)
 
 
+# -- issue 45, second fresh round (from the task text) ----------------------------------------
+def sp_stable_wrong_side(x):
+    # the "stable" form: exp(-x) overflows for x far below 0
+    return x + torch.log1p(torch.exp(-x))
+
+
+def sp_cutoff_12(x):
+    # "for large x softplus(x) is about x"
+    return torch.where(x > 12, x, torch.log(torch.exp(x) + 1))
+
+
+def right_two_safe_branches(x):
+    # each branch fed only the x it is picked for (clamped), so neither overflows
+    above = x.clamp(min=0)
+    below = x.clamp(max=0)
+    return torch.where(x > 0, above + torch.log1p(torch.exp(-above)), torch.log1p(torch.exp(below)))
+
+
 CATALOGUE = Catalogue({
     ex.softplus: [
         right("F.softplus", F.softplus),
@@ -281,7 +299,9 @@ CATALOGUE = Catalogue({
         wrong("where(x > 0, x, 0) plus log1p of exp(-|x|)", where_stable_form, "except at x = 0 exactly",
               "sigmoid(0) = 0.5", kind=EDGE),
         right("maximum(x, 0) plus log1p of exp(-|x|)", maximum_stable_form),
-        right("two branches split at 0", two_branches),
+        # (the task bounds x only above: below -88 the unpicked branch's exp(-x) overflows: issue 45, round 2)
+        wrong("two branches split at 0", two_branches, "the gradient is nan at x = -100", "torch.where computes both branches",
+              kind=EDGE),
         # -- issue 45, fresh round (from the task text) --
         wrong('computed from x.float()', sp_float32, 'dtype torch.float32; expected torch.float64',
               kind=EDGE),
@@ -304,6 +324,12 @@ CATALOGUE = Catalogue({
         wrong('clamped away from 0', sp_clamp_output, 'wrong values', 'expected 9.35762e-14',
               kind=EDGE),
         right('logsumexp of x and 0', right_logsumexp),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("the stable form on the wrong side, x + log1p(exp(-x))", sp_stable_wrong_side, "Your result is inf at x = -100",
+              "The task bounds x only above", "stable form for x > 0 only", kind=EDGE),
+        wrong("x itself above 12", sp_cutoff_12, "Your result is x itself at x = 12.25", "float64",
+              "F.softplus switches at 20", kind=EDGE),
+        right("two branches, each fed only its own side of x", right_two_safe_branches),
     ],
 })
 
