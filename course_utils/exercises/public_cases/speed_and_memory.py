@@ -311,11 +311,20 @@ _MOVED = "how_far_the_weights_moved_(before_minus_after)"
 
 def _scaled_step(answer, arguments, run, on):
     """How far the weights moved, how many optimizer steps ran, the dtype the first layer
-    computed in, the scale afterwards, and the batch as the caller has it afterwards."""
-    model, optimizer, scaler, loss_fn, batch, max_norm = arguments
+    computed in, whether loss_fn ran under autocast, the scale afterwards, and the batch as the
+    caller has it afterwards."""
+    model, optimizer, scaler, given_loss_fn, batch, max_norm = arguments
     parameters = list(model.parameters())
     before = _flat(parameters)
-    steps, dtypes = [], []
+    steps, dtypes, autocast = [], [], []
+
+    def loss_fn(input, target, *args, **kwargs):
+        device = getattr(input, "device", torch.device("cpu")).type
+        autocast.append(bool(torch.is_autocast_enabled(device)))
+        return given_loss_fn(input, target, *args, **kwargs)
+
+    loss_fn.__qualname__ = given_loss_fn.__qualname__  # known by the given loss's name
+
     step_hook = optimizer.register_step_post_hook(lambda *args: steps.append(1))
     forward_hook = model[0].register_forward_hook(
         lambda module, inputs, output: dtypes.append(str(output.dtype)))
@@ -326,6 +335,7 @@ def _scaled_step(answer, arguments, run, on):
         forward_hook.remove()
     return {
         "the_dtype_the_first_layer_computed_in": describe(sorted(set(dtypes))),
+        "whether_loss_fn_ran_under_autocast": describe(sorted(set(autocast))),
         "optimizer_steps_taken": describe(len(steps)),
         _MOVED: describe(before - _flat(parameters)),
         "the_scaler's_scale_after_the_step": describe(float(scaler.get_scale())),

@@ -4,6 +4,8 @@ Engine: applies states.module_states ("eval", "first-frozen", an old .grad of in
 with the optimizer's and the scaler's state) with states.snapshot/differences (modes and
 requires_grad left, against what the reference leaves), states.session_settings/changed_settings,
 and the non-finite edges of edges.float_edges for the gradients (inf from an overflow, nan);
+loss_fn is given wrapped, noting whether each call runs under autocast (the task computes
+loss_fn(model(x), y) under it);
 hand-written because the answer is a training step on a module, an optimizer and a GradScaler
 (rules: float16 autocast, the scaler given), whose classic orders are replayed on the judge's side.
 """
@@ -97,10 +99,13 @@ _SCALED_CASES = [
 ]
 
 
-def _recording(loss_fn, targets):
-    """loss_fn as it is, noting the dtype of the targets each call is given."""
+def _recording(loss_fn, targets, autocast):
+    """loss_fn as it is, noting the dtype of the targets each call is given and whether it runs
+    under autocast."""
     def loss(input, target, *args, **kwargs):
         targets.append(str(getattr(target, "dtype", type(target).__name__)))
+        device = getattr(input, "device", torch.device("cpu")).type
+        autocast.append(bool(torch.is_autocast_enabled(device)))
         return loss_fn(input, target, *args, **kwargs)
 
     return loss
@@ -127,7 +132,7 @@ def _probe_scaled_clipped_step(answer, run):
         extras = more[0] if more else {}
         loss_fn = F.cross_entropy if kind == "adam" else F.mse_loss
         model, optimizer, scaler = _scaled_setting(kind, seed, extras)
-        steps, dtypes, targets = [], [], []
+        steps, dtypes, targets, autocast = [], [], [], []
         optimizer.register_step_post_hook(lambda *args, steps=steps: steps.append(1))
         model[0].register_forward_hook(
             lambda module, inputs, output, seen=dtypes: seen.append(str(output.dtype))
@@ -163,11 +168,12 @@ def _probe_scaled_clipped_step(answer, run):
             steps.clear()
             dtypes.clear()
             targets.clear()
+            autocast.clear()
             call["scale_before"] = float(scaler.get_scale())
             used_before = getattr(scaler, "_scale", None) is not None  # made by its first scale()
             settings = session_settings()
             try:
-                run(answer, model, optimizer, scaler, _recording(loss_fn, targets), batch, max_norm, on=on)
+                run(answer, model, optimizer, scaler, _recording(loss_fn, targets, autocast), batch, max_norm, on=on)
             except LearnerRaised as raised:
                 # The judge decides: a mistake the earlier calls already show is the one to
                 # report, not the error a later call led to.
@@ -183,6 +189,7 @@ def _probe_scaled_clipped_step(answer, run):
             call["steps"] = len(steps)
             call["dtypes"] = sorted(set(dtypes))
             call["target_dtypes"] = sorted(set(targets) - {str(batch[1].dtype)})
+            call["loss_outside_autocast"] = not all(autocast)
             call["batch_changed"] = not all(_same_tensor(a, b) for a, b in zip(batch, kept))
             call["finite"] = finite
             call["update"] = before - after if finite else None
@@ -297,6 +304,8 @@ def _judge_scaled_calls(calls):
             return MESSAGES(mistake, dtypes=" and ".join(call["dtypes"]), on=on)
         if call.get("target_dtypes"):
             return MESSAGES("converts-the-targets", dtypes=" and ".join(call["target_dtypes"]), on=on)
+        if call.get("loss_outside_autocast"):
+            return MESSAGES("loss-outside-autocast", on=on)
         found = differences(call["left"], call["expected_left"]) if "expected_left" in call else []
         if found:
             return MESSAGES("leaves-the-model-changed", on=on, difference=found[0])

@@ -87,6 +87,12 @@ MESSAGES = Messages("scaled_clipped_step", {
         "is. Under autocast the loss runs in the precision autocast chooses for it (float32 for "
         "mse_loss and cross_entropy); targets rounded to float16 change the loss and its "
         "gradients."),
+    "loss-outside-autocast": (
+        "loss_fn ran outside autocast (on {on}): only the model's forward pass was inside the "
+        "`with torch.autocast(...)` block. Compute loss_fn(model(x), y) inside it, as the task "
+        "says: autocast then chooses each of the loss's ops its precision (float32 for mse_loss "
+        "and cross_entropy; plain ops such as out * out stay in float16), while outside it the "
+        "loss runs in whatever dtype the model gave (float16, or float32 after .float())."),
     "leaves-the-model-changed": (
         "Your function left the model otherwise than the task leaves it (on {on}): {difference}. "
         "A training step changes the parameters and their .grad, nothing else: leave the mode "

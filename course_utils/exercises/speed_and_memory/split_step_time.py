@@ -3,7 +3,8 @@
 Engine: applies states.session_settings/changed_settings (with the garbage collector and torch's
 thread count, which timing code likes to change) and the grad mode the step is called in;
 hand-written because the inputs are a loader and a step timed by the wall clock, neither tensors
-nor a module: the judge checks inclusions that hold on any machine.
+nor a module: the judge checks inclusions that hold on any machine (and one exclusion: the
+loader's end, the last next() that ends the loop, lies outside the steps' time).
 """
 
 from __future__ import annotations
@@ -99,6 +100,12 @@ MESSAGES = Messages("split_step_time", {
     "first-wait-missed": (
         "The first batch's wait is missing: start the clock before the loop. The first batch is "
         "often the slowest one (a DataLoader starts its workers then).{shown}"),
+    "compute-includes-end-wait": (
+        "Your compute time includes the loader's last wait, {ended_ms:.1f} ms: the one in which "
+        "the `for` asks for one more batch and learns there is none (a loader may close a file or "
+        "stop its workers then). compute_seconds is the time inside step_fn alone: read the clock "
+        "just before step_fn(batch) and just after it returns, rather than taking the rest of the "
+        "call.{shown}"),
     "data-time-short": (
         "Your data time is shorter than the time the loader itself spent producing batches: each "
         "wait runs from just before the `for` asks for a batch to just after it arrives.{shown}"),
@@ -156,9 +163,11 @@ class _UnsizedLoader:
     """Batches that take known times to arrive, each wait measured by the loader itself. No
     len(), like a DataLoader over an IterableDataset or a generator."""
 
-    def __init__(self, delays, start_delay=0.0):
+    def __init__(self, delays, start_delay=0.0, end_delay=0.0):
         self.delays = delays
         self.start_delay = start_delay  # spent in iter(loader) itself, before any batch
+        self.end_delay = end_delay  # spent in the last next(), the one that ends the loop
+        self.ended = 0.0
         self.waited = 0.0
         self.fetched = 0
         self.first = 0.0
@@ -185,6 +194,10 @@ class _UnsizedLoader:
                 self.first += waited
             self.fetched += 1
             yield torch.full((2, 3), float(index))
+        if self.end_delay:  # closing a file, stopping workers: then StopIteration
+            start = time.perf_counter()
+            time.sleep(self.end_delay)
+            self.ended = time.perf_counter() - start
 
 
 class _FakeLoader(_UnsizedLoader):
@@ -218,20 +231,24 @@ class _FakeStep:
         self.calls += 1
 
 
-# (input, loader class, delay of each batch, seconds per step, seconds iter(loader) takes). The
+# (input, loader class, delay of each batch, seconds per step, seconds iter(loader) takes, seconds
+# the last next() takes before it ends the loop). The
 # sleeps only need to tell the two kinds of time apart: the judge checks inclusions that hold on
 # any machine (the loader's own waits lie inside your data time, the steps inside your compute
 # time, both inside the call).
 _STARTS_WORKERS = "a loader that starts its workers in iter(loader)"
 _TIMING_CASES = [
     ("a slow loader (8 ms a batch, 20 ms for the first) and a 1 ms step",
-     _FakeLoader, [0.02] + [0.008] * 4, 0.001, 0.0),
+     _FakeLoader, [0.02] + [0.008] * 4, 0.001, 0.0, 0.0),
     ("a loader with no len(), like a DataLoader over an IterableDataset (1 ms a batch, 20 ms for "
-     "the first), and an 8 ms step", _UnsizedLoader, [0.02] + [0.001] * 4, 0.008, 0.0),
+     "the first), and an 8 ms step", _UnsizedLoader, [0.02] + [0.001] * 4, 0.008, 0.0, 0.0),
     (f"{_STARTS_WORKERS}, as a DataLoader with num_workers > 0 does (20 ms), then 3 ms a batch, "
-     "and a 3 ms step", _FakeLoader, [0.003] * 3, 0.003, 0.02),
-    ("an empty loader (no batches at all)", _FakeLoader, [], 0.001, 0.0),
-    ("a quick loader of 12 batches (0.3 ms each) and a 0.3 ms step", _FakeLoader, [0.0003] * 12, 0.0003, 0.0),
+     "and a 3 ms step", _FakeLoader, [0.003] * 3, 0.003, 0.02, 0.0),
+    ("an empty loader (no batches at all)", _FakeLoader, [], 0.001, 0.0, 0.0),
+    ("a quick loader of 12 batches (0.3 ms each) and a 0.3 ms step", _FakeLoader, [0.0003] * 12, 0.0003,
+     0.0, 0.0),
+    ("a loader whose end takes 20 ms (its last next(), the one that ends the loop, closes a file), "
+     "2 ms a batch, and a 2 ms step", _FakeLoader, [0.002] * 3, 0.002, 0.0, 0.02),
 ]
 
 
@@ -255,8 +272,8 @@ def _code_names(fn) -> list:
 
 def _probe_split_step_time(answer, run):
     cases = []
-    for on, make, delays, step_s, start_s in _TIMING_CASES:
-        loader = make(delays, start_s)
+    for on, make, delays, step_s, start_s, end_s in _TIMING_CASES:
+        loader = make(delays, start_s, end_s)
         step = _FakeStep(step_s, loader)
         session_gc, session_threads = gc.isenabled(), torch.get_num_threads()
         # The call runs with the collector on and more than one thread, as most sessions have
@@ -282,6 +299,7 @@ def _probe_split_step_time(answer, run):
             "compute": step.spent,
             "first": loader.first,
             "started": loader.started,
+            "ended": loader.ended,
             "last_wait": loader.last,
             "last_step": step.last,
             "interleaved": step.fetched_before == list(range(1, step.calls + 1)),
@@ -351,6 +369,11 @@ def _judge_split_step_time(record):
         if min(got_data, got_compute) < -_tol(0):
             return MESSAGES("negative-time", shown=shown)
         if covers(got_data, data) and covers(got_compute, compute) and fits(got_data + got_compute):
+            # The loader's waits, its end and the steps are apart in time: the steps' clock
+            # cannot hold the end (the last next(), which ends the loop) too.
+            ended = case.get("ended", 0.0)
+            if ended > 0 and got_compute > wall - data - ended + _tol(wall):
+                return MESSAGES("compute-includes-end-wait", ended_ms=1000 * ended, shown=shown)
             previous = case
             continue
         if (

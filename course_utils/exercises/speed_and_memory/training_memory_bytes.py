@@ -1,15 +1,18 @@
 """Chapter 05, P4: training_memory_bytes, the fixed memory of training (parameters, gradients,
 optimizer state).
 
-Engine: applies states.module_states ("eval", "grad-large", a second call on the
-same model) and states.snapshot/differences (what the answer left, against what the reference
-leaves on the rebuilt model), and the dtypes the task allows (float32, float16, bfloat16,
-float64, mixed); hand-written because the input is a module, not tensors, and the answer is a
+Engine: applies states.module_states ("eval", "grad-large", "grad-large" then "first-frozen": a
+layer frozen after training that still holds its .grad, a second call on the same model) and
+states.snapshot/differences (what the answer left, against what the reference leaves on the
+rebuilt model), and the dtypes the task allows (float32, float16, bfloat16, float64, mixed,
+complex64, a frozen int64 parameter: "each parameter's element_size()"); hand-written because the input is a module, not tensors, and the answer is a
 count whose classic mistakes (elements, one element size, a shared weight twice, state_dict)
 are named from the judge's own counts.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 from torch import nn
@@ -67,6 +70,16 @@ MESSAGES = Messages("training_memory_bytes", {
         "You counted the gradients or the optimizer state at 4 bytes an element, as if they were "
         "float32, but this model's parameters take {size} bytes per element: a gradient and each "
         "state tensor have their parameter's dtype, so they take its element_size() too.{where}"),
+    "complex-element-size": Message(
+        "This model's parameters are {dtype}: {size} bytes per element (a real and an imaginary "
+        "part), but you counted {half}, the size of one part (torch.finfo(dtype).bits gives the "
+        "width of the real part). Use p.element_size(), which knows every dtype.{where}",
+        advises=("p.element_size()",)),
+    "old-grad-counted-as-trainable": (
+        "You counted a gradient and optimizer state for a frozen parameter because it still holds "
+        "a .grad from before it was frozen: whether a parameter trains is its requires_grad. With "
+        "requires_grad=False it gets no new gradient, and the optimizer keeps no state for it."
+        "{where}"),
     "frozen-parameters-counted": (
         "You counted a gradient and optimizer state for the frozen parameters too: a parameter "
         "with requires_grad=False gets no gradient, and the optimizer keeps no state for it.{where}"),
@@ -98,6 +111,10 @@ MESSAGES = Messages("training_memory_bytes", {
         "Not the right count{where}. Add, for each parameter p of model.parameters(): its bytes "
         "(p.numel() * p.element_size()); if p.requires_grad, as much again for the gradient and "
         "that many times 0 (SGD), 1 (momentum) or 2 (Adam) for the state."),
+    "finfo-of-an-integer": (
+        "a parameter may have an integer dtype (a frozen nn.Parameter of ids or counts): "
+        "torch.finfo only knows floating-point dtypes, while p.element_size() gives the bytes of "
+        "any dtype."),
     "passed": (
         "Correct: parameters once, and for each trainable one a gradient and 0, 1 or 2 state "
         "tensors of the same size. None of it depends on the batch size."),
@@ -130,8 +147,13 @@ def training_memory_bytes(model, optimizer_name):
 _STATES = {"sgd": 0, "momentum": 1, "adam": 2}
 
 
-def _mlp(dtype=torch.float32, frozen_first=False, last_dtype=None):
-    model = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5)).to(dtype)
+def _mlp(dtype=torch.float32, frozen_first=False, last_dtype=None, int_ids=False):
+    if dtype.is_complex:  # made complex (Module.to warns that complex modules are new)
+        model = nn.Sequential(nn.Linear(20, 30, dtype=dtype), nn.ReLU(), nn.Linear(30, 5, dtype=dtype))
+    else:
+        model = nn.Sequential(nn.Linear(20, 30), nn.ReLU(), nn.Linear(30, 5)).to(dtype)
+    if int_ids:  # an integer parameter: it cannot require grad, finfo does not know its dtype
+        model.register_parameter("ids", nn.Parameter(torch.arange(12), requires_grad=False))
     if frozen_first:
         model[0].requires_grad_(False)
     if last_dtype is not None:  # layers of different dtypes: one element size will not do
@@ -177,6 +199,13 @@ _MEMORY_CASES = [
     ("an MLP in eval mode (model.eval()), with SGD and momentum", "momentum", {"states": ["eval"]}),
     ("an MLP whose every .grad already holds a gradient of 1e8 (from an earlier step), with Adam",
      "adam", {"states": ["grad-large"]}),
+    ("a complex64 MLP (8 bytes per element: a float32 real and imaginary part), with Adam",
+     "adam", {"dtype": torch.complex64}),
+    ("an MLP that also holds a frozen int64 parameter (12 ids, requires_grad=False), with SGD and "
+     "momentum", "momentum", {"int_ids": True}),
+    ("an MLP frozen after some training: its first weight set to requires_grad=False while its "
+     ".grad still holds the gradient (1e8) of an earlier step, with Adam", "adam",
+     {"states": ["grad-large", "first-frozen"]}),
     ("a model of its own class: a convolution (4-d weight) inside an nn.Sequential, and a 0-d "
      "parameter on the model itself, with SGD and momentum", "momentum", {"own": True}),
     # A second call, on the model of the first case: the same object, its first layer frozen since
@@ -191,8 +220,16 @@ def _model_state(model) -> dict:
         "dtypes": [str(p.dtype) for p in params],
         "requires_grad": [bool(p.requires_grad) for p in params],
         "grads": sum(p.grad is not None for p in params),
-        "values": _flat([p.double() for p in params]),
+        "values": _flat([(torch.view_as_real(p) if p.is_complex() else p).double() for p in params]),
     }
+
+
+def _snapshot(model) -> dict:
+    """states.snapshot, which reads a complex parameter's real part (its values are compared
+    whole by ``_model_state``) and warns that it does."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Casting complex values to real")
+        return snapshot(model)
 
 
 def _built(model: dict):
@@ -205,7 +242,8 @@ def _built(model: dict):
         built = _OwnModel()
     else:
         dtypes = {key: getattr(torch, model[key]) for key in ("dtype", "last_dtype") if key in model}
-        built = _mlp(frozen_first=model.get("frozen_first", False), **dtypes)
+        built = _mlp(frozen_first=model.get("frozen_first", False), int_ids=model.get("int_ids", False),
+                     **dtypes)
     for state in model.get("states", []):
         MODULE_STATES[state].put(built)  # eval, frozen, an old .grad: no context to enter
     return built
@@ -251,7 +289,7 @@ def _probe_training_memory_bytes(answer, run):
             "got_kind": _kind(got),
             "changed": ([] if same_values(before["values"], after["values"], rtol=0, atol=0) else ["values"])
             + [what for what in ("dtypes", "requires_grad", "grads") if before[what] != after[what]],
-            "left": snapshot(model),
+            "left": _snapshot(model),
             "again": bool(options.get("again")),
         })
     return record
@@ -277,11 +315,13 @@ def _expect_training_memory_bytes(record):
                 "trainable_tensors": len(trainable),
                 "element_size": params[0].element_size(),
                 "element_sizes": sorted({p.element_size() for p in params}),
+                "complex": sorted({str(p.dtype).removeprefix("torch.") for p in params if p.is_complex()}),
+                "old_grad_frozen": any(p.grad is not None and not p.requires_grad for p in params),
                 "listed_bytes": sum(p.numel() * p.element_size() for p in listed),
                 "stored_bytes": sum(t.numel() * t.element_size() for t in stored),
             })
             training_memory_bytes.reference(model, case["optimizer"])
-            case["expected_left"] = snapshot(model)
+            case["expected_left"] = _snapshot(model)
     return record
 
 
@@ -303,7 +343,11 @@ def _named(case, expected):
     listed, stored = case["listed_bytes"], case["stored_bytes"]
     elements = case["param_elements"] + case["trainable_elements"] * (1 + s)
     sizes = case.get("element_sizes", [size])
+    complex_ = case.get("complex", [])
+    frozen_counted = "old-grad-counted-as-trainable" if case.get("old_grad_frozen") else "frozen-parameters-counted"
     return [
+        (expected / 2 if complex_ and len(sizes) == 1 else None, "complex-element-size",
+         {"dtype": " and ".join(complex_), "size": size, "half": size // 2}),
         *((elements * one if len(sizes) > 1 else None, "one-element-size",
            {"one": one, "sizes": " or ".join(map(str, sizes))}) for one in sizes),
         (listed * (2 + s) if listed != params else None, "shared-weight-counted-twice", {}),
@@ -311,11 +355,11 @@ def _named(case, expected):
         (stored if stored != params else None, "counts-state-dict-once", {}),
         (case["param_elements"] + case["trainable_elements"] * (1 + s), "counts-elements", {}),
         (expected * 4 / size if size != 4 else None, "fixed-element-size", {"size": size}),
-        (expected * 2 / size if size == 8 else None, "element-size-by-hand", {}),
+        (expected * 2 / size if size == 8 and not complex_ else None, "element-size-by-hand", {}),
         *((value if size != 4 and trainable else None, "float32-sized-gradient-or-state", {"size": size})
           for value in (params + trainable * 4 / size + trainable * s,
                         params + trainable + trainable * s * 4 / size)),
-        (params * (2 + s) if trainable != params else None, "frozen-parameters-counted", {}),
+        (params * (2 + s) if trainable != params else None, frozen_counted, {}),
         (params + trainable * 2 if name == "adam" else None, "adam-one-state", {}),
         (params + trainable if s > 0 else None, "no-optimizer-state", {}),
         (params + trainable * 3 if name == "momentum" else None, "momentum-two-states", {}),
@@ -383,6 +427,7 @@ training_memory_bytes = Exercise(
     passed_message=MESSAGES.text("passed"),
     hints=MESSAGES.hints(),
     messages=MESSAGES,
-    # No notes: a KeyError's message is the key alone ('sgd'), and the generic likely cause
+    # No note for a KeyError: its message is the key alone ('sgd'), and the generic likely cause
     # already says that the dictionary lacks it.
+    error_notes=MESSAGES.notes({"finfo-of-an-integer": "torch.finfo() requires a floating point"}),
 )

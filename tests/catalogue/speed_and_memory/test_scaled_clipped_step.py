@@ -75,6 +75,33 @@ def model_zero_grad_and_clip_the_grads_that_exist(model, optimizer, scaler, loss
     scaler.update()
 
 
+def model_zero_grad_loss_inside(model, optimizer, scaler, loss_fn, batch, max_norm):
+    model.zero_grad(set_to_none=True)
+    inputs, targets = batch
+    with torch.autocast(device_type=inputs.device.type, dtype=torch.float16, enabled=True):
+        loss = loss_fn(model(inputs), targets)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+# -- issue 45, second fresh round (from the task text) --------------------------------------
+def sc2_loss_outside_on_float16(model, optimizer, scaler, loss_fn, batch, max_norm):
+    """only the model under autocast; the loss outside, on its float16 outputs."""
+    x, y = batch
+    optimizer.zero_grad()
+    with torch.autocast(x.device.type, dtype=torch.float16):
+        out = model(x)
+    loss = loss_fn(out, y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
 def _scaled(order="right", zero="before", autocast=True, own_scaler=False, update=True,
             step="scaler", hard_norm=None):
     def answer(model, optimizer, scaler, loss_fn, batch, max_norm):
@@ -373,7 +400,7 @@ CATALOGUE = Catalogue({
               "The GradScaler you were given was never used", "65536 by default"),
         right("torch.amp.autocast, zero_grad(set_to_none=False), max_norm=", amp_autocast_zero_to_zeros),
         right("backward inside autocast, the optimizer's parameters, foreach", backward_inside_autocast_param_groups),
-        right("model.zero_grad(), the loss in float32 outside autocast", model_zero_grad_and_clip_the_grads_that_exist),
+        right("model.zero_grad(), the grads that exist clipped", model_zero_grad_loss_inside),
         wrong("clips before unscale_", _scaled(order="clip first"), "clipping the *scaled* gradients",
               "scaler.unscale_(optimizer) right after"),
         wrong("no unscale_ at all", _scaled(order="no unscale"), "clipping the *scaled* gradients"),
@@ -428,6 +455,13 @@ CATALOGUE = Catalogue({
               'global random state', kind=STATEFUL),
         right('no unscale_: clips the scaled gradients at max_norm * get_scale()', sc_clip_at_scaled_norm),
         right('grads set to None by hand, scaler.step only on a finite norm', sc_steps_only_when_finite),
+        # -- issue 45, second fresh round (from the task text) --
+        # (was right("model.zero_grad(), the loss in float32 outside autocast"): the task computes
+        # loss_fn(model(x), y) under autocast, and the checklist names "missing around the loss")
+        wrong("model.zero_grad(), the loss in float32 outside autocast", model_zero_grad_and_clip_the_grads_that_exist,
+              "loss_fn ran outside autocast", "loss_fn(model(x), y) inside it"),
+        wrong("the loss outside autocast, on the float16 outputs", sc2_loss_outside_on_float16,
+              "loss_fn ran outside autocast", "float16"),
     ],
 })
 

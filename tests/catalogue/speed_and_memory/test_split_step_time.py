@@ -442,6 +442,33 @@ def st_next_with_gc_off(loader, step_fn):
             gc.enable()
 
 
+# -- issue 45, second fresh round (from the task text) --------------------------------------
+def st2_compute_is_the_rest(loader, step_fn):
+    """times the waits only, and takes compute as the rest of the call: the loader's last wait
+    (the next() that ends the loop) lands in compute."""
+    t0 = time.perf_counter()
+    data = 0.0
+    start = t0
+    for batch in loader:
+        data += time.perf_counter() - start
+        step_fn(batch)
+        start = time.perf_counter()
+    total = time.perf_counter() - t0
+    return data, total - data
+
+
+def st2_steps_timed_data_is_the_rest(loader, step_fn):
+    """times each step around step_fn; the data time is the rest of the call, the loader's end
+    included (a wait for the loader too)."""
+    t0 = time.perf_counter()
+    compute = 0.0
+    for batch in loader:
+        before = time.perf_counter()
+        step_fn(batch)
+        compute += time.perf_counter() - before
+    return time.perf_counter() - t0 - compute, compute
+
+
 CATALOGUE = Catalogue({
     ex.split_step_time: [
         right("total minus compute, time.monotonic, a list", total_minus_compute),
@@ -498,6 +525,10 @@ CATALOGUE = Catalogue({
         wrong('the first batch as an uncounted warm-up', st_first_batch_is_warm_up,
               "first batch's wait is missing"),
         right('next() in a while loop, gc off and put back in finally', st_next_with_gc_off),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong('compute as the rest of the call (the end of the loader in it)', st2_compute_is_the_rest,
+              "loader's last wait", 'inside step_fn alone', kind=EDGE),
+        right('steps timed around step_fn, data as the rest of the call', st2_steps_timed_data_is_the_rest),
     ],
 })
 

@@ -284,6 +284,41 @@ def tm_gradients_in_float32(model, optimizer_name):
     return total
 
 
+# -- issue 45, second fresh round (from the task text) --------------------------------------
+def tm2_grad_present(model, optimizer_name):
+    """'trainable' when a gradient is there or requires_grad: a layer frozen after training still
+    holds its old .grad."""
+    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer_name]
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * p.element_size()
+        total += size
+        if p.grad is not None or p.requires_grad:
+            total += size * (1 + states)
+    return total
+
+
+def tm2_finfo_bits(model, optimizer_name):
+    """bytes per element from torch.finfo(dtype).bits // 8: half a complex element, and
+    raises on an integer parameter."""
+    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer_name]
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * (torch.finfo(p.dtype).bits // 8)
+        total += size + (size * (1 + states) if p.requires_grad else 0)
+    return total
+
+
+def tm2_finfo_bits_complex_doubled(model, optimizer_name):
+    """finfo bits, doubled for a complex dtype: still raises on an integer parameter."""
+    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer_name]
+    total = 0
+    for p in model.parameters():
+        size = p.numel() * torch.finfo(p.dtype).bits // 8 * (2 if p.is_complex() else 1)
+        total += size + (size * (1 + states) if p.requires_grad else 0)
+    return total
+
+
 def tm_dict_dedup_nbytes(model, optimizer_name):
     copies = {"sgd": 1, "momentum": 2, "adam": 3}[optimizer_name]
     unique = {id(p): p for p in model.parameters()}
@@ -294,7 +329,6 @@ CATALOGUE = Catalogue({
     ex.training_memory_bytes: [
         right("nbytes", with_nbytes),
         right("measured on a copy with a real optimizer", measured),
-        right("named_parameters and finfo bits", by_named_parameters_and_bits),
         right("a 0-dim tensor from vectorised sizes", as_a_tensor),
         wrong("counts elements", _memory(1, size=1), "elements, not bytes", "element_size()"),
         wrong("no gradients", _memory(1, gradient=False), "gradients are missing"),
@@ -343,6 +377,17 @@ CATALOGUE = Catalogue({
         wrong('gradients at 4 bytes an element', tm_gradients_in_float32,
               '4 bytes an element', 'element_size()', kind=EDGE),
         right('parameters deduplicated by id, nbytes times a bool', tm_dict_dedup_nbytes),
+        # -- issue 45, second fresh round (from the task text) --
+        # (was right("named_parameters and finfo bits"): finfo counts half of a complex element
+        # and knows no integer dtype; the task says each parameter's element_size())
+        wrong("named_parameters and finfo bits", by_named_parameters_and_bits,
+              "complex64", "counted 4", "p.element_size()", kind=EDGE),
+        wrong("finfo(dtype).bits // 8 per element", tm2_finfo_bits,
+              "complex64", "counted 4", "torch.finfo", kind=EDGE),
+        wrong("finfo bits, doubled for complex (an int parameter)", tm2_finfo_bits_complex_doubled,
+              "TypeError", "integer dtype", "element_size()", kind=EDGE, outcome=Outcome.RAISED),
+        wrong("trainable when .grad is set or requires_grad", tm2_grad_present,
+              "still holds", "requires_grad", "frozen after some training", kind=STATEFUL),
     ],
 })
 
