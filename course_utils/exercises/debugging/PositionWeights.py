@@ -126,6 +126,12 @@ MESSAGES = Messages("PositionWeights", {
         " wider; in mixed precision every layer after this one would run in float32 and the memory "
         "doubles, without an error. Create them with dtype=x.dtype (or .to(x.dtype))."),
     "wrong-values-for-dtype": "forward's output has wrong values for a {want} input (on {on}).",
+    "weights-in-float32": (
+        "forward's output is float64 but has only float32's precision (on {on}): your weights were "
+        "worked out in float32 (1/3 becomes 0.3333333432674408, not 0.3333333333333333) and cast "
+        "to float64 afterwards, so each value is about 1e-8 off. Make the weights in the input's "
+        "dtype before dividing: torch.arange(1, length + 1, device=x.device, dtype=x.dtype) / "
+        "length (or steps.to(x.dtype) / length)."),
 })
 
 
@@ -261,10 +267,12 @@ def _probe_position_weights(answer, run):
 
 # The edges of float64 a product with weights in (0, 1] keeps finite, whatever its order.
 _FLOAT64_EDGES = Allowed(finite=True, low=-1e300, high=1e300)
-# How far a right answer's output may be from the reference's, by the input's dtype. Weights
-# rounded to float32 and then cast to x's dtype are right (the weights are the task's, x is
-# kept): float64 is held to float32's step too; x itself rounded to float32 shows at the edges.
-_TOLERANCE = {"bfloat16": 2e-2, "float16": 1e-3, "float32": 1e-6, "float64": 1e-6}
+# How far a right answer's output may be from the reference's, by the input's dtype (relative;
+# the absolute part only forgives a subnormal's last step). Weights made in the input's dtype
+# agree to a few of its steps however they are written (arange, linspace, cumsum, x * steps /
+# length); weights worked out in float32 and cast to float64 afterwards are 1e-8 off.
+_TOLERANCE = {"bfloat16": (2e-2, 2e-2), "float16": (1e-3, 1e-3), "float32": (1e-6, 1e-6),
+              "float64": (1e-12, 1e-300)}
 
 
 def _expect_position_weights(cases):
@@ -288,6 +296,11 @@ def _expect_position_weights(cases):
             x = tensor_of(case["given"]["x"])
             case["expected_values"] = module(x.double()).detach().numpy().copy()
             case["expected_dtype"] = str(x.dtype)
+            if x.dtype == torch.float64:
+                # The named mistake's output: weights made in float32, cast to float64 after.
+                length = x.shape[1]
+                weights = (torch.arange(1, length + 1) / length).double()
+                case["float32_weights_values"] = (x * weights[:, None]).numpy().copy()
     return cases
 
 
@@ -364,10 +377,14 @@ def _judge_position_weights(cases):
                             value=got['dtype'].removeprefix('torch.'),
                             want=want,
                             on=on)
-        tolerance = _TOLERANCE.get(want, 1e-6)
+        rtol, atol = _TOLERANCE.get(want, (1e-6, 1e-6))
         if got["shape"] != list(case["expected_values"].shape) or "values" not in got or not same_values(
-            got["values"], case["expected_values"], rtol=tolerance, atol=tolerance
+            got["values"], case["expected_values"], rtol=rtol, atol=atol
         ):
+            if "float32_weights_values" in case and "values" in got and same_values(
+                got["values"], case["float32_weights_values"], rtol=rtol, atol=atol
+            ):
+                return MESSAGES("weights-in-float32", on=on)
             return MESSAGES("wrong-values-for-dtype", want=want, on=on)
     if first.get("trainable"):
         return MESSAGES("trainable-weights", trainable=', '.join(first['trainable'][:3]))

@@ -1,7 +1,8 @@
 """Chapter 06, D6: one step with the gradient clipped (the exercise ``clipped_step``).
 
-Engine: applies states.MODULE_STATES "first-frozen" (a frozen layer whose .grad stays None), an
-optimizer with two parameter groups, and a second call with the optimizer's momentum; hand-written
+Engine: applies states.MODULE_STATES "first-frozen" (a frozen layer whose .grad stays None) and
+"grad-large" (an old .grad on entry), an optimizer with two parameter groups, and a second call
+with the optimizer's momentum (the returned norm must be a tensor, as clip_grad_norm_'s); hand-written
 because the answer is a training step (zero_grad, backward, clip, step, in that order) whose
 classic mistakes (the order, the loss clipped, by value, other norms, per parameter, the norm
 returned) are named from the judge's replays of each on a rebuilt model.
@@ -22,6 +23,7 @@ from course_utils.exercises.running import judge_side
 from course_utils.exercises.facts import load_given
 from course_utils.exercises.facts import given, same_values, tensor_of
 from course_utils.exercises.messages import Message, Messages
+from course_utils.exercises.states import MODULE_STATES
 
 
 MESSAGES = Messages("clipped_step", {
@@ -125,6 +127,23 @@ MESSAGES = Messages("clipped_step", {
         " tensor's .grad was read), so it found no gradient and clipped nothing. Clip the parameters'"
         " gradients: clip_grad_norm_(model.parameters(), max_norm), after loss.backward() and before "
         "optimizer.step()."),
+    "scaled-the-step-not-the-gradient": (
+        "After call 2 the parameters are not where two clipped SGD-with-momentum steps put them (on "
+        "{on}), though one step was right: your function never clipped the gradients. After it, "
+        ".grad still holds the unclipped gradient (norm {total:.3g}, above max_norm={max_norm:g}, on "
+        "{first}): you scaled the step instead (the learning rate, say). Momentum stores the gradient"
+        " in .grad, unclipped, and every later step goes on with it (Adam's moments and weight decay "
+        "alike). Clip the gradients themselves: clip_grad_norm_(model.parameters(), max_norm) "
+        "between backward() and step()."),
+    "old-grad-on-entry": (
+        "The parameters moved by this loss's gradient plus the .grad the model already held when "
+        "your function was called (on {on}): loss.backward() adds to .grad, so gradients zeroed "
+        "only after the step (or not at all) are still there on the first call. Zero them first: "
+        "zero_grad, then backward, clip_grad_norm_, step."),
+    "norm-not-a-tensor": (
+        "Your step is right, but your function returned {kind} (on {on}), not what clip_grad_norm_"
+        " returns: a 0-d tensor. Return that tensor itself, without .item(), float() or .numpy(): "
+        "the caller decides when to read it (.item() makes a GPU wait for every step)."),
     "wrong-norm-type": (
         "Your step clipped the gradient's {norm_type} (on {on}); the task's clipping uses the usual "
         "Euclidean norm, clip_grad_norm_'s default (norm_type=2): clip_grad_norm_(model.parameters(),"
@@ -194,15 +213,20 @@ def _delta_with(model, x, y, clip):
     return (_flat(model) - before).numpy()
 
 
-_CLIP_CASES = [  # (what the input is, the targets' scale, max_norm, a frozen first layer, groups)
-    ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0, False, 1),
-    ("targets far off, max_norm=0.5", 30.0, 0.5, False, 1),
-    ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0, False, 1),
+_CLIP_CASES = [  # (what the input is, the targets' scale, max_norm, a frozen first layer, groups,
+    # the state of the model's .grad on entry: states.MODULE_STATES' name, or None for the fresh one)
+    ("targets far off (a large gradient), max_norm=1.0", 30.0, 1.0, False, 1, None),
+    ("targets far off, max_norm=0.5", 30.0, 0.5, False, 1, None),
+    ("targets close (a gradient smaller than max_norm=5.0)", 0.1, 5.0, False, 1, None),
     ("a model whose first layer is frozen (requires_grad=False, so its .grad stays None), "
-     "targets far off, max_norm=1.0", 30.0, 1.0, True, 1),
+     "targets far off, max_norm=1.0", 30.0, 1.0, True, 1, None),
     # The gradient is the model's, whichever parameter groups its optimizer holds them in.
     ("an SGD optimizer with two parameter groups (one per Linear layer), targets far off, "
-     "max_norm=1.0", 30.0, 1.0, False, 2),
+     "max_norm=1.0", 30.0, 1.0, False, 2, None),
+    # A model that still holds the .grad of an earlier backward (an evaluation, the last step of
+    # a loop that zeroes after stepping): this step must use this loss's gradient alone.
+    (f"a model whose parameters already hold a .grad ({MODULE_STATES['grad-large'].on}, left by an "
+     "earlier backward), targets far off, max_norm=1.0", 30.0, 1.0, False, 1, "grad-large"),
 ]
 
 
@@ -222,14 +246,17 @@ def _probe_clipped_step(answer, run):
     what the reference's step, its norm or a classic mistake gives (``_expect_clipped_step``
     computes those on a rebuilt model, on the judge's side)."""
     cases = []
-    for on, scale, max_norm, frozen, groups in _CLIP_CASES:
+    for on, scale, max_norm, frozen, groups, state in _CLIP_CASES:
         model = _clip_model(frozen)
+        if state is not None:
+            MODULE_STATES[state].put(model)
         g = _generator(int(scale * 10) + int(max_norm * 10) + 100 * (groups - 1))
         x = torch.randn(16, 4, generator=g)
         y = torch.randn(16, 2, generator=g) * scale
         start = {"seed": _CLIP_SEED, "frozen": frozen, "parameters": [given(p) for p in model.parameters()],
                  "x": given(x), "y": given(y), "loss": "mse_loss", "max_norm": max_norm,
-                 "optimizer": {"kind": "SGD", "lr": 0.1, "momentum": 0.0, "state": "empty", "groups": groups}}
+                 "optimizer": {"kind": "SGD", "lr": 0.1, "momentum": 0.0, "state": "empty", "groups": groups},
+                 "grads": [None if p.grad is None else given(p.grad) for p in model.parameters()]}
         before = _flat(model)
         optimizer = _sgd(model, 0.1, 0.0, groups)
         loss = nn.functional.mse_loss(model(x), y)
@@ -253,6 +280,8 @@ def _probe_clipped_step(answer, run):
             "given": start,
             "delta": (_flat(model) - before).numpy(),
             "kind": _kind(got),
+            "is_tensor": isinstance(got, torch.Tensor),
+            "state": state,
         }
         returned = _number(got)
         if returned is not None:
@@ -277,10 +306,11 @@ def _probe_clipped_step(answer, run):
     return cases
 
 
-def _rebuilt(start):
+def _rebuilt(start, grads=False):
     """The probe's model, rebuilt from its recorded start: the architecture (its first layer
-    frozen where it was), with the recorded parameters loaded."""
-    return load_given(_clip_model(start["frozen"]), start["parameters"])
+    frozen where it was), with the recorded parameters loaded (and, with ``grads``, the .grad
+    they held on entry)."""
+    return load_given(_clip_model(start["frozen"]), start["parameters"], start.get("grads") if grads else None)
 
 
 def _expect_clipped_step(cases):
@@ -303,7 +333,7 @@ def _expect_clipped_step(cases):
                 continue
             x, y, max_norm = tensor_of(start["x"]), tensor_of(start["y"]), start["max_norm"]
             pristine = _rebuilt(start)
-            model = copy.deepcopy(pristine)
+            model = _rebuilt(start, grads=True)
             before = _flat(model)
             settings = start["optimizer"]
             optimizer = _sgd(model, settings["lr"], settings["momentum"], settings.get("groups", 1))
@@ -311,6 +341,12 @@ def _expect_clipped_step(cases):
             case["total"] = float(total)
             case["expected"] = (_flat(model) - before).numpy()
             case["unclipped"] = _delta_with(pristine, x, y, lambda m: None)
+            if any(g is not None for g in start.get("grads") or ()):
+                # The classic mistake: zero_grad after the step, so the old .grad is added to this one.
+                stale = _rebuilt(start, grads=True)
+                optimizer = _sgd(stale, settings["lr"], settings["momentum"], settings.get("groups", 1))
+                _clipped_step_without_zero_grad(stale, optimizer, nn.functional.mse_loss(stale(x), y), max_norm)
+                case["stale_on_entry"] = (_flat(stale) - before).numpy()
             case["by_value"] = _delta_with(pristine, x, y, lambda m: nn.utils.clip_grad_value_(m.parameters(), max_norm))
             # Scaled to norm max_norm even when it was smaller: clipping that also scales up.
             case["scaled_up"] = _delta_with(pristine, x, y, lambda m, total=case["total"]: [
@@ -344,7 +380,20 @@ def _number(value):
 _TWICE = "two calls in a row on one model and one SGD(lr=0.1, momentum=0.9)"
 
 
-def _judge_clipped_twice(case):
+def _unclipped_grad_left(cases):
+    """A case whose step moved the parameters right although .grad still holds the unclipped
+    gradient afterwards (its norm above max_norm): the step was scaled, not the gradient."""
+    for case in cases:
+        after, total = case.get("grad_norm_after"), case.get("total")
+        if case.get("twice") or after is None or total is None or total <= case["max_norm"]:
+            continue
+        if same_values(case["delta"], case["expected"], rtol=1e-4, atol=1e-7) and \
+                same_values(after, total, rtol=1e-4, atol=1e-6):
+            return case
+    return None
+
+
+def _judge_clipped_twice(case, unclipped=None):
     on = case["on"]
     for i in range(2):
         if same_values(case["after"][i], case["expected"][i], rtol=1e-4, atol=1e-7):
@@ -353,6 +402,9 @@ def _judge_clipped_twice(case):
             return MESSAGES("no-zero-grad", on=on)
         if i == 1 and same_values(case["after"][i], case["fresh"][i], rtol=1e-4, atol=1e-7):
             return MESSAGES("new-optimizer", on=on)
+        if i == 1 and unclipped is not None:
+            return MESSAGES("scaled-the-step-not-the-gradient", on=on, first=unclipped["on"],
+                            total=unclipped["total"], max_norm=unclipped["max_norm"])
         return MESSAGES("wrong-repeated-step", call=i + 1, on=on)
     for i, (got, want) in enumerate(zip(case["returned"], case["expected_norms"])):
         if not isinstance(got, float) or not same_values(got, want, rtol=1e-4, atol=1e-6):
@@ -365,9 +417,12 @@ def _judge_clipped_twice(case):
 
 
 def _judge_clipped_step(cases):
+    # The model that held an old .grad is judged last: an answer that never zeroes is named by
+    # the two calls in a row ("no-zero-grad"), one that zeroes after the step by this state.
+    cases = sorted(cases, key=lambda case: case.get("state") is not None)
     for case in cases:
         if case.get("twice"):
-            problem = _judge_clipped_twice(case)
+            problem = _judge_clipped_twice(case, _unclipped_grad_left(cases))
             if problem:
                 return problem
             continue
@@ -380,6 +435,8 @@ def _judge_clipped_step(cases):
         if not np.any(delta):
             return MESSAGES("no-effective-step", on=on)
         if not same_values(delta, case["expected"], rtol=1e-4, atol=1e-7):
+            if "stale_on_entry" in case and same_values(delta, case["stale_on_entry"], rtol=1e-4, atol=1e-7):
+                return MESSAGES("old-grad-on-entry", on=on)
             if total > max_norm and same_values(delta, case["unclipped"], rtol=1e-4, atol=1e-7):
                 returned = case.get("returned")
                 if case.get("read_non_leaf_grad") and returned is not None and returned == 0:
@@ -415,6 +472,9 @@ def _judge_clipped_step(cases):
                 return MESSAGES("returned-clipped-norm", returned=returned, on=on, total=total)
             return Mistake("wrong-norm-returned", MESSAGES.text(
                 "wrong-norm-returned-once", returned=returned, total=total, on=on))
+    for case in cases:  # the right step and the right number: is it what clip_grad_norm_ returns?
+        if not case.get("twice") and not case["is_tensor"]:
+            return MESSAGES("norm-not-a-tensor", kind=case["kind"], on=case["on"])
     return None
 
 
@@ -422,7 +482,7 @@ clipped_step = Exercise(
     "clipped_step",
     chapter=CHAPTER,
     title="One step with the gradient norm clipped",
-    expects=Function("clipped_step", ("model", "optimizer", "loss", "max_norm"), returns="the total norm that clip_grad_norm_ returns (a tensor or a float)"),
+    expects=Function("clipped_step", ("model", "optimizer", "loss", "max_norm"), returns="the total norm that clip_grad_norm_ returns (a 0-d tensor)"),
     probe=_probe_clipped_step,
     expect=_expect_clipped_step,
     judge=_judge_clipped_step,

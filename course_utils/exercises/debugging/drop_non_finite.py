@@ -89,6 +89,13 @@ MESSAGES = Messages("drop_non_finite", {
         "overflows, so does a conversion to a narrower dtype (float64 to float32, for instance), and "
         "a limit on their size drops finite values. Test every value itself with torch.isfinite, in "
         "its own dtype, then reduce the True/False per example with .all()."),
+    "tested-narrower-copy": (
+        "Your function kept {kept} example{plural}; {want} are finite (on {on}): it dropped an example"
+        " whose values are all finite in {dtype}, only larger than {narrow} can hold (its largest "
+        "finite value is {largest:.4g}). Your test saw them as inf: a conversion from {dtype} to "
+        "{narrow} (x.float(), x.half(), .to(...)) makes them inf, and a limit on their size drops "
+        "finite values as well. Test every value itself with torch.isfinite, in its own dtype "
+        "{dtype}, then reduce the True/False per example with .all()."),
     "converted-x": (
         "Your x has dtype {dtype}; the x you were given is {expected_dtype} (on {on}). Keep the examples as "
         "they are: index x with the mask, without converting it."),
@@ -129,8 +136,10 @@ def _non_finite_cases():
     # float16 features: row 0's values are finite, but their sum overflows to inf.
     half = torch.tensor([[40000.0, 40000.0], [float("nan"), 1.0], [1.0, 2.0], [-60000.0, -9000.0]],
                         dtype=torch.float16)
-    # float64 features: row 1's values are finite, but their sum overflows float64 as well.
-    huge = torch.tensor([[1.0, -2.0], [1.5e308, 1.5e308], [float("-inf"), 3.0]], dtype=torch.float64)
+    # float64 features: row 1's values are finite, but their sum overflows float64 as well; row
+    # 3's sum does not, but 1e100 is beyond float32 (a test of a float32 copy drops it).
+    huge = torch.tensor([[1.0, -2.0], [1.5e308, 1.5e308], [float("-inf"), 3.0], [1e100, 2.0]],
+                        dtype=torch.float64)
     # Exactly one example kept: an index that is a single number would drop the batch dimension.
     single = torch.rand(3, 2, 2, generator=g)
     single[0, 1, 1] = float("-inf")
@@ -145,8 +154,9 @@ def _non_finite_cases():
         ("4 float64 examples, all finite", clean, torch.arange(4) * 10),
         ("4 float16 examples, one with a nan; the others are finite (40000 + 40000 overflows "
          "float16, but no value does)", half, torch.tensor([1.5, 2.5, 3.5, 4.5])),
-        ("3 float64 examples, one with a -inf; the others are finite (1.5e308 + 1.5e308 "
-         "overflows float64, but no value does)", huge, torch.tensor([7, 8, 9])),
+        ("4 float64 examples, one with a -inf; the others are finite (1.5e308 + 1.5e308 "
+         "overflows float64, and 1e100 is beyond float32, but no value is inf or nan)", huge,
+         torch.tensor([7, 8, 9, 10])),
         ("3 images of shape (2, 2), one with a -inf and one with a nan: exactly one is kept",
          single, torch.tensor([0, 1, 2])),
         ("2 examples that both hold a nan or an inf: nothing is kept", all_bad, torch.tensor([4, 2])),
@@ -216,11 +226,21 @@ def _expect_drop_non_finite(record):
         by_sum = torch.isfinite(rows.sum(1)) if x.is_floating_point() else keep
         case["nan_only_rows"] = int((~torch.isnan(rows).any(1)).sum()) if x.is_floating_point() else len(x)
         case["by_sum"] = value_facts(x[by_sum]) if not torch.equal(by_sum, keep) else None
+        # A test on a narrower copy (x.float() of float64, x.half() of float32): large finite
+        # values become inf there.
+        narrow = _NARROWER.get(x.dtype)
+        by_narrow = torch.isfinite(rows.to(narrow)).all(1) if narrow is not None else keep
+        case["by_narrower"] = None if torch.equal(by_narrow, keep) else {
+            "dtype": str(narrow).removeprefix("torch."), "largest": float(torch.finfo(narrow).max),
+            "x": value_facts(x[by_narrow])}
         # The mask turned into numbers (keep.long(), .int()) and used as indices: x[0] and x[1].
         case["mask_as_indices"] = value_facts(x[keep.long()])
         # The input as given, to tell replaced bad values from other changes.
         case["finite_as_given"] = value_facts(x) if x.is_floating_point() else None
     return record
+
+
+_NARROWER = {torch.float64: torch.float32, torch.float32: torch.float16}
 
 
 def _judge_drop_non_finite(record):
@@ -273,6 +293,12 @@ def _judge_non_finite_cases(cases):
             return MESSAGES("wrong-keep-mask", n=case['n'], on=on, want=want)
         if kept == case["n"] and want != case["n"]:
             return MESSAGES("replaced-bad-values", n=case['n'], on=on)
+        narrower = case.get("by_narrower")
+        if narrower is not None and x["shape"] == narrower["x"]["shape"] and same_values(
+                x["values"], narrower["x"]["values"]):
+            return MESSAGES("tested-narrower-copy", kept=kept, plural='s' if kept != 1 else '',
+                            want=want, on=on, dtype=case['dtype'], narrow=narrower["dtype"],
+                            largest=narrower["largest"])
         by_sum = case["by_sum"]
         if by_sum is not None and x["shape"] == by_sum["shape"] and same_values(x["values"], by_sum["values"]):
             return MESSAGES("tested-derived-values",

@@ -62,7 +62,16 @@ MESSAGES = Messages("layer_output_shapes", {
         "gone afterwards (on {on}). Clearing module._forward_hooks takes every hook off, other code's"
         " too; remove only your own, with the handles register_forward_hook returned."),
     "train-eval-mode": "train/eval mode",
-    "grad-mode": "grad mode",
+    "changed-grad-mode": (
+        "Your function changed torch's global autograd mode (on {on}): it was {before} when your "
+        "function was called and {after} afterwards, for all the caller's code, not just this model. "
+        "torch.set_grad_enabled(...) switches it for the whole program; to run the forward without "
+        "gradients, use `with torch.no_grad():`, which puts the caller's mode back on leaving. Hooks "
+        "only watch: running the model as the caller called you needs neither."),
+    "error-replaced": (
+        "When the model's forward raised {want_type}: {want_message} (on {on}), the caller got "
+        "{type}: {message} instead. Let that very error reach the caller: remove the hooks in a "
+        "`finally:` (or re-raise with a bare `raise`), without catching it into another exception."),
     "changed-mode": (
         "Your function changed the model's {what} (on {on}). Hooks only watch: run the model as it "
         "was given, in the mode and grad mode the caller chose."),
@@ -158,7 +167,8 @@ class _Nested(nn.Module):
 
 
 class _Breaks(nn.Module):
-    """A forward that raises after its first layer ran: the hooks must go all the same."""
+    """A forward that raises after its first layer ran: the hooks must go all the same, and its
+    own error (a ValueError, not torch's RuntimeError) must reach the caller as it is."""
 
     def __init__(self):
         super().__init__()
@@ -166,7 +176,16 @@ class _Breaks(nn.Module):
         self.second = nn.Linear(6, 2)  # expects 6 features, gets 5
 
     def forward(self, x):
-        return self.second(self.first(x))
+        h = self.first(x)
+        if h.shape[-1] != self.second.in_features:
+            raise ValueError(f"_Breaks: the second layer expects {self.second.in_features} "
+                             f"features, got {h.shape[-1]}")
+        return self.second(h)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def _hooks_left(model) -> list[str]:
@@ -308,13 +327,14 @@ def _probe_layer_output_shapes(answer, run):
             module._forward_hooks.clear()
             module._forward_pre_hooks.clear()
     broken = _Breaks()
-    on = "a model whose forward raises after its first layer (its second Linear expects 6 features, gets 5)"
+    on = ("a model whose forward raises a ValueError of its own after its first layer (its second "
+          "Linear expects 6 features, gets 5)")
     global_before = _global_hooks()
     try:
         run(answer, broken, torch.randn(2, 4, generator=_generator(17)), on=on)
         raised = None
     except LearnerRaised as error:
-        raised = type(error.error).__name__
+        raised = {"type": type(error.error).__name__, "message": _first_line(error.error)}
     finally:
         _remove_global_hooks(_global_hooks() - global_before)  # the session as the answer found it
     record["broken"] = {"on": on, "raised": raised, "hooks_left": _hooks_left(broken)}
@@ -341,6 +361,12 @@ def _expect_layer_output_shapes(record):
             x = tensor_of(case["given"]["x"])
             case["expected"] = [[name, list(shape)] for name, shape in layer_output_shapes.reference(model, x)]
             case["inputs"] = [[name, list(shape)] for name, shape in _input_shapes(model, x)]
+        broken = record.get("broken")
+        if broken is not None:  # the error the reference lets through: the forward's own
+            try:
+                layer_output_shapes.reference(_Breaks(), torch.randn(2, 4, generator=_generator(17)))
+            except Exception as error:
+                broken["expected_raised"] = {"type": type(error).__name__, "message": _first_line(error)}
     return record
 
 
@@ -380,9 +406,11 @@ def _judge_layer_output_shapes(record):
         if case["forwards"] != 1:
             return MESSAGES("ran-model-twice" if case["forwards"] > 1 else "never-ran-model",
                             forwards=case['forwards'], on=on)
-        if case["mode_changed"] or case["grad_changed"]:
-            what = MESSAGES.text("train-eval-mode" if case["mode_changed"] else "grad-mode")
-            return MESSAGES("changed-mode", what=what, on=on)
+        if case["mode_changed"]:
+            return MESSAGES("changed-mode", what=MESSAGES.text("train-eval-mode"), on=on)
+        if case["grad_changed"]:
+            before, after = ("off", "on") if "no_grad" in on else ("on", "off")
+            return MESSAGES("changed-grad-mode", on=on, before=before, after=after)
         if got["kind"] != "pairs":
             return MESSAGES("not-pairs", kind=got['kind'], on=on)
         pairs = got["pairs"]
@@ -427,6 +455,11 @@ def _judge_layer_output_shapes(record):
             return MESSAGES("swallowed-error", on=on)
         if broken["hooks_left"]:
             return MESSAGES("hooks-left-after-error", hooks_left=', '.join(broken['hooks_left'][:3]), on=on)
+        want = broken.get("expected_raised")
+        if want is not None and broken["raised"] != want:
+            return MESSAGES("error-replaced", on=on, type=broken["raised"]["type"],
+                            message=broken["raised"]["message"], want_type=want["type"],
+                            want_message=want["message"])
     return None
 
 

@@ -202,13 +202,14 @@ def _clip_inputs(seed, target_scale, max_norm):
 
 def _clipped(answer, arguments, run, on):
     """The number it returned (a tensor, a NumPy number or array of one value, a float alike),
-    and how far each parameter moved."""
+    whether that is a tensor (what clip_grad_norm_ returns), and how far each parameter moved."""
     model, optimizer, loss, max_norm = arguments
     parameters = list(model.parameters())
     before = _flat(parameters)
     returned = run(answer, model, optimizer, loss, max_norm, on=on)
     return {
         "returned": describe(_a_number(returned)),
+        "returned_a_tensor_(as_clip_grad_norm_)": describe(isinstance(returned, torch.Tensor)),
         "how_far_the_parameters_moved_(before_minus_after)": describe(before - _flat(parameters)),
     }
 

@@ -3,7 +3,8 @@ exercise ``save_weights``).
 
 Engine: applies states.snapshot/differences (what the answer leaves on the model: modes,
 requires_grad, values, buffers) and the identity of its parameters, on a model with a BatchNorm
-buffer of int64 (a 0-d tensor) and a second call after training on in eval mode; hand-written
+buffer of int64 (a 0-d tensor), a second call after training on in eval mode, the model in
+float64, and on meta (a stand-in for a GPU: a move of the model itself shows); hand-written
 because the answer writes a file whose classic mistakes (the whole object, parameters only,
 another dtype, a stale file) are named from what torch.load(weights_only=True) makes of it.
 """
@@ -22,7 +23,7 @@ from torch import nn
 from course_utils.exercises.core import Exercise, Function, Mistake
 from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text
-from course_utils.exercises.running import judge_side
+from course_utils.exercises.running import LearnerRaised, judge_side
 from course_utils.exercises.states import differences, snapshot
 from course_utils.exercises.messages import Message, Messages
 
@@ -48,6 +49,22 @@ MESSAGES = Messages("save_weights", {
         "dropout and batch statistics. Saving needs no mode; leave model.training as it was (no "
         "model.train() or model.eval() in a save function)."),
     "stale-file-values": "its {differ} still hold the first call's values",
+    "changed-the-model-on": (
+        "Your function changed the model ({changed}) on {on}; saving must only read it. Save "
+        "model.state_dict() as it is; convert or move copies, if ever, not the model."),
+    "converted-float64": (
+        "On {on}, your file stores {first} as {dtype}, not as the model's float64: the tensors must "
+        "be saved as they are, in their own dtype. A conversion (.float(), .to(torch.float32)) "
+        "rounds float64 values and hands whoever loads the file another dtype than the model's. "
+        "Save model.state_dict() without converting it."),
+    "no-file-on": "On {on}, your function wrote no readable file at the path it was given: {problem}.",
+    "moved-the-model": (
+        "Your function moved the model itself ({how}) on {on}: Module.cpu() and .to(...) move the "
+        "module in place (and return it), so a model on a GPU would be left on the CPU after saving"
+        " and training would go on there, or stop with tensors on two devices. Leave the model as "
+        "it is: torch.save(model.state_dict(), path) saves the tensors from where they are, and "
+        "torch.load(path, map_location=...) puts them where the loader wants. For CPU copies, copy "
+        "the tensors ({{k: v.cpu() for k, v in model.state_dict().items()}}), not the model."),
     "passed": (
         "Correct: the file holds names and tensors only, so torch.load(path, weights_only=True) reads"
         " it without running any code, and any model with the same layer names can load it."),
@@ -250,7 +267,50 @@ def _probe_save_weights(answer, run):
             "changed": _state_changes(state, model),
             "mode_changed": [m.training for m in model.modules()] != modes,
         }
+        # A model in float64 (a dtype of its own): the file must hold float64 tensors, exactly.
+        model = _weights_model().double()
+        state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+        path = os.path.join(folder, "weights64.pt")
+        run(answer, model, path, on=_FLOAT64_ON)
+        wide = _file_record(path, state) if os.path.isfile(path) else {"load_error": "no file was written"}
+        record["float64"] = {"differ": wide.get("differ"), "dtypes": wide.get("dtypes", {}),
+                             "problem": wide.get("load_error"), "changed": _state_changes(state, model)}
+        # A model on the meta device, the course's stand-in for a GPU: saving must not move it.
+        # Meta tensors hold no values, so an answer that copies them (to the CPU) cannot run here:
+        # only a move of the model itself (Module.cpu(), .to(), ...) is judged.
+        model = _architecture().to("meta")
+        modules = {id(m) for m in model.modules()}
+        try:
+            run(answer, model, os.path.join(folder, "weights_meta.pt"), on=_META_ON)
+            moved = None
+        except LearnerRaised as raised:
+            moved = _module_move(raised.error, modules)
+        devices = {t.device.type for t in model.state_dict().values()}
+        if moved is None and devices != {"meta"}:
+            moved = f"now on {', '.join(sorted(devices))}"
+        record["meta_moved"] = moved
     return record
+
+
+_FLOAT64_ON = "a call on the same architecture in float64 (model.double()), another path"
+_META_ON = ("a call on the same architecture on the meta device (model.to('meta'), the course's "
+            "stand-in for a GPU), another path")
+
+
+def _module_move(error: BaseException, modules: set[int]) -> str | None:
+    """The Module method (cpu, to, cuda...) through which ``error`` was raised while it moved one
+    of ``modules`` itself, or None when the error came from elsewhere (a copy of a tensor)."""
+    traceback, method = error.__traceback__, None
+    while traceback is not None:
+        frame = traceback.tb_frame
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, nn.Module) and frame.f_code.co_filename.endswith(os.path.join("modules", "module.py")):
+            if frame.f_code.co_name == "_apply" and id(owner) in modules:
+                return f"model.{method or 'to'}(...)" if method != "cpu" else "model.cpu()"
+            if frame.f_code.co_name != "_apply":
+                method = frame.f_code.co_name
+        traceback = traceback.tb_next
+    return None
 
 
 def _expect_save_weights(record):
@@ -325,6 +385,17 @@ def _judge_save_weights(record):
         what = (MESSAGES.text("stale-file-values", differ=', '.join(second['differ'][:3]))
                 if second["differ"] else second["problem"])
         return MESSAGES("stale-file", what=what)
+    wide = record.get("float64")
+    if wide is not None and wide["changed"]:
+        return Mistake("changed-the-model", MESSAGES.text(
+            "changed-the-model-on", changed=', '.join(wide['changed'][:4]), on=_FLOAT64_ON))
+    if wide is not None and (wide["problem"] or wide["differ"]):
+        first = (wide["differ"] or ["?"])[0]
+        return MESSAGES("converted-float64", on=_FLOAT64_ON, first=first,
+                        dtype=wide["dtypes"].get(first, "?")) if wide["differ"] else \
+            MESSAGES("no-file-on", on=_FLOAT64_ON, problem=wide["problem"])
+    if record.get("meta_moved"):
+        return MESSAGES("moved-the-model", how=record["meta_moved"], on=_META_ON)
     return None
 
 

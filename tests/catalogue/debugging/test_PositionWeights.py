@@ -17,7 +17,7 @@ class PositionsWithBuffer(nn.Module):
 
     def forward(self, x):
         length = x.shape[1]
-        weights = (self.steps[:length] / length).to(x.dtype)
+        weights = self.steps[:length].to(x.dtype) / length
         return x * weights[:, None]
 
 
@@ -168,7 +168,7 @@ class PositionsMovedWithTo(nn.Module):
 
     def forward(self, x):
         length = x.shape[1]
-        return x * (torch.arange(1, length + 1) / length).to(x)[:, None]
+        return x * (torch.arange(1, length + 1).to(x) / length)[:, None]
 
 
 class PositionsInFloat64ThenCast(nn.Module):
@@ -358,6 +358,43 @@ class PositionsByMul(nn.Module):
         return torch.mul(x, weights.unsqueeze(-1))
 
 
+# -- issue 45, second fresh round (from the task text) --------------------------------------
+class PW_Float32WeightsCast(nn.Module):
+    # The weights worked out in float32 and cast to x's dtype: float64 outputs have float32's
+    # precision (1/3 -> 0.3333333432674408).
+    def __init__(self, max_length):
+        super().__init__()
+        self.max_length = max_length
+
+    def forward(self, x):
+        length = x.shape[1]
+        weights = (torch.arange(1, length + 1, device=x.device) / length).to(x.dtype)
+        return x * weights[:, None]
+
+
+class PW_BufferDividedInFloat32(nn.Module):
+    # Was right("a buffer sliced to the length") before round 2: an int64 buffer divided by the
+    # length (float32), then cast to x's dtype.
+    def __init__(self, max_length):
+        super().__init__()
+        self.register_buffer("steps", torch.arange(1, max_length + 1), persistent=False)
+
+    def forward(self, x):
+        length = x.shape[1]
+        weights = (self.steps[:length] / length).to(x.dtype)
+        return x * weights[:, None]
+
+
+class PW_MadeOnCpuDividedThenTo(nn.Module):
+    # Was right("made on the CPU, then .to(x)") before round 2: divided in float32, then .to(x).
+    def __init__(self, max_length):
+        super().__init__()
+
+    def forward(self, x):
+        length = x.shape[1]
+        return x * (torch.arange(1, length + 1) / length).to(x)[:, None]
+
+
 CATALOGUE = Catalogue({
     ex.PositionWeights: [
         right("a buffer sliced to the length", PositionsWithBuffer),
@@ -416,6 +453,13 @@ CATALOGUE = Catalogue({
         wrong('floor division of the steps', PW_FloorDivision,
               'each sequence is multiplied by (t + 1) / length, with length'),
         right("arange(length).add(1), torch.mul, unsqueeze(-1)", PositionsByMul),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("weights worked out in float32, cast to x.dtype", PW_Float32WeightsCast,
+              "has only float32's precision", "worked out in float32", kind=EDGE),
+        wrong("an int64 buffer divided in float32, then .to(x.dtype)", PW_BufferDividedInFloat32,
+              "has only float32's precision", kind=EDGE),
+        wrong("weights divided on the CPU in float32, then .to(x)", PW_MadeOnCpuDividedThenTo,
+              "has only float32's precision", kind=EDGE),
     ],
 })
 

@@ -367,15 +367,74 @@ def clip_with_autograd_grad(model, optimizer, loss, max_norm):
     return total
 
 
+def clip_trainable_tensor(model, optimizer, loss, max_norm):
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return_value = torch.nn.utils.clip_grad_norm_(trainable, max_norm, norm_type=2.0)
+    optimizer.step()
+    return return_value
+
+
+def clip_with_set_to_none_false_tensor(model, optimizer, loss, max_norm):
+    optimizer.zero_grad(set_to_none=False)
+    loss.backward()
+    total = nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=float(max_norm), error_if_nonfinite=True)
+    optimizer.step()
+    return total
+
+
+# -- issue 45, second fresh round (from the task text) ---------------------------------------
+def cs_zero_grad_last(model, optimizer, loss, max_norm):
+    # Zeroes after the step: a .grad the model held on entry is added to this loss's gradient.
+    loss.backward()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    return total
+
+
+def cs_item(model, optimizer, loss, max_norm):
+    # Returns the norm as a Python float, not what clip_grad_norm_ returns (a 0-d tensor).
+    optimizer.zero_grad()
+    loss.backward()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    return total.item()
+
+
+def cs_scale_lr(model, optimizer, loss, max_norm):
+    # Scales the learning rate for this step instead of the gradients: momentum keeps the
+    # unclipped gradient, so the second step differs.
+    optimizer.zero_grad()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    scale = min(1.0, max_norm / (total.item() + 1e-6))
+    saved = [group["lr"] for group in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        group["lr"] *= scale
+    optimizer.step()
+    for group, lr in zip(optimizer.param_groups, saved):
+        group["lr"] = lr
+    return total
+
+
 CATALOGUE = Catalogue({
     ex.clipped_step: [
         wrong("clip before backward()", clips_before_backward, "clip_grad_norm_ ran before loss.backward()"),
         wrong("clip after step()", clips_after_the_step, "clip_grad_norm_ ran after optimizer.step()"),
-        right("zero_grad after step, returns a float", clip_returns_float),
+        # was right before issue 45's second round: the old .grad on entry, and a float returned
+        wrong("zero_grad after step, returns a float", clip_returns_float,
+              "plus the .grad the model already held", "Zero them first", kind=STATEFUL),
         right("clipped by hand", clip_by_hand),
         right("model.zero_grad", clip_model_zero_grad),
-        right("trainable parameters only, norm_type given", clip_trainable_list),
-        right("returns a NumPy float", clip_returns_a_numpy_float),
+        # was right before issue 45's second round (returns float(total))
+        wrong("trainable parameters only, norm_type given, float()", clip_trainable_list,
+              "returned float", "a 0-d tensor"),
+        right("trainable parameters only, norm_type given", clip_trainable_tensor),
+        # was right before issue 45's second round
+        wrong("returns a NumPy float", clip_returns_a_numpy_float, "returned numpy.float32", "a 0-d tensor"),
         wrong("clips after step", clip_after_step, "unclipped gradient", "before optimizer.step()"),
         wrong("clips before backward", clip_before_backward, "unclipped gradient", "after loss.backward()"),
         wrong("clips by value", clip_by_value, "clip_grad_value_", "direction"),
@@ -396,13 +455,17 @@ CATALOGUE = Catalogue({
         wrong("clips each parameter on its own", clip_each_parameter, "on its own", "all of them together"),
         wrong("scales the learning rate instead, for good", clip_by_scaling_the_lr, "After call 2",
               kind=STATEFUL),
-        right("returns a 0-d NumPy array", clip_returns_a_numpy_array),
+        # was right before issue 45's second round
+        wrong("returns a 0-d NumPy array", clip_returns_a_numpy_array, "returned numpy.ndarray", "a 0-d tensor"),
         right("grads set to None by hand, keyword max_norm", clip_grads_set_to_none_by_hand),
         # -- issue 45: the loss clipped instead of the gradients
         wrong("clip_grad_norm_ on the loss", clip_the_loss, "no parameter, such as the loss", "model.parameters()"),
         wrong("clip_grad_norm_ on [loss]", clip_the_loss_in_a_list, "no parameter, such as the loss"),
         wrong("the loss clamped to max_norm", clamp_the_loss, "zero everywhere", "Clip the gradients, not the loss"),
-        right("zero_grad(set_to_none=False), a list, .item()", clip_with_set_to_none_false),
+        # was right before issue 45's second round (returns .item())
+        wrong("zero_grad(set_to_none=False), a list, .item()", clip_with_set_to_none_false,
+              "returned float", "without .item()"),
+        right("zero_grad(set_to_none=False), a list", clip_with_set_to_none_false_tensor),
         # -- issue 45, fresh round (from the task text) --
         wrong('clips the first parameter group only', c_first_group_only,
               'is: zero_grad, backward, clip_grad_norm_(model.parameters(),', kind=EDGE),
@@ -425,6 +488,12 @@ CATALOGUE = Catalogue({
         wrong('returns the average norm per parameter', c_norm_of_the_loss_grad,
               'Return what clip_grad_norm_ returns'),
         right("torch.autograd.grad, .grad set by hand", clip_with_autograd_grad),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("zero_grad after the step", cs_zero_grad_last,
+              "plus the .grad the model already held", "Zero them first", kind=STATEFUL),
+        wrong("returns total.item()", cs_item, "returned float", "not what clip_grad_norm_ returns"),
+        wrong("scales the learning rate instead of the gradients", cs_scale_lr,
+              "never clipped the gradients", "Momentum stores the gradient", kind=STATEFUL),
     ],
 })
 

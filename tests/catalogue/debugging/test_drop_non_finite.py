@@ -237,6 +237,13 @@ def drop_with_a_stack_of_tests(x, y):
     return x[keep], y[keep]
 
 
+# -- issue 45, second fresh round (from the task text) ---------------------------------------
+def dnf_float32(x, y):
+    # Checks a float32 copy: float64 values beyond 3.4e38 (finite) become inf and are dropped.
+    keep = torch.isfinite(x.float()).reshape(len(x), -1).all(dim=1)
+    return x[keep], y[keep]
+
+
 CATALOGUE = Catalogue({
     ex.drop_non_finite: [
         wrong("isnan().any(dim=1)", drop_nan_rows_per_feature, "it finds nan but not inf"),
@@ -304,6 +311,9 @@ CATALOGUE = Catalogue({
         wrong('the kept examples squeezed', d_squeezed,
               'examples (along dimension 0), not features or single values:', kind=EDGE),
         right("one test per example, stacked", drop_with_a_stack_of_tests),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("isfinite of a float32 copy, reshape", dnf_float32,
+              "only larger than float32 can hold", "a conversion from float64 to float32", kind=EDGE),
     ],
 })
 

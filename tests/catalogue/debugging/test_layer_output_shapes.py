@@ -295,6 +295,40 @@ def shapes_with_apply_and_a_name_table(model, x):
     return shapes
 
 
+# -- issue 45, second fresh round (from the task text) ---------------------------------------
+def los_wrap_error(model, x):
+    # Re-raises the forward's error wrapped in a RuntimeError of its own: the caller gets
+    # another exception (type and message) than the one the forward raised.
+    shapes, handles = [], []
+    for name, module in _leaves(model):
+        handles.append(module.register_forward_hook(
+            lambda m, i, o, name=name: shapes.append((name, tuple(o.shape)))))
+    try:
+        model(x)
+    except Exception as error:
+        raise RuntimeError(f"layer_output_shapes: the forward failed after {shapes}: {error}") from error
+    finally:
+        for h in handles:
+            h.remove()
+    return shapes
+
+
+def los_grad_switch(model, x):
+    # Runs the forward with autograd off, then switches it back on: wrong under torch.no_grad().
+    shapes, handles = [], []
+    for name, module in _leaves(model):
+        handles.append(module.register_forward_hook(
+            lambda m, i, o, name=name: shapes.append((name, tuple(o.shape)))))
+    torch.set_grad_enabled(False)
+    try:
+        model(x)
+    finally:
+        torch.set_grad_enabled(True)
+        for h in handles:
+            h.remove()
+    return shapes
+
+
 CATALOGUE = Catalogue({
     ex.layer_output_shapes: [
         right("handles as context managers in an ExitStack, torch.Size", shapes_with_handles_in_an_exit_stack),
@@ -348,6 +382,11 @@ CATALOGUE = Catalogue({
         wrong("model.apply: a layer used twice gets two hooks", shapes_with_apply_and_a_name_table,
               "one Tanh used in both", kind=EDGE),
         right("functools.partial hooks, leaves by len(module._modules)", shapes_with_partial_hooks),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("the forward's error wrapped in a RuntimeError", los_wrap_error,
+              "the caller got RuntimeError", "Let that very error reach the caller", kind=EDGE),
+        wrong("autograd switched off, then on", los_grad_switch,
+              "changed torch's global autograd mode", "it was off when", kind=STATEFUL),
     ],
 })
 

@@ -197,6 +197,29 @@ def save_detached_through_a_path(model, path):
     torch.save({name: tensor.detach() for name, tensor in model.state_dict().items()}, pathlib.Path(path))
 
 
+# -- issue 45, second fresh round (from the task text) ---------------------------------------
+def sw_float32(model, path):
+    # Saves every floating tensor as float32 "to be safe": a float64 model's file holds float32.
+    state = {k: (v.float() if v.is_floating_point() else v) for k, v in model.state_dict().items()}
+    torch.save(state, path)
+
+
+def sw_cpu_in_place(model, path):
+    # Module.cpu() moves the model itself: a model on a GPU is left on the CPU.
+    torch.save(model.cpu().state_dict(), path)
+
+
+def sw_to_cpu_device(model, path):
+    # The same move with .to(torch.device("cpu")).
+    model.to(torch.device("cpu"))
+    torch.save(model.state_dict(), path)
+
+
+def sw_copy_moved_to_cpu(model, path):
+    # A deep copy is moved, not the model: right.
+    torch.save(copy.deepcopy(model).cpu().state_dict(), path)
+
+
 CATALOGUE = Catalogue({
     ex.save_weights: [
         right("through a file object", save_with_a_file_object),
@@ -259,6 +282,14 @@ CATALOGUE = Catalogue({
         wrong('dots in the keys replaced', sw_keys_without_dots,
               'A fresh model of the same architecture cannot load your file'),
         right("a comprehension of detached tensors, a pathlib.Path", save_detached_through_a_path),
+        # -- issue 45, second fresh round (from the task text) --
+        wrong("floating tensors saved as float32", sw_float32, "stores 0.bias as float32",
+              "not as the model's float64", kind=EDGE),
+        wrong("model.cpu().state_dict()", sw_cpu_in_place, "moved the model itself (model.cpu())",
+              "meta device", kind=EDGE),
+        wrong("model.to(torch.device('cpu')) before saving", sw_to_cpu_device,
+              "moved the model itself (model.to(...))", kind=EDGE),
+        right("a deep copy moved to the CPU", sw_copy_moved_to_cpu),
     ],
 })
 
