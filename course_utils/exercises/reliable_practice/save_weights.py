@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.core import Exercise, Function, Mistake, Raised, later_error
 from course_utils.exercises.facts import given, tensor_of
 from course_utils.exercises.reliable_practice.common import CHAPTER, _kind, _error_text
 from course_utils.exercises.running import LearnerRaised, judge_side
@@ -285,6 +285,8 @@ def _probe_save_weights(answer, run):
             moved = None
         except LearnerRaised as raised:
             moved = _module_move(raised.error, modules)
+            if moved is None and not _no_data_on_meta(raised.error):
+                record["raised"] = later_error(raised, answer)  # an error of its own, not meta's
         devices = {t.device.type for t in model.state_dict().values()}
         if moved is None and devices != {"meta"}:
             moved = f"now on {', '.join(sorted(devices))}"
@@ -295,6 +297,12 @@ def _probe_save_weights(answer, run):
 _FLOAT64_ON = "a call on the same architecture in float64 (model.double()), another path"
 _META_ON = ("a call on the same architecture on the meta device (model.to('meta'), the course's "
             "stand-in for a GPU), another path")
+
+
+def _no_data_on_meta(error: BaseException) -> bool:
+    """Whether ``error`` is meta's refusal to give numbers it does not hold (a copy to the CPU,
+    .numpy(), .item()): what a right answer that copies the tensors meets there, and no GPU."""
+    return "meta" in str(error).lower()
 
 
 def _module_move(error: BaseException, modules: set[int]) -> str | None:
@@ -396,6 +404,8 @@ def _judge_save_weights(record):
             MESSAGES("no-file-on", on=_FLOAT64_ON, problem=wide["problem"])
     if record.get("meta_moved"):
         return MESSAGES("moved-the-model", how=record["meta_moved"], on=_META_ON)
+    if record.get("raised"):
+        return Raised(record["raised"])
     return None
 
 
