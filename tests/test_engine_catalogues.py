@@ -51,6 +51,8 @@ def test_what_a_task_allows_filters_the_edges():
     nonnegative = edges.edge_values(torch.float32, edges.Allowed(nonnegative=True))
     numbers = [v for v in nonnegative if not math.isnan(v)]
     assert all(v >= 0 and math.copysign(1, v) > 0 for v in numbers) and math.inf in numbers
+    no_nan = edges.edge_values(torch.float32, edges.Allowed(nan=False))
+    assert math.inf in no_nan and -math.inf in no_nan and not any(math.isnan(v) for v in no_nan)
     ranged = edges.edge_values(torch.float64, edges.Allowed(low=-1, high=1))
     assert ranged and all(-1 <= v <= 1 for v in ranged)
 

@@ -29,18 +29,20 @@ INF, NAN = math.inf, math.nan
 
 @dataclass(frozen=True)
 class Allowed:
-    """Which values a task allows for one input: ``finite`` (no inf, no nan), ``nonnegative``,
-    and an optional closed range [``low``, ``high``]; edges outside it are left out."""
+    """Which values a task allows for one input: ``finite`` (no inf, no nan), ``nan=False``
+    (infinities but no nan), ``nonnegative``, and an optional closed range [``low``, ``high``]
+    (nan lies in no range); edges outside it are left out."""
 
     finite: bool = False
     nonnegative: bool = False
     low: float | None = None
     high: float | None = None
+    nan: bool = True
 
     def admits(self, value) -> bool:
         value = float(value)
         if math.isnan(value):
-            return not self.finite and self.low is None and self.high is None
+            return self.nan and not self.finite and self.low is None and self.high is None
         if math.isinf(value) and self.finite:
             return False
         if self.nonnegative and (value < 0 or math.copysign(1.0, value) < 0):

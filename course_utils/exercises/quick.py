@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from course_utils.exercises.core import Exercise, Function, Mistake
+from course_utils.exercises.core import Exercise, Function
 from course_utils.exercises.edges import ANY, Allowed, edge_tensor, edge_values, generated, near_ties, not_contiguous
 from course_utils.exercises.facts import given, shape_text, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.messages import Message, Messages
