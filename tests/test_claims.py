@@ -168,3 +168,49 @@ def test_the_first_meta_operation_is_paid_in_the_imports_cell(chapter):
     first_meta = next(i for i, source in enumerate(code) if '"meta"' in source)
     imports = next(i for i, source in enumerate(code) if "import torch" in source)
     assert first_meta == imports, (first_meta, imports)
+
+
+def test_chapter_07_says_once_what_persistent_workers_draw():
+    sentence = "(With `persistent_workers=True` the workers, and so their seeds, are made once"
+    assert text("07").count(sentence) == 1
+
+
+def test_an_inference_tensor_cannot_be_changed_in_place_later_and_chapters_02_and_07_say_so():
+    with torch.inference_mode():
+        made = torch.ones(3)
+        made.add_(1)  # inside inference mode: allowed
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        made.add_(1)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+        made[0] = 0.0  # no_grad is not inference mode
+    copy = made.clone()
+    copy.add_(1)
+    assert not copy.is_inference()
+    for chapter in ("02", "07"):
+        assert 'match="Inplace update to inference tensor outside InferenceMode"' in text(chapter)
+    assert "an inference tensor cannot be changed in place" in text("07")
+
+
+def test_reordering_a_float32_sum_changes_its_last_digits_and_chapter_06_shows_an_order_not_a_precision():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1_000_000, generator=g) * 10.0 ** torch.randint(-3, 7, (1_000_000,), generator=g)
+    assert not torch.equal(x.sum(), x.flip(0).sum())
+    # cumsum on the CPU accumulates float32 in float64: not a float32 order, so the chapter avoids it
+    y = torch.tensor([1e8, 1.0, -1e8])
+    assert y.cumsum(0)[-1].item() == 1.0 and y.sum().item() == 0.0
+    chapter = text("06")
+    assert "x.cumsum(0)" not in chapter and "assert not all(same)" in chapter
+    assert "(more precision, not another order)" in chapter
+    assert "so a seeded GPU run repeats only with the deterministic settings above" in chapter
+
+
+def test_chapter_04_gives_the_thread_count_as_a_count_not_a_measured_share():
+    chapter = text("04")
+    assert "2 cores' worth" not in chapter
+    assert "That is a count, not a measurement" in chapter
+
+
+def test_chapter_06_says_what_cudnn_benchmark_loses_under_deterministic_algorithms():
+    chapter = text("06")
+    assert "With `benchmark` on, deterministic algorithms stay deterministic" in chapter
+    assert "defeats" not in chapter

@@ -71,3 +71,34 @@ def test_the_output_marker_that_learner_notebooks_show_is_explained():
     first = "".join(learner["cells"][0]["source"])
     assert "`# NBVAL_CHECK_OUTPUT`" in first and "the comment changes nothing" in first
     assert "`# NBVAL_CHECK_OUTPUT` arrive with an output already" in README
+
+
+def test_intel_macs_are_pointed_to_conda_forge_which_the_conda_section_uses():
+    start = README.split("## Start", 1)[1].split("## Chapters", 1)[0]
+    assert "conda-forge builds PyTorch itself, Intel Macs included" in " ".join(start.split())
+    assert "[with conda](#with-conda)" in start and "### With conda" in README
+    environment = (ROOT / "environment.yml").read_text(encoding="utf-8")
+    assert "channels:\n  - conda-forge\n  - nodefaults" in environment
+
+
+def test_the_driver_rule_agrees_with_chapter_00s_minor_version_compatibility():
+    import json
+
+    details = " ".join(README.split("## Install details", 1)[1].split("### With conda", 1)[0].split())
+    chapter = json.loads((ROOT / "solutions" / "00_environment.ipynb").read_text(encoding="utf-8"))
+    chapter = " ".join(" ".join("".join(c["source"]) for c in chapter["cells"]).split())
+    assert "needs a driver whose" not in details  # the old rule, with no leeway at all
+    for both in ("minor-version compatibility", "for CUDA 12, any driver from 525 on", "for CUDA 13, from 580 on"):
+        assert both in details and both in chapter
+
+
+def test_the_cpu_builds_installed_size_is_what_the_readme_says():
+    import pytest
+    import torch
+
+    if torch.version.cuda or torch.version.hip or "+cpu" not in torch.__version__:
+        pytest.skip("the README's size is the CPU build's; this is another build")
+    folder = Path(torch.__file__).parent
+    megabytes = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
+    assert 650 < megabytes < 850, megabytes  # the README: "about 750 MB installed"
+    assert "a download of under 200 MB, about 750 MB installed" in README
