@@ -206,8 +206,10 @@ def intel_mac_problem(machine: Machine, version: str) -> str | None:
         "last one for macOS on x86_64 was 2.2.2, and the course needs 2.6 or newer. On an Apple-"
         "silicon Mac this means your Python is an Intel build running under Rosetta: install an "
         "arm64 Python (python.org's installer, or Homebrew in /opt/homebrew) and run ./course "
-        "setup with it. On an Intel Mac, take the course on Colab or Kaggle (README, \"Colab, "
-        "Kaggle, or your class's JupyterHub\"), or in a Linux machine or container."
+        "setup with it. On an Intel Mac, conda-forge builds PyTorch itself (CPU only): install "
+        "the course with conda (README, \"With conda\"); if conda finds no pytorch of the pinned "
+        "version, take the course on Colab or Kaggle (README, \"Colab, Kaggle, or your class's "
+        "JupyterHub\"), or in a Linux machine or container."
     )
 
 

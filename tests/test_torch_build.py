@@ -211,5 +211,6 @@ def test_an_intel_mac_is_told_why_before_pip_fails(monkeypatch, capsys):
     said = capsys.readouterr().err
     assert ran == []  # pip is not asked: it would only say "no matching distribution"
     assert "no build for Intel Macs" in said and "2.2.2" in said and "Rosetta" in said and "Colab" in said
+    assert "conda-forge" in said and "With conda" in said  # the route the README's conda section takes
     assert torch_build.intel_mac_problem(MAC, "2.13.0") is None  # Apple silicon: fine
     assert torch_build.intel_mac_problem(INTEL_MAC, "2.2.2") is None
