@@ -34,7 +34,8 @@ import numpy as np
 import torch
 
 from course_utils.exercises.core import Exercise, Function
-from course_utils.exercises.edges import ANY, Allowed, edge_tensor, edge_values, generated, near_ties, not_contiguous
+from course_utils.exercises.edges import (ANY, Allowed, edge_tensor, edge_values, generated, near_ties, not_contiguous,
+                                          resized)
 from course_utils.exercises.facts import given, shape_text, tensor_of, tensor_problem, value_facts
 from course_utils.exercises.messages import Message, Messages
 from course_utils.exercises.public import PublicCase, PublicCases
@@ -112,9 +113,6 @@ def _draw(shape, dtype, generator, low, high) -> torch.Tensor:
     return (values.round() if not dtype.is_floating_point else values).to(dtype)
 
 
-_not_contiguous = not_contiguous
-
-
 def _describe_arguments(names, shapes, dtype) -> str:
     return ", ".join(f"{name} of shape {shape_text(shape)}" for name, shape in zip(names, shapes)) + \
         f", {str(dtype).replace('torch.', '')}"
@@ -145,11 +143,11 @@ def cases(inputs: Inputs, names: Sequence[str], seed: int, *, every_variant: boo
         shapes = all_shapes[0]
         if any(len(shape) and shape[-1] > 1 for shape in shapes):
             add(_describe_arguments(names, shapes, first_dtype) + ", not contiguous", shapes, first_dtype,
-                _not_contiguous)
+                not_contiguous)
         if inputs.batch_dim is not None:
             for size, what in ((1, "a batch of one"), (0, "an empty batch")):
-                resized = [tuple(size if d == inputs.batch_dim else n for d, n in enumerate(shape)) for shape in shapes]
-                add(_describe_arguments(names, resized, first_dtype) + f" ({what})", resized, first_dtype)
+                sized = [resized(shape, inputs.batch_dim, size) for shape in shapes]
+                add(_describe_arguments(names, sized, first_dtype) + f" ({what})", sized, first_dtype)
         _add_edges(found, inputs, names, all_shapes[0], seed)
     for name, make in inputs.edge_cases.items():
         found.append(_Case(name, make))
